@@ -1,0 +1,71 @@
+"""kubetune's error classes: what a reconcile raises decides what the runtime does next.
+
+`TemporaryError` retries after its delay, `TerminalError` is logged and not retried, any other
+exception retries with per-key exponential backoff. API errors are mapped from the client's
+exception (with the cause chained) so callers never import the client to tell them apart.
+"""
+
+from __future__ import annotations
+
+
+class TemporaryError(Exception):
+    """Retry this key after `delay` seconds (no backoff growth)."""
+
+    def __init__(self, message: str, delay: float = 1.0) -> None:
+        super().__init__(message)
+        self.delay = delay
+
+
+class TerminalError(Exception):
+    """Retrying cannot help (bad input); log it and stop until the object changes."""
+
+
+class ApiError(Exception):
+    """An error answer from the API server."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+class NotFound(ApiError):
+    pass
+
+
+class Conflict(ApiError):
+    pass
+
+
+class AlreadyExists(Conflict):
+    pass
+
+
+class Gone(ApiError):
+    """410: the resourceVersion a watch asked for is compacted away; relist."""
+
+
+class Forbidden(ApiError):
+    pass
+
+
+class Invalid(ApiError):
+    pass
+
+
+def from_status(status: int, reason: str, message: str) -> ApiError:
+    """The ApiError subclass for an HTTP status and the Status object's reason."""
+    if status == 404:
+        return NotFound(status, reason, message)
+    if status == 409:
+        if reason == "AlreadyExists":
+            return AlreadyExists(status, reason, message)
+        return Conflict(status, reason, message)
+    if status == 410:
+        return Gone(status, reason, message)
+    if status == 403:
+        return Forbidden(status, reason, message)
+    if status == 422:
+        return Invalid(status, reason, message)
+    return ApiError(status, reason, message)

@@ -1,0 +1,277 @@
+"""The only module that imports the `kubernetes` client: connection and raw resource access.
+
+Controllers handle objects as plain dicts of any group/version/kind (a Trial's job can be any
+custom resource), so this module speaks in `Resource` (group, version, plural) and paths, and
+maps the client's exceptions to `kubetune.errors` with the cause chained.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import kubernetes.client
+import kubernetes.config
+from kubernetes.client.exceptions import ApiException
+
+from kubetune import errors
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A REST resource: `group` is "" for the core API."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str = "") -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+        if sub:
+            base += f"/{sub}"
+        return base
+
+
+EXPERIMENTS = Resource("kubeflow.org", "v1beta1", "experiments", "Experiment")
+SUGGESTIONS = Resource("kubeflow.org", "v1beta1", "suggestions", "Suggestion")
+TRIALS = Resource("kubeflow.org", "v1beta1", "trials", "Trial")
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+PODS = Resource("", "v1", "pods", "Pod")
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+JOBS = Resource("batch", "v1", "jobs", "Job")
+
+
+def connect(
+    kubeconfig: str | None = None, context: str | None = None
+) -> kubernetes.client.ApiClient:
+    """A client from the kubeconfig given, else `$KUBECONFIG`/`~/.kube/config`, else in-cluster."""
+    configuration = kubernetes.client.Configuration()
+    if kubeconfig:
+        kubernetes.config.load_kube_config(kubeconfig, context, configuration)  # type: ignore[no-untyped-call]
+    else:
+        try:
+            kubernetes.config.load_kube_config(None, context, configuration)  # type: ignore[no-untyped-call]
+        except kubernetes.config.ConfigException:
+            kubernetes.config.load_incluster_config(configuration)  # type: ignore[no-untyped-call]
+    return kubernetes.client.ApiClient(configuration)
+
+
+def _error_from_body(status: int, reason: str, text: str) -> errors.ApiError:
+    """Map an error answer to our error class, using the Status object's reason and message."""
+    message = text
+    try:
+        body = json.loads(text or "{}")
+        reason = body.get("reason", reason) or reason
+        message = body.get("message", message) or message
+    except (ValueError, TypeError, AttributeError):
+        pass
+    return errors.from_status(status, reason, message)
+
+
+def _api_error(e: ApiException) -> errors.ApiError:
+    return _error_from_body(int(e.status or 0), str(e.reason or ""), str(e.body or ""))
+
+
+class Kube:
+    """Typed-enough access to any resource, returning and taking plain JSON dicts."""
+
+    def __init__(self, api: kubernetes.client.ApiClient) -> None:
+        self.api = api
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | tuple[float, float] | None = 30,
+        stream: bool = False,
+    ) -> Any:
+        params = [(k, v) for k, v in (query or {}).items() if v is not None]
+        try:
+            _, url, headers, payload, _ = self.api.param_serialize(
+                method,
+                path,
+                query_params=params,
+                header_params={"Accept": "application/json", "Content-Type": content_type},
+                body=body,
+                auth_settings=["BearerToken"],
+            )
+            response = self.api.call_api(method, url, headers, payload, _request_timeout=timeout)
+        except ApiException as e:
+            raise _api_error(e) from e
+        raw = response.response
+        if raw.status >= 300:
+            text = raw.data.decode(errors="replace")
+            raw.release_conn()
+            raise _error_from_body(raw.status, str(raw.reason), text)
+        if stream:
+            return raw
+        data = raw.data
+        raw.release_conn()
+        return json.loads(data) if data else {}
+
+    def get(self, res: Resource, name: str, namespace: str | None = None) -> Obj:
+        result: Obj = self._call("GET", res.path(namespace, name))
+        return result
+
+    def get_or_none(self, res: Resource, name: str, namespace: str | None = None) -> Obj | None:
+        try:
+            return self.get(res, name, namespace)
+        except errors.NotFound:
+            return None
+
+    def list(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+        resource_version: str | None = None,
+    ) -> Obj:
+        result: Obj = self._call(
+            "GET",
+            res.path(namespace),
+            query={
+                "labelSelector": label_selector,
+                "fieldSelector": field_selector,
+                "limit": limit,
+                "continue": continue_token,
+                "resourceVersion": resource_version,
+            },
+        )
+        return result
+
+    def list_all(
+        self, res: Resource, namespace: str | None = None, **selectors: str
+    ) -> builtins.list[Obj]:
+        """Every item, following `continue` pages of 500."""
+        items: builtins.list[Obj] = []
+        token: str | None = None
+        while True:
+            page = self.list(res, namespace, limit=500, continue_token=token, **selectors)
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+    def watch(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str | None = None,
+        timeout_seconds: int = 300,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> Iterator[Obj]:
+        """Watch events (`{"type", "object"}`) with bookmarks; ends when the server closes it."""
+        response = self._call(
+            "GET",
+            res.path(namespace),
+            query={
+                "watch": "true",
+                "allowWatchBookmarks": "true",
+                "resourceVersion": resource_version,
+                "timeoutSeconds": timeout_seconds,
+                "labelSelector": label_selector,
+                "fieldSelector": field_selector,
+            },
+            timeout=(10, timeout_seconds + 30),
+            stream=True,
+        )
+        buffer = b""
+        try:
+            for chunk in response.stream(65536, decode_content=True):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+        finally:
+            response.release_conn()
+
+    def create(self, res: Resource, body: Obj, namespace: str | None = None) -> Obj:
+        result: Obj = self._call("POST", res.path(namespace), body=body)
+        return result
+
+    def replace(self, res: Resource, body: Obj, namespace: str | None = None) -> Obj:
+        name = body["metadata"]["name"]
+        result: Obj = self._call("PUT", res.path(namespace, name), body=body)
+        return result
+
+    def patch(
+        self,
+        res: Resource,
+        name: str,
+        patch: Any,
+        namespace: str | None = None,
+        *,
+        subresource: str = "",
+        patch_type: str = "merge",
+    ) -> Obj:
+        """Patch an object or a subresource (`status`): `merge`, `json` or `strategic`."""
+        content_type = {
+            "merge": "application/merge-patch+json",
+            "json": "application/json-patch+json",
+            "strategic": "application/strategic-merge-patch+json",
+        }[patch_type]
+        result: Obj = self._call(
+            "PATCH", res.path(namespace, name, subresource), body=patch, content_type=content_type
+        )
+        return result
+
+    def delete(
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        propagation: str | None = None,
+        uid: str | None = None,
+        grace_seconds: int | None = None,
+    ) -> None:
+        body: Obj = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if propagation:
+            body["propagationPolicy"] = propagation
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
+        self._call("DELETE", res.path(namespace, name), body=body)
+
+    def resource_for(self, api_version: str, kind: str) -> Resource:
+        """Find a kind's plural and scope through discovery.
+
+        Raises:
+            NotFound: the group/version is not served or has no such kind.
+        """
+        group, _, version = api_version.rpartition("/")
+        path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        listing = self._call("GET", path)
+        for entry in listing.get("resources") or []:
+            if entry.get("kind") == kind and "/" not in entry.get("name", ""):
+                return Resource(group, version, entry["name"], kind, bool(entry.get("namespaced")))
+        raise errors.NotFound(404, "NotFound", f"kind {kind} is not served by {api_version}")

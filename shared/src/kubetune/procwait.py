@@ -1,0 +1,416 @@
+"""Wait for every training process of a pod to end, and tell how each one ended.
+
+Why: a pod may hold several training containers next to sidecars that never exit (Argo's
+``wait``, istio-proxy). Katib's first multi-PID waiter gave up after the first PID ended; this
+one waits for *all* registered training processes and ignores every process nobody registered.
+
+On-disk protocol (shared by the command wrapper the webhook injects and by the collector):
+
+* Directory: the shared log dir, :data:`DEFAULT_LOG_DIR` (``/var/log/katib``) by default, an
+  emptyDir mounted into the training container(s) and the collector.
+* Registration file: ``<dir>/<pid>.pid`` where ``<pid>`` is the PID of the wrapper shell (``$$``)
+  as seen in the pod's shared process namespace. Only files matching ``^[0-9]+\\.pid$`` count.
+* Record: the first line of that file, ``\\n``-terminated (anything after it is ignored):
+
+  - ``running``: written by the wrapper when it starts, before it runs the real command;
+  - ``completed``: the command exited 0 (Katib's marker, kept for compatibility);
+  - ``early-stopped``: the collector stopped the trial on purpose (Katib's marker); the wrapper
+    keeps this record when it finds it at the end instead of overwriting it;
+  - ``exit <code>``: the command exited with code 1..128;
+  - ``signal <n>``: the command was killed by signal ``n`` (``sh`` reports ``128+n``).
+
+  Every record except ``running`` is an *end record* and is final.
+* Atomicity: a record is written to ``<dir>/.<pid>.pid.tmp`` and renamed over
+  ``<dir>/<pid>.pid`` (``mv -f`` in the same directory is ``rename(2)``), so a reader sees the
+  old record or the new one, never a half-written file. Dot files are never registrations.
+
+The waiter's reading of it:
+
+* a registered process is finished when its end record exists, or when the process is gone;
+* gone with no end record (still ``running``, empty, unreadable, garbled) means *vanished*, which
+  counts as failed: ``SIGKILL``/OOM of the wrapper shell leaves exactly that;
+* a process is "gone" when its PID no longer exists, is a zombie, or now belongs to a process
+  created after the registration was written (PID reuse; checked with psutil's create time,
+  which is only accurate to about a second, hence :data:`_CREATE_TIME_SLACK`).
+
+The shell side of the protocol is :func:`sh_register` and :func:`sh_record_end` (or
+:func:`sh_wrap` for both around a command). They contain ``$$``, ``$?`` and ``$(...)``; when the
+webhook puts them into a container's ``command``/``args`` it must write every ``$`` of these
+fragments as ``$$`` so Kubernetes' ``$(VAR)`` expansion hands them to ``sh`` unchanged (a
+``$$`` left as is would reach ``sh`` as a bare ``$``).
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import re
+import shlex
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+DEFAULT_LOG_DIR = "/var/log/katib"
+RUNNING = "running"
+COMPLETED = "completed"
+EARLY_STOPPED = "early-stopped"
+PID_FILE_SUFFIX = ".pid"
+TMP_SUFFIX = ".tmp"
+
+_PID_FILE_RE = re.compile(r"^([0-9]+)\.pid$")
+_EXIT_RE = re.compile(r"^exit ([0-9]+)$")
+_SIGNAL_RE = re.compile(r"^signal ([0-9]+)$")
+# psutil derives create_time from /proc/stat's whole-second boot time, so allow this much error
+# when deciding whether a live PID is younger than its registration (i.e. a reused PID).
+_CREATE_TIME_SLACK = 2.0
+
+
+class Outcome(enum.Enum):
+    """How a registered training process ended."""
+
+    COMPLETED = "completed"
+    EARLY_STOPPED = "early-stopped"
+    EXITED = "exited"  # non-zero exit code
+    SIGNALED = "signaled"
+    VANISHED = "vanished"  # gone without an end record
+
+    @property
+    def failed(self) -> bool:
+        """Early stopping is a deliberate, successful end, as in Katib."""
+        return self not in (Outcome.COMPLETED, Outcome.EARLY_STOPPED)
+
+
+@dataclass(frozen=True)
+class Record:
+    """One parsed registration record."""
+
+    running: bool
+    outcome: Outcome | None = None
+    code: int | None = None  # exit code for EXITED, signal number for SIGNALED
+    raw: str = ""
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    """The end of one registered training process."""
+
+    pid: int
+    outcome: Outcome
+    code: int | None
+    record: str
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome.failed
+
+    def describe(self) -> str:
+        if self.outcome is Outcome.EXITED:
+            return f"pid {self.pid} exited with code {self.code}"
+        if self.outcome is Outcome.SIGNALED:
+            return f"pid {self.pid} was killed by signal {self.code}"
+        if self.outcome is Outcome.VANISHED:
+            return f"pid {self.pid} vanished without recording its end (record {self.record!r})"
+        return f"pid {self.pid} {self.outcome.value}"
+
+
+@dataclass(frozen=True)
+class WaitResult:
+    """Every registered training process and how it ended, ordered by PID."""
+
+    processes: tuple[ProcessResult, ...]
+
+    @property
+    def succeeded(self) -> bool:
+        return bool(self.processes) and not self.failures
+
+    @property
+    def failures(self) -> tuple[ProcessResult, ...]:
+        return tuple(p for p in self.processes if p.failed)
+
+    @property
+    def early_stopped(self) -> bool:
+        return any(p.outcome is Outcome.EARLY_STOPPED for p in self.processes)
+
+
+class WaitError(Exception):
+    """Base of the waiter's errors."""
+
+
+class NoTrainingProcess(WaitError):
+    """No training process registered within ``register_timeout``: the wrapper never ran."""
+
+    def __init__(self, log_dir: Path, register_timeout: float, seen: int, expected: int) -> None:
+        self.log_dir = log_dir
+        self.register_timeout = register_timeout
+        self.seen = seen
+        self.expected = expected
+        super().__init__(
+            f"{seen} of {expected} training process(es) registered in {log_dir} within "
+            f"{register_timeout:g}s (no <pid>{PID_FILE_SUFFIX} file appeared); is the training "
+            "container's command wrapped?"
+        )
+
+
+class WaitTimeout(WaitError):
+    """The overall timeout expired; ``still_running`` names the PIDs not yet finished."""
+
+    def __init__(self, timeout: float, still_running: tuple[int, ...], partial: WaitResult) -> None:
+        self.timeout = timeout
+        self.still_running = still_running
+        self.partial = partial
+        pids = ", ".join(str(p) for p in still_running)
+        super().__init__(
+            f"timed out after {timeout:g}s waiting for training process(es) {pids} "
+            f"({len(partial.processes)} finished)"
+        )
+
+
+def pid_file(log_dir: str | os.PathLike[str], pid: int) -> Path:
+    """The registration file of ``pid``."""
+    return Path(log_dir) / f"{pid}{PID_FILE_SUFFIX}"
+
+
+def format_exit_status(returncode: int) -> str:
+    """End record for a return code: ``sh``'s ``$?`` (128+n = signal n) or Python's (-n)."""
+    if returncode == 0:
+        return COMPLETED
+    if returncode < 0:
+        return f"signal {-returncode}"
+    if returncode > 128:
+        return f"signal {returncode - 128}"
+    return f"exit {returncode}"
+
+
+def parse_record(text: str) -> Record:
+    """Parse a record; anything unknown is treated like ``running`` (no valid end recorded)."""
+    line = text.split("\n", 1)[0].strip()
+    if line == COMPLETED:
+        return Record(running=False, outcome=Outcome.COMPLETED, raw=line)
+    if line == EARLY_STOPPED:
+        return Record(running=False, outcome=Outcome.EARLY_STOPPED, raw=line)
+    if m := _EXIT_RE.match(line):
+        code = int(m.group(1))
+        # "exit 0" is not a marker anyone writes; read it as completed rather than failing.
+        if code == 0:
+            return Record(running=False, outcome=Outcome.COMPLETED, raw=line)
+        return Record(running=False, outcome=Outcome.EXITED, code=code, raw=line)
+    if m := _SIGNAL_RE.match(line):
+        return Record(running=False, outcome=Outcome.SIGNALED, code=int(m.group(1)), raw=line)
+    return Record(running=True, raw=line)
+
+
+def write_record(log_dir: str | os.PathLike[str], pid: int, record: str) -> Path:
+    """Atomically (temp file + rename) write ``record`` as the first line of ``pid``'s file."""
+    target = pid_file(log_dir, pid)
+    tmp = target.with_name(f".{target.name}{TMP_SUFFIX}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(record.strip() + "\n")
+        fh.flush()
+    os.replace(tmp, target)
+    return target
+
+
+def register(log_dir: str | os.PathLike[str], pid: int | None = None) -> Path:
+    """Register ``pid`` (default: this process) as a running training process."""
+    Path(log_dir).mkdir(parents=True, exist_ok=True)
+    return write_record(log_dir, os.getpid() if pid is None else pid, RUNNING)
+
+
+def record_end(log_dir: str | os.PathLike[str], pid: int, returncode: int) -> Path:
+    """Record how ``pid``'s command ended, keeping an ``early-stopped`` mark the collector set."""
+    current = read_record(log_dir, pid)
+    if current is not None and current.outcome is Outcome.EARLY_STOPPED:
+        return pid_file(log_dir, pid)
+    return write_record(log_dir, pid, format_exit_status(returncode))
+
+
+def mark_early_stopped(log_dir: str | os.PathLike[str], pid: int) -> Path:
+    """Mark ``pid`` as early-stopped (the collector does this before it stops the process)."""
+    return write_record(log_dir, pid, EARLY_STOPPED)
+
+
+def read_record(log_dir: str | os.PathLike[str], pid: int) -> Record | None:
+    """The current record of ``pid``, or None when it has no registration file."""
+    try:
+        text = pid_file(log_dir, pid).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+    return parse_record(text)
+
+
+def sh_register(log_dir: str = DEFAULT_LOG_DIR) -> str:
+    """POSIX sh that registers the current shell (``$$``); run it before the real command."""
+    d = shlex.quote(log_dir)
+    return (
+        f"mkdir -p {d} && printf '%s\\n' {RUNNING} > {d}/.$$.pid.tmp"
+        f" && mv -f {d}/.$$.pid.tmp {d}/$$.pid"
+    )
+
+
+def sh_record_end(log_dir: str = DEFAULT_LOG_DIR) -> str:
+    """POSIX sh that records the end of the command that ran just before it, then exits with
+    that command's status. Must follow the command directly (it reads ``$?``)."""
+    d = shlex.quote(log_dir)
+    return (
+        "katib_rc=$?; "
+        f"if [ $katib_rc -eq 0 ]; then katib_s={COMPLETED}; "
+        'elif [ $katib_rc -gt 128 ]; then katib_s="signal $((katib_rc - 128))"; '
+        'else katib_s="exit $katib_rc"; fi; '
+        f'if [ "$(head -n 1 {d}/$$.pid 2>/dev/null)" = {EARLY_STOPPED} ]; '
+        f"then katib_s={EARLY_STOPPED}; fi; "
+        f"printf '%s\\n' \"$katib_s\" > {d}/.$$.pid.tmp && mv -f {d}/.$$.pid.tmp {d}/$$.pid; "
+        "exit $katib_rc"
+    )
+
+
+def sh_wrap(command: str, log_dir: str = DEFAULT_LOG_DIR) -> str:
+    """The whole wrapped command, ``register; (command); record end``, as one sh script.
+
+    The command runs in a subshell so an ``exit`` inside it (``train.py && exit 0``) cannot
+    skip the end record; ``$$`` in a subshell is still the wrapper's PID.
+    """
+    return f"{sh_register(log_dir)}; (\n{command}\n)\n{sh_record_end(log_dir)}"
+
+
+def scan_registrations(log_dir: str | os.PathLike[str]) -> dict[int, Path]:
+    """All registration files in ``log_dir`` by PID (empty when the directory is missing)."""
+    found: dict[int, Path] = {}
+    try:
+        with os.scandir(log_dir) as it:
+            for entry in it:
+                m = _PID_FILE_RE.match(entry.name)
+                if m:
+                    found[int(m.group(1))] = Path(entry.path)
+    except FileNotFoundError:
+        pass
+    return found
+
+
+@dataclass
+class _Tracked:
+    """A registration being watched; ``proc`` is bound once the live process was verified."""
+
+    pid: int
+    path: Path
+    proc: psutil.Process | None = None
+    checked: bool = False
+    result: ProcessResult | None = field(default=None)
+
+
+def _bind_process(pid: int, registered_at: float) -> psutil.Process | None:
+    """The live process that wrote the registration, or None when it is gone or reused."""
+    try:
+        proc = psutil.Process(pid)
+        if proc.create_time() > registered_at + _CREATE_TIME_SLACK:
+            return None  # this PID was given to a newer process; ours is gone
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return proc
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return None
+    except psutil.AccessDenied:
+        # It exists but cannot be inspected (not on Linux, where /proc/<pid>/stat is readable):
+        # assume it is ours rather than declare a live process dead.
+        try:
+            return psutil.Process(pid)
+        except psutil.Error:
+            return None
+
+
+def _alive(proc: psutil.Process) -> bool:
+    """psutil's is_running() also guards against PID reuse (it compares create times)."""
+    try:
+        return bool(proc.is_running()) and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return True
+
+
+def _check(t: _Tracked) -> ProcessResult | None:
+    """The result of ``t`` if it has finished, else None."""
+    try:
+        st = t.path.stat()
+        text = t.path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        text, st = "", None
+    rec = parse_record(text)
+    if not rec.running and rec.outcome is not None:
+        return ProcessResult(t.pid, rec.outcome, rec.code, rec.raw)
+    if not t.checked:
+        t.checked = True
+        registered_at = st.st_mtime if st is not None else time.time()
+        t.proc = _bind_process(t.pid, registered_at)
+    gone = t.proc is None or not _alive(t.proc)
+    if not gone:
+        return None
+    # Re-read: the end may have been recorded between our read and the exit.
+    again = parse_record(_read_quiet(t.path))
+    if not again.running and again.outcome is not None:
+        return ProcessResult(t.pid, again.outcome, again.code, again.raw)
+    return ProcessResult(t.pid, Outcome.VANISHED, None, again.raw)
+
+
+def _read_quiet(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def wait_for_training(
+    log_dir: str | os.PathLike[str] = DEFAULT_LOG_DIR,
+    *,
+    timeout: float | None = None,
+    register_timeout: float = 600.0,
+    poll: float = 0.02,
+    expected: int = 1,
+) -> WaitResult:
+    """Block until every registered training process has ended and report each one's end.
+
+    ``expected`` is how many training processes must register (the webhook knows how many
+    containers it wrapped); the wait also covers any more that register before the last one
+    ends. ``register_timeout`` bounds the wait for the ``expected`` registrations (the default is
+    generous because the training container's image may still be pulling); ``timeout`` bounds
+    the whole wait. Processes without a registration file are never looked at.
+
+    Raises NoTrainingProcess or WaitTimeout; a failed process is a result, not an exception.
+    """
+    if poll <= 0:
+        raise ValueError(f"poll must be > 0, got {poll}")
+    if expected < 1:
+        raise ValueError(f"expected must be >= 1, got {expected}")
+    start = time.monotonic()
+    deadline = None if timeout is None else start + timeout
+    register_deadline = start + register_timeout
+    tracked: dict[int, _Tracked] = {}
+    while True:
+        for pid, path in scan_registrations(log_dir).items():
+            if pid not in tracked:
+                tracked[pid] = _Tracked(pid, path)
+        for t in tracked.values():
+            if t.result is None:
+                t.result = _check(t)
+        pending = sorted(pid for pid, t in tracked.items() if t.result is None)
+        if len(tracked) >= expected and not pending:
+            return _result(tracked)
+        now = time.monotonic()
+        if len(tracked) < expected and now >= register_deadline:
+            raise NoTrainingProcess(Path(log_dir), register_timeout, len(tracked), expected)
+        if deadline is not None and now >= deadline:
+            assert timeout is not None
+            raise WaitTimeout(timeout, tuple(pending), _result(tracked))
+        next_wake = now + poll
+        if deadline is not None:
+            next_wake = min(next_wake, deadline)
+        if len(tracked) < expected:
+            next_wake = min(next_wake, register_deadline)
+        time.sleep(max(0.0, next_wake - now))
+
+
+def _result(tracked: Mapping[int, _Tracked]) -> WaitResult:
+    done = [t.result for t in tracked.values() if t.result is not None]
+    return WaitResult(tuple(sorted(done, key=lambda r: r.pid)))

@@ -1,0 +1,183 @@
+"""List+watch of one resource, keeping a local cache and telling a handler about every change.
+
+The informer lists (in pages), then watches from the list's resourceVersion with bookmarks so a
+quiet watch still advances its resourceVersion. When the server answers 410 Gone (the version was
+compacted away) it relists and reports the differences as events, so nothing is missed. Other
+errors restart the watch after a short, growing pause. A periodic resync hands every cached
+object to the handler again, which is how level-based controllers heal missed side effects.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from prometheus_client import Counter
+
+from kubetune import errors
+from kubetune.kube import Kube, Obj, Resource
+
+log = logging.getLogger(__name__)
+
+WATCH_RESTARTS = Counter(
+    "kubetune_watch_restarts_total", "Watch restarts by resource and cause", ["resource", "cause"]
+)
+
+ADDED, MODIFIED, DELETED, RESYNC = "ADDED", "MODIFIED", "DELETED", "RESYNC"
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str
+    object: Obj
+
+
+Handler = Callable[[Event], None]
+
+
+def object_key(obj: Obj) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return (meta.get("namespace") or "", meta.get("name") or "")
+
+
+class Informer:
+    """Runs list+watch for one resource in a thread; `cache` holds the latest objects."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        resource: Resource,
+        handler: Handler,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        resync_period: float = 300.0,
+        watch_timeout: int = 300,
+    ) -> None:
+        self.kube = kube
+        self.resource = resource
+        self.handler = handler
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.resync_period = resync_period
+        self.watch_timeout = watch_timeout
+        self.cache: dict[tuple[str, str], Obj] = {}
+        self.synced = threading.Event()
+        self.resource_version: str | None = None
+        self._lock = threading.Lock()
+
+    def _emit(self, event: Event) -> None:
+        try:
+            self.handler(event)
+        except Exception:
+            log.exception("event handler failed for %s", self.resource.plural)
+
+    def relist(self) -> None:
+        """Replace the cache with a fresh list and emit what changed against the old cache."""
+        items: list[Obj] = []
+        token: str | None = None
+        while True:
+            page = self.kube.list(
+                self.resource,
+                self.namespace,
+                label_selector=self.label_selector,
+                limit=500,
+                continue_token=token,
+            )
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                break
+        fresh = {object_key(item): item for item in items}
+        with self._lock:
+            old = self.cache
+            self.cache = fresh
+            self.resource_version = (page.get("metadata") or {}).get("resourceVersion")
+        for key, item in fresh.items():
+            before = old.get(key)
+            if before is None:
+                self._emit(Event(ADDED, item))
+            elif _rv(before) != _rv(item):
+                self._emit(Event(MODIFIED, item))
+        for key, item in old.items():
+            if key not in fresh:
+                self._emit(Event(DELETED, item))
+        self.synced.set()
+
+    def _apply(self, event: Obj) -> None:
+        kind, obj = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            code = obj.get("code", 0)
+            raise errors.from_status(int(code), obj.get("reason", ""), obj.get("message", ""))
+        rv = _rv(obj)
+        if kind == "BOOKMARK":
+            self.resource_version = rv or self.resource_version
+            return
+        key = object_key(obj)
+        with self._lock:
+            if kind == DELETED:
+                self.cache.pop(key, None)
+            else:
+                self.cache[key] = obj
+            self.resource_version = rv or self.resource_version
+        self._emit(Event(str(kind), obj))
+
+    def resync(self) -> None:
+        with self._lock:
+            objects = list(self.cache.values())
+        for obj in objects:
+            self._emit(Event(RESYNC, obj))
+
+    def run(self, stop: threading.Event) -> None:
+        """Loop until `stop` is set: relist when needed, watch, resync on schedule."""
+        pause = 0.2
+        need_list = True
+        next_resync = time.monotonic() + self.resync_period
+        while not stop.is_set():
+            try:
+                if need_list:
+                    self.relist()
+                    need_list = False
+                for event in self.kube.watch(
+                    self.resource,
+                    self.namespace,
+                    resource_version=self.resource_version,
+                    timeout_seconds=self.watch_timeout,
+                    label_selector=self.label_selector,
+                ):
+                    self._apply(event)
+                    if stop.is_set():
+                        return
+                    if time.monotonic() >= next_resync:
+                        self.resync()
+                        next_resync = time.monotonic() + self.resync_period
+                pause = 0.2
+            except errors.Gone:
+                WATCH_RESTARTS.labels(self.resource.plural, "gone").inc()
+                log.info("watch of %s expired (410 Gone); relisting", self.resource.plural)
+                need_list = True
+            except Exception as e:  # noqa: BLE001 - any failure restarts the watch
+                WATCH_RESTARTS.labels(self.resource.plural, "error").inc()
+                log.warning(
+                    "watch of %s failed: %s; retrying in %.1fs", self.resource.plural, e, pause
+                )
+                stop.wait(pause)
+                pause = min(pause * 2, 10.0)
+            if time.monotonic() >= next_resync:
+                self.resync()
+                next_resync = time.monotonic() + self.resync_period
+
+    def start(self, stop: threading.Event) -> threading.Thread:
+        thread = threading.Thread(
+            target=self.run, args=(stop,), name=f"watch-{self.resource.plural}", daemon=True
+        )
+        thread.start()
+        return thread
+
+
+def _rv(obj: Obj) -> str | None:
+    rv = (obj.get("metadata") or {}).get("resourceVersion")
+    return str(rv) if rv is not None else None

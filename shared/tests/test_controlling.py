@@ -1,0 +1,117 @@
+"""How a reconcile's outcome becomes a queue action (no API server needed for this part)."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import pytest
+
+from kubetune import errors, logs
+from kubetune.runtime import Controller, Key, Result
+from kubetune.runtime.queue import Backoff, WorkQueue
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _controller(outcome: object) -> tuple[Controller, Clock]:
+    def reconcile(key: Key) -> Result | None:
+        if isinstance(outcome, Exception):
+            raise outcome
+        assert outcome is None or isinstance(outcome, Result)
+        return outcome
+
+    clock = Clock()
+    return Controller("t", reconcile, queue=WorkQueue(Backoff(base=1.0), clock=clock)), clock
+
+
+def _run_once(controller: Controller) -> None:
+    key = controller.queue.get(0)
+    assert key is not None
+    controller._handle(key)
+    controller.queue.done(key)
+
+
+KEY = Key("ns", "obj")
+
+
+def test_success_forgets_backoff_and_does_not_requeue() -> None:
+    c, _ = _controller(None)
+    c.queue.add_rate_limited(KEY)
+    c.queue._backoff.failures[KEY] = 3
+    c.queue.add(KEY)
+    _run_once(c)
+    assert c.queue.attempts(KEY) == 0
+
+
+def test_result_after_requeues_at_that_delay() -> None:
+    c, clock = _controller(Result.after(7))
+    c.queue.add(KEY)
+    _run_once(c)
+    assert c.queue.get(0) is None
+    clock.now += 7
+    assert c.queue.get(0) == KEY
+
+
+@pytest.mark.parametrize(
+    ("error", "delay", "attempts"),
+    [
+        (errors.TemporaryError("wait", delay=3), 3.0, 0),
+        (RuntimeError("boom"), 1.0, 1),
+        (errors.Conflict(409, "Conflict", "stale"), 1.0, 1),
+    ],
+    ids=["temporary", "unexpected", "conflict"],
+)
+def test_errors_requeue_after_their_delay(error: Exception, delay: float, attempts: int) -> None:
+    c, clock = _controller(error)
+    c.queue.add(KEY)
+    _run_once(c)
+    assert c.queue.attempts(KEY) == attempts
+    clock.now += delay - 0.01
+    assert c.queue.get(0) is None
+    clock.now += 0.01
+    assert c.queue.get(0) == KEY
+
+
+def test_terminal_error_is_dropped() -> None:
+    c, clock = _controller(errors.TerminalError("bad spec"))
+    c.queue.add(KEY)
+    _run_once(c)
+    clock.now += 10_000
+    assert c.queue.get(0) is None
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "cls"),
+    [
+        (404, "NotFound", errors.NotFound),
+        (409, "AlreadyExists", errors.AlreadyExists),
+        (409, "Conflict", errors.Conflict),
+        (410, "Expired", errors.Gone),
+        (403, "Forbidden", errors.Forbidden),
+        (422, "Invalid", errors.Invalid),
+        (500, "InternalError", errors.ApiError),
+    ],
+)
+def test_status_mapping(status: int, reason: str, cls: type[errors.ApiError]) -> None:
+    error = errors.from_status(status, reason, "m")
+    assert type(error) is cls and error.status == status
+
+
+def test_json_logs_are_one_object_a_line() -> None:
+    logs.configure("json", "info")
+    stream = io.StringIO()
+    handler = logging.getLogger().handlers[0]
+    assert isinstance(handler, logging.StreamHandler)
+    handler.setStream(stream)
+    logging.getLogger("kubetune.test").info("hello %s", "world", extra={"trial": "t1"})
+    entry = json.loads(stream.getvalue().strip())
+    assert entry["message"] == "hello world" and entry["trial"] == "t1" and entry["level"] == "info"
+    logs.configure("text", "info")

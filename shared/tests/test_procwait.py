@@ -1,0 +1,289 @@
+"""The multi-PID waiter against real processes run through the real sh wrapper."""
+
+from __future__ import annotations
+
+import os
+import signal
+import statistics
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from kubetune import procwait
+from kubetune.procwait import (
+    NoTrainingProcess,
+    Outcome,
+    WaitTimeout,
+    format_exit_status,
+    parse_record,
+    wait_for_training,
+)
+
+
+@pytest.fixture
+def log_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "katib"
+    d.mkdir()
+    return d
+
+
+@pytest.fixture
+def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for p in started:
+        if p.poll() is None:
+            for child in psutil.Process(p.pid).children(recursive=True):
+                child.kill()
+            p.kill()
+        p.wait()
+
+
+def run_wrapped(
+    procs: list[subprocess.Popen[bytes]], log_dir: Path, command: str
+) -> subprocess.Popen[bytes]:
+    """A training container: the real command inside the protocol's sh wrapper."""
+    p = subprocess.Popen(["sh", "-c", procwait.sh_wrap(command, str(log_dir))])
+    procs.append(p)
+    return p
+
+
+def wait_registered(log_dir: Path, pid: int, timeout: float = 5.0) -> None:
+    end = time.monotonic() + timeout
+    while not procwait.pid_file(log_dir, pid).exists():
+        assert time.monotonic() < end, f"pid {pid} never registered"
+        time.sleep(0.005)
+
+
+def by_pid(result: procwait.WaitResult) -> dict[int, procwait.ProcessResult]:
+    return {p.pid: p for p in result.processes}
+
+
+def test_waits_for_all_processes_not_just_the_first(
+    log_dir: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    ps = [run_wrapped(procs, log_dir, f"sleep {s}") for s in ("0.2", "0.5", "0.9")]
+    for p in ps:
+        wait_registered(log_dir, p.pid)
+    t0 = time.monotonic()
+    result = wait_for_training(log_dir, timeout=10, expected=3)
+    elapsed = time.monotonic() - t0
+    assert all(p.poll() is not None or p.wait(1) is not None for p in ps)
+    assert elapsed >= 0.8, "returned before the slowest process ended"
+    assert [r.pid for r in result.processes] == sorted(p.pid for p in ps)
+    assert all(r.outcome is Outcome.COMPLETED for r in result.processes)
+    assert result.succeeded
+
+
+def test_one_failure_does_not_end_the_wait(
+    log_dir: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    fail = run_wrapped(procs, log_dir, "sleep 0.1; exit 3")  # exit inside the command itself
+    slow = run_wrapped(procs, log_dir, "sleep 0.7")
+    wait_registered(log_dir, fail.pid)
+    wait_registered(log_dir, slow.pid)
+    result = wait_for_training(log_dir, timeout=10, expected=2)
+    assert slow.poll() is not None or slow.wait(0.5) == 0
+    got = by_pid(result)
+    assert got[fail.pid].outcome is Outcome.EXITED and got[fail.pid].code == 3
+    assert got[slow.pid].outcome is Outcome.COMPLETED
+    assert not result.succeeded
+    assert result.failures == (got[fail.pid],)
+    assert "exited with code 3" in got[fail.pid].describe()
+
+
+def test_command_killed_by_signal_is_recorded_by_the_wrapper(
+    log_dir: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    p = run_wrapped(procs, log_dir, "sh -c 'kill -KILL $$'")
+    result = wait_for_training(log_dir, timeout=10, register_timeout=5)
+    (r,) = result.processes
+    assert (r.pid, r.outcome, r.code, r.record) == (p.pid, Outcome.SIGNALED, 9, "signal 9")
+    assert r.failed
+    assert p.wait(5) == 137
+
+
+def test_wrapper_killed_without_recording_counts_as_failed(
+    log_dir: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    victim = run_wrapped(procs, log_dir, "sleep 30")
+    other = run_wrapped(procs, log_dir, "sleep 0.3")
+    wait_registered(log_dir, victim.pid)
+    wait_registered(log_dir, other.pid)
+
+    def kill_later() -> None:
+        time.sleep(0.15)
+        os.kill(victim.pid, signal.SIGKILL)  # no trap can record this; left a zombie, unreaped
+
+    threading.Thread(target=kill_later).start()
+    result = wait_for_training(log_dir, timeout=10, expected=2)
+    got = by_pid(result)
+    assert got[victim.pid].outcome is Outcome.VANISHED
+    assert got[victim.pid].record == "running"
+    assert got[other.pid].outcome is Outcome.COMPLETED
+    assert result.failures == (got[victim.pid],)
+
+
+def test_registrations_whose_process_ended_before_the_waiter_started(
+    log_dir: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    ok = run_wrapped(procs, log_dir, "true && exit 0")
+    bad = run_wrapped(procs, log_dir, "sh -c 'exit 2'")
+    assert ok.wait(5) == 0 and bad.wait(5) == 2  # reaped: both PIDs are gone now
+    # A registration left "running" by a process that is long gone.
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    procwait.register(log_dir, dead.pid)
+    result = wait_for_training(log_dir, timeout=5, register_timeout=1, expected=3)
+    got = by_pid(result)
+    assert got[ok.pid].outcome is Outcome.COMPLETED
+    assert got[bad.pid].outcome is Outcome.EXITED and got[bad.pid].code == 2
+    assert got[dead.pid].outcome is Outcome.VANISHED
+
+
+def test_unregistered_sidecar_that_never_exits_is_ignored(
+    log_dir: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    sidecar = subprocess.Popen(["sleep", "60"])  # like istio-proxy or Argo's wait
+    procs.append(sidecar)
+    (log_dir / "metrics.log").write_text("loss=0.1\n")
+    (log_dir / ".123.pid.tmp").write_text("running\n")  # a half-written record is no registration
+    train = run_wrapped(procs, log_dir, "sleep 0.2")
+    result = wait_for_training(log_dir, timeout=5, register_timeout=5)
+    assert [r.pid for r in result.processes] == [train.pid]
+    assert result.succeeded
+    assert sidecar.poll() is None
+
+
+def test_timeout_names_the_processes_still_running(
+    log_dir: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    quick = run_wrapped(procs, log_dir, "true")
+    stuck = run_wrapped(procs, log_dir, "sleep 30")
+    wait_registered(log_dir, stuck.pid)
+    quick.wait(5)
+    t0 = time.monotonic()
+    with pytest.raises(WaitTimeout) as err:
+        wait_for_training(log_dir, timeout=0.3, expected=2)
+    assert 0.3 <= time.monotonic() - t0 < 1.0
+    assert err.value.still_running == (stuck.pid,)
+    assert [r.pid for r in err.value.partial.processes] == [quick.pid]
+    assert str(stuck.pid) in str(err.value)
+
+
+def test_no_registration_is_a_clear_error(log_dir: Path) -> None:
+    t0 = time.monotonic()
+    with pytest.raises(NoTrainingProcess) as err:
+        wait_for_training(log_dir / "missing", register_timeout=0.2)
+    assert time.monotonic() - t0 < 1.0
+    assert "0 of 1 training process(es) registered" in str(err.value)
+
+
+def test_waits_for_expected_registrations_that_come_late(
+    log_dir: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    first = run_wrapped(procs, log_dir, "true")
+    late: list[subprocess.Popen[bytes]] = []
+
+    def start_late() -> None:
+        time.sleep(0.4)  # a second container that starts after the first one already ended
+        late.append(run_wrapped(procs, log_dir, "sleep 0.1"))
+
+    threading.Thread(target=start_late).start()
+    result = wait_for_training(log_dir, timeout=10, register_timeout=5, expected=2)
+    assert [r.pid for r in result.processes] == sorted([first.pid, late[0].pid])
+    assert result.succeeded
+
+
+def test_early_stopped_mark_survives_the_wrapper_and_is_not_a_failure(
+    log_dir: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    p = run_wrapped(procs, log_dir, "sleep 30")
+    wait_registered(log_dir, p.pid)
+    procwait.mark_early_stopped(log_dir, p.pid)
+    deadline = time.monotonic() + 5
+    while not (children := psutil.Process(p.pid).children()):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    for child in children:
+        child.terminate()
+    assert p.wait(5) == 128 + signal.SIGTERM
+    result = wait_for_training(log_dir, timeout=5)
+    assert result.processes[0].outcome is Outcome.EARLY_STOPPED
+    assert result.succeeded and result.early_stopped
+    assert procwait.pid_file(log_dir, p.pid).read_text() == "early-stopped\n"
+
+
+def test_reused_pid_is_not_mistaken_for_the_registered_process(
+    log_dir: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    newcomer = subprocess.Popen(["sleep", "30"])  # holds the PID the old registration names
+    procs.append(newcomer)
+    path = procwait.register(log_dir, newcomer.pid)
+    an_hour_ago = time.time() - 3600
+    os.utime(path, (an_hour_ago, an_hour_ago))  # registered long before this process existed
+    result = wait_for_training(log_dir, timeout=2)
+    assert result.processes[0].outcome is Outcome.VANISHED
+    assert newcomer.poll() is None
+
+
+def test_last_exit_is_detected_within_100ms(
+    log_dir: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    latencies = []
+    for i in range(5):
+        d = log_dir / str(i)
+        d.mkdir()
+        p = run_wrapped(procs, d, "sleep 0.15")
+        ended: list[float] = []
+
+        def reap(p: subprocess.Popen[bytes] = p, ended: list[float] = ended) -> None:
+            p.wait()
+            ended.append(time.monotonic())
+
+        threading.Thread(target=reap).start()
+        wait_for_training(d, timeout=5, register_timeout=5)
+        returned = time.monotonic()
+        p.wait(5)
+        time.sleep(0.01)
+        latencies.append(max(0.0, returned - ended[0]))
+    assert statistics.median(latencies) < 0.1, latencies
+
+
+def test_record_format_and_parsing() -> None:
+    assert format_exit_status(0) == "completed"
+    assert format_exit_status(1) == "exit 1"
+    assert format_exit_status(128) == "exit 128"
+    assert format_exit_status(137) == "signal 9"
+    assert format_exit_status(-15) == "signal 15"
+    assert parse_record("completed\n") == procwait.Record(
+        False, Outcome.COMPLETED, None, "completed"
+    )
+    assert parse_record("early-stopped\nextra").outcome is Outcome.EARLY_STOPPED
+    assert parse_record("exit 7\n").code == 7
+    assert parse_record("signal 9\n").outcome is Outcome.SIGNALED
+    for text in ("running\n", "", "exit\n", "garbage"):
+        assert parse_record(text).running, text
+
+
+def test_write_record_is_atomic_and_leaves_no_temp_file(log_dir: Path) -> None:
+    procwait.register(log_dir, 4242)
+    procwait.record_end(log_dir, 4242, 3)
+    assert sorted(os.listdir(log_dir)) == ["4242.pid"]
+    assert procwait.read_record(log_dir, 4242) == parse_record("exit 3")
+    procwait.mark_early_stopped(log_dir, 4242)
+    procwait.record_end(log_dir, 4242, 143)  # the wrapper keeps the collector's mark
+    assert procwait.pid_file(log_dir, 4242).read_text() == "early-stopped\n"
+    assert procwait.read_record(log_dir, 1) is None
+
+
+def test_invalid_arguments(log_dir: Path) -> None:
+    with pytest.raises(ValueError):
+        wait_for_training(log_dir, poll=0)
+    with pytest.raises(ValueError):
+        wait_for_training(log_dir, expected=0)
