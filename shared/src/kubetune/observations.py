@@ -1,0 +1,141 @@
+"""Metric logs to a Trial's `status.observation`, and an observation to an objective value.
+
+The collector (and, for collector kinds without a sidecar, the trial-controller) summarises the
+reported values of each metric with its strategy; the experiment-controller reads the objective
+back to rank trials. Both sides live here so they agree (reference §4.2, §7.5).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from kubetune.api.common import (
+    Metric,
+    MetricStrategyType,
+    ObjectiveSpec,
+    ObjectiveType,
+    Observation,
+)
+
+UNAVAILABLE = "unavailable"
+
+
+@dataclass(frozen=True)
+class MetricLog:
+    """One reported value; `timestamp` orders values (RFC3339 text or epoch seconds)."""
+
+    name: str
+    value: str
+    timestamp: float = 0.0
+
+
+def parse_number(value: str) -> float | None:
+    """A finite float, or None for text, NaN and infinities (they cannot rank trials)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def strategies(objective: ObjectiveSpec) -> dict[str, MetricStrategyType]:
+    """Metric name -> strategy, with upstream's type-based default for metrics without one."""
+    default = {
+        ObjectiveType.MINIMIZE: MetricStrategyType.MIN,
+        ObjectiveType.MAXIMIZE: MetricStrategyType.MAX,
+    }.get(objective.type or ObjectiveType.UNKNOWN, MetricStrategyType.LATEST)
+    names = [objective.objective_metric_name, *(objective.additional_metric_names or [])]
+    out = {name: default for name in names if name}
+    for strategy in objective.metric_strategies or []:
+        out[strategy.name] = strategy.value
+    return out
+
+
+def summarise(objective: ObjectiveSpec, logs: Iterable[MetricLog]) -> Observation:
+    """min, max and latest of every metric of the objective; `unavailable` where none came."""
+    wanted = strategies(objective)
+    summary = {
+        name: Metric(name=name, min=UNAVAILABLE, max=UNAVAILABLE, latest=UNAVAILABLE)
+        for name in wanted
+    }
+    latest_at: dict[str, float] = {}
+    for log in logs:
+        metric = summary.get(log.name)
+        if metric is None:
+            continue
+        number = parse_number(log.value)
+        if number is not None:
+            low = parse_number(metric.min or "")
+            high = parse_number(metric.max or "")
+            if low is None or number < low:
+                metric.min = log.value
+            if high is None or number > high:
+                metric.max = log.value
+        if log.name not in latest_at or log.timestamp >= latest_at[log.name]:
+            latest_at[log.name] = log.timestamp
+            metric.latest = log.value
+    return Observation(metrics=list(summary.values()))
+
+
+def metric_value(metric: Metric, strategy: MetricStrategyType) -> str:
+    """The value a strategy selects; min/max fall back to latest when unavailable (upstream)."""
+    chosen = {
+        MetricStrategyType.MIN: metric.min,
+        MetricStrategyType.MAX: metric.max,
+        MetricStrategyType.LATEST: metric.latest,
+    }[strategy]
+    if chosen in (None, "", UNAVAILABLE):
+        chosen = metric.latest
+    return chosen or UNAVAILABLE
+
+
+def objective_value(objective: ObjectiveSpec, observation: Observation | None) -> float | None:
+    """The objective metric's value by its strategy, or None when not available or not numeric."""
+    if observation is None:
+        return None
+    strategy = strategies(objective).get(objective.objective_metric_name, MetricStrategyType.LATEST)
+    for metric in observation.metrics or []:
+        if metric.name == objective.objective_metric_name:
+            return parse_number(metric_value(metric, strategy))
+    return None
+
+
+def is_available(objective: ObjectiveSpec, observation: Observation | None) -> bool:
+    """Upstream's test: the objective's `latest` is reported (not `unavailable`)."""
+    for metric in (observation.metrics if observation else None) or []:
+        if metric.name == objective.objective_metric_name:
+            return metric.latest not in (None, "", UNAVAILABLE)
+    return False
+
+
+def better(objective: ObjectiveSpec, candidate: float, incumbent: float | None) -> bool:
+    """Strictly better than the incumbent (ties keep the first), by the objective's type."""
+    if incumbent is None:
+        return True
+    if objective.type == ObjectiveType.MINIMIZE:
+        return candidate < incumbent
+    return candidate > incumbent
+
+
+def goal_reached(objective: ObjectiveSpec, best: float | None) -> bool:
+    if objective.goal is None or best is None:
+        return False
+    if objective.type == ObjectiveType.MINIMIZE:
+        return best <= objective.goal
+    return best >= objective.goal
+
+
+__all__: Sequence[str] = [
+    "UNAVAILABLE",
+    "MetricLog",
+    "better",
+    "goal_reached",
+    "is_available",
+    "metric_value",
+    "objective_value",
+    "parse_number",
+    "strategies",
+    "summarise",
+]

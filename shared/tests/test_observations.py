@@ -1,0 +1,94 @@
+"""Observations follow upstream's strategies and `unavailable` rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from kubetune import observations as obs
+from kubetune.api.common import (
+    Metric,
+    MetricStrategy,
+    MetricStrategyType,
+    ObjectiveSpec,
+    ObjectiveType,
+    Observation,
+)
+
+MAXIMIZE = ObjectiveSpec(
+    type=ObjectiveType.MAXIMIZE,
+    goal=0.9,
+    objective_metric_name="acc",
+    additional_metric_names=["loss", "lr"],
+    metric_strategies=[
+        MetricStrategy(name="loss", value=MetricStrategyType.MIN),
+        MetricStrategy(name="lr", value=MetricStrategyType.LATEST),
+    ],
+)
+
+
+def _metric(observation: Observation, name: str) -> Metric:
+    return next(m for m in observation.metrics or [] if m.name == name)
+
+
+def test_summary_min_max_latest_by_timestamp() -> None:
+    logs = [
+        obs.MetricLog("acc", "0.5", 1),
+        obs.MetricLog("acc", "0.8", 3),
+        obs.MetricLog("acc", "0.7", 2),
+        obs.MetricLog("loss", "1e-1", 1),
+        obs.MetricLog("loss", "0.3", 2),
+        obs.MetricLog("other", "9", 1),
+    ]
+    result = obs.summarise(MAXIMIZE, logs)
+    acc = _metric(result, "acc")
+    assert (acc.min, acc.max, acc.latest) == ("0.5", "0.8", "0.8")
+    loss = _metric(result, "loss")
+    assert (loss.min, loss.max, loss.latest) == ("1e-1", "0.3", "0.3")
+    assert _metric(result, "lr").latest == obs.UNAVAILABLE
+    assert {m.name for m in result.metrics or []} == {"acc", "loss", "lr"}
+
+
+def test_non_numeric_values_only_set_latest() -> None:
+    result = obs.summarise(
+        MAXIMIZE, [obs.MetricLog("acc", "0.4", 1), obs.MetricLog("acc", "nan", 2)]
+    )
+    acc = _metric(result, "acc")
+    assert (acc.min, acc.max, acc.latest) == ("0.4", "0.4", "nan")
+
+
+def test_objective_value_uses_strategy_and_falls_back_to_latest() -> None:
+    observation = Observation(metrics=[Metric(name="acc", min="0.1", max="0.9", latest="0.5")])
+    assert obs.objective_value(MAXIMIZE, observation) == 0.9
+    minimize = ObjectiveSpec(type=ObjectiveType.MINIMIZE, objective_metric_name="acc")
+    assert obs.objective_value(minimize, observation) == 0.1
+    fallback = Observation(
+        metrics=[Metric(name="acc", min="unavailable", max="unavailable", latest="0.3")]
+    )
+    assert obs.objective_value(MAXIMIZE, fallback) == 0.3
+    assert obs.objective_value(MAXIMIZE, None) is None
+    assert obs.is_available(MAXIMIZE, fallback)
+    assert not obs.is_available(MAXIMIZE, obs.summarise(MAXIMIZE, []))
+
+
+@pytest.mark.parametrize(
+    ("kind", "candidate", "incumbent", "expected"),
+    [
+        (ObjectiveType.MAXIMIZE, 2.0, 1.0, True),
+        (ObjectiveType.MAXIMIZE, 1.0, 1.0, False),
+        (ObjectiveType.MINIMIZE, 0.5, 1.0, True),
+        (ObjectiveType.MINIMIZE, 1.0, None, True),
+    ],
+)
+def test_better(
+    kind: ObjectiveType, candidate: float, incumbent: float | None, expected: bool
+) -> None:
+    assert (
+        obs.better(ObjectiveSpec(type=kind, objective_metric_name="m"), candidate, incumbent)
+        is expected
+    )
+
+
+def test_goal() -> None:
+    assert obs.goal_reached(MAXIMIZE, 0.9) and not obs.goal_reached(MAXIMIZE, 0.89)
+    no_goal = ObjectiveSpec(type=ObjectiveType.MAXIMIZE, objective_metric_name="acc")
+    assert not obs.goal_reached(no_goal, 100.0)
