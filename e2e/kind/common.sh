@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Shared settings for the kind scripts; sourced, never run.
+# shellcheck disable=SC2034  # variables are used by the scripts that source this file
+set -euo pipefail
+
+CLUSTER_NAME="${KIND_CLUSTER_NAME:-kubetune}"
+KIND_NODE_IMAGE="${KIND_NODE_IMAGE:-kindest/node:v1.35.0}"
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+IMAGE_TAG="${IMAGE_TAG:-dev}"
+ARGO_VERSION="${ARGO_VERSION:-v3.6.5}"
+TRAINING_OPERATOR_VERSION="${TRAINING_OPERATOR_VERSION:-v1.8.1}"
+SERVICES=(experiment-controller suggestion-controller suggestion-algorithm
+          trial-controller webhook pns-collector)
+
+need() {
+  command -v "$1" >/dev/null 2>&1 || { echo "missing required tool: $1" >&2; exit 1; }
+}

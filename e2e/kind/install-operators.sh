@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Install the real Argo Workflows controller and Kubeflow training operator.
+set -euo pipefail
+# shellcheck source=e2e/kind/common.sh
+source "$(dirname "$0")/common.sh"
+need kubectl
+
+ctx="kind-${CLUSTER_NAME}"
+kubectl --context "${ctx}" create namespace argo --dry-run=client -o yaml \
+  | kubectl --context "${ctx}" apply -f -
+kubectl --context "${ctx}" apply -n argo -f \
+  "https://github.com/argoproj/argo-workflows/releases/download/${ARGO_VERSION}/install.yaml"
+kubectl --context "${ctx}" apply --server-side -k \
+  "github.com/kubeflow/training-operator.git/manifests/overlays/standalone?ref=${TRAINING_OPERATOR_VERSION}"
+kubectl --context "${ctx}" -n argo rollout status deployment/workflow-controller --timeout=300s
+kubectl --context "${ctx}" -n kubeflow rollout status deployment/training-operator --timeout=300s

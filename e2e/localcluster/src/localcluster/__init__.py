@@ -1,0 +1,1 @@
+"""Local Kubernetes control plane for kubetune tests (etcd, apiserver, KCM, scheduler)."""

@@ -1,0 +1,105 @@
+"""``localcluster`` command: build, up, down, status, env."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+
+from localcluster import build, cluster
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="localcluster",
+        description="A real local Kubernetes control plane (etcd, kube-apiserver, "
+        "kube-controller-manager, kube-scheduler, node agent) as processes.",
+    )
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        help=f"state directory (env LOCALCLUSTER_STATE_DIR; default {cluster.default_state_dir()})",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="build the binaries into the cache (once)")
+    b.add_argument("--force", action="store_true", help="rebuild even when cached")
+    u = sub.add_parser("up", help="start the cluster and wait until it is Ready")
+    u.add_argument("--no-nodeagent", action="store_true", help="do not start the node agent")
+    u.add_argument(
+        "--image-map",
+        type=Path,
+        default=None,
+        help="image -> command table passed to the node agent",
+    )
+    u.add_argument("--timeout", type=float, default=cluster.READY_TIMEOUT)
+    sub.add_parser("down", help="stop everything and delete the cluster data")
+    s = sub.add_parser("status", help="say what runs")
+    s.add_argument("--json", action="store_true")
+    sub.add_parser("env", help="print `export KUBECONFIG=...` for eval")
+    args = parser.parse_args(argv)
+
+    if args.command == "build":
+        return build.main(force=args.force)
+    if args.command == "up":
+        # A SIGTERM while starting must still stop what was started (up's cleanup path).
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+        try:
+            cluster.up(
+                args.state_dir,
+                with_nodeagent=False if args.no_nodeagent else None,
+                image_map=args.image_map,
+                timeout=args.timeout,
+            )
+        except cluster.ClusterError as exc:
+            print(f"[localcluster] up FAILED: {exc}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            return 130
+        return 0
+    if args.command == "down":
+        cluster.down(args.state_dir)
+        return 0
+    if args.command == "status":
+        st = cluster.status(args.state_dir)
+        if args.json:
+            print(json.dumps(st, indent=2))
+        else:
+            _print_status(st)
+        return 0 if st["running"] else 3
+    if args.command == "env":
+        st = cluster.status(args.state_dir)
+        if not st["running"]:
+            print("# no local cluster is running: `localcluster up`", file=sys.stderr)
+            return 3
+        print(f"export KUBECONFIG={st['kubeconfig']}")
+        return 0
+    return 2
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _print_status(st: dict[str, object]) -> None:
+    if not st["components"]:
+        print(f"not running (no state in {st['state_dir']})")
+        return
+    print(
+        f"cluster in {st['state_dir']}: {'running' if st['running'] else 'stopped'}; "
+        f"apiserver ready: {st.get('apiserver_ready')}; version {st.get('version')}"
+    )
+    comps = st["components"]
+    assert isinstance(comps, dict)
+    for name, c in comps.items():
+        alive = "running" if c["alive"] else "DEAD"
+        port = f" port {c['port']}" if c["port"] else ""
+        print(f"  {name:<24} pid {c['pid']:<8} {alive}{port}  log {c['log']}")
+    print(f"  KUBECONFIG={st['kubeconfig']}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,668 @@
+"""Start, inspect and stop the local control plane as plain processes.
+
+Every component runs in its own process group with its own log file; ports are picked
+free on 127.0.0.1 and written, with PIDs, to a state file so ``down``/``status`` (and
+other processes such as tests) can find the cluster again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from localcluster import build, certs, kubeconfig
+
+SERVICE_CIDR = "10.0.0.0/24"
+SERVICE_IP = "10.0.0.1"
+NODE_NAME = "localcluster-node"
+READY_TIMEOUT = 90.0
+STOP_TIMEOUT = 10.0
+NODEAGENT_MODULE = "localcluster.nodeagent"
+# Components in start order; ``down`` stops them in reverse.
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "nodeagent")
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not be started or inspected; the message says where to look."""
+
+
+def default_state_dir() -> Path:
+    env = os.environ.get("LOCALCLUSTER_STATE_DIR")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(xdg) / "kubetune" / "localcluster"
+
+
+@dataclass
+class Component:
+    """One running process: its PID (also its process-group id) and log file."""
+
+    name: str
+    pid: int
+    log: str
+    cmd: list[str]
+
+
+@dataclass
+class State:
+    """What ``up`` wrote: enough for ``down``, ``status`` and clients to find everything."""
+
+    state_dir: str
+    etcd_data_dir: str
+    ports: dict[str, int] = field(default_factory=dict)
+    components: dict[str, Component] = field(default_factory=dict)
+    kubeconfig: str = ""
+    kubectl: str = ""
+    server: str = ""
+    node_name: str = ""
+    version: str = ""
+
+    @property
+    def path(self) -> Path:
+        return Path(self.state_dir) / "state.json"
+
+    def save(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        tmp.replace(self.path)
+
+    @classmethod
+    def load(cls, state_dir: Path) -> State | None:
+        path = state_dir / "state.json"
+        if not path.exists():
+            return None
+        data = json.loads(path.read_text())
+        comps = {k: Component(**v) for k, v in data.pop("components", {}).items()}
+        return cls(components=comps, **data)
+
+
+def free_port() -> int:
+    """Ask the kernel for a free loopback port (bind to 0, read it back, release it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _pdeathsig() -> None:
+    """Runs in the child: die with the parent (used by the pytest session, never by ``up``)."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child of ours counts as gone
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def stop_group(pgid: int, timeout: float = STOP_TIMEOUT) -> None:
+    """SIGTERM a process group, wait, then SIGKILL whatever is left."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        _reap(pgid)
+        if not _group_alive(pgid) or not _group_has_live_members(pgid):
+            return
+        time.sleep(0.1)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    for _ in range(50):
+        _reap(pgid)
+        if not _group_has_live_members(pgid):
+            return
+        time.sleep(0.1)
+
+
+def _group_has_live_members(pgid: int) -> bool:
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+class _Starter:
+    """Launches components, recording each in the state file as soon as it exists."""
+
+    def __init__(self, state: State, bind_to_parent: bool) -> None:
+        self.state = state
+        self.bind_to_parent = bind_to_parent
+        self.log_dir = Path(state.state_dir) / "logs"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+
+    def start(self, name: str, cmd: list[str], env: dict[str, str] | None = None) -> Component:
+        log = self.log_dir / f"{name}.log"
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(
+                cmd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.state.state_dir,
+                start_new_session=True,
+                env=env,
+                preexec_fn=_pdeathsig if self.bind_to_parent else None,
+            )
+        comp = Component(name=name, pid=proc.pid, log=str(log), cmd=cmd)
+        self.state.components[name] = comp
+        self.state.save()
+        return comp
+
+
+def _ssl_context(pki: certs.Pki | None, verify: bool = True) -> ssl.SSLContext:
+    if pki is None or not verify:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    else:
+        ctx = ssl.create_default_context(cafile=str(pki.p("ca.crt")))
+    if pki is not None:
+        ctx.load_cert_chain(str(pki.p("admin.crt")), str(pki.p("admin.key")))
+    return ctx
+
+
+def _http_ok(url: str, ctx: ssl.SSLContext | None = None) -> bool:
+    try:
+        with urllib.request.urlopen(url, context=ctx, timeout=2) as resp:
+            return bool(resp.status == 200)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def _wait(what: str, check: Any, deadline: float, comp: Component | None) -> None:
+    while time.monotonic() < deadline:
+        if check():
+            return
+        if comp is not None and not pid_alive(comp.pid):
+            raise ClusterError(
+                f"{what} exited during startup; see {comp.log}:\n" + _tail(Path(comp.log))
+            )
+        time.sleep(0.2)
+    where = f"; see {comp.log}:\n{_tail(Path(comp.log))}" if comp else ""
+    raise ClusterError(f"timed out waiting for {what}{where}")
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def nodeagent_available() -> bool:
+    """The node agent is written separately; ``up`` runs it only once it exists."""
+    try:
+        return importlib.util.find_spec(NODEAGENT_MODULE + ".__main__") is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def nodeagent_command(
+    kubeconfig_path: Path, node_name: str, state_dir: Path, image_map: Path
+) -> list[str]:
+    """The agreed node-agent command line (kept in one place for the agent's author)."""
+    return [
+        sys.executable,
+        "-m",
+        NODEAGENT_MODULE,
+        "--kubeconfig",
+        str(kubeconfig_path),
+        "--node-name",
+        node_name,
+        "--state-dir",
+        str(state_dir),
+        "--image-map",
+        str(image_map),
+    ]
+
+
+def default_image_map() -> str:
+    """Image -> local command table for the node agent (empty: images must be mapped)."""
+    return (
+        "# image -> command rules for the localcluster node agent (format: see\n"
+        "# localcluster/nodeagent/images.py); python images are built in.\nimages: []\n"
+    )
+
+
+def _etcd_args(bins: build.Binaries, data: Path, client: int, peer: int) -> list[str]:
+    curl, purl = f"http://127.0.0.1:{client}", f"http://127.0.0.1:{peer}"
+    return [
+        str(bins.path("etcd")),
+        "--name=localcluster",
+        f"--data-dir={data}",
+        f"--listen-client-urls={curl}",
+        f"--advertise-client-urls={curl}",
+        f"--listen-peer-urls={purl}",
+        f"--initial-advertise-peer-urls={purl}",
+        f"--initial-cluster=localcluster={purl}",
+        "--initial-cluster-state=new",
+        "--unsafe-no-fsync=true",
+        "--log-level=warn",
+        "--auto-compaction-retention=1",
+        "--quota-backend-bytes=8589934592",
+    ]
+
+
+def _apiserver_args(
+    bins: build.Binaries, pki: certs.Pki, etcd_port: int, port: int, cert_dir: Path
+) -> list[str]:
+    p = pki.p
+    return [
+        str(bins.path("kube-apiserver")),
+        f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+        "--etcd-prefix=/registry",
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        f"--secure-port={port}",
+        f"--cert-dir={cert_dir}",
+        f"--tls-cert-file={p('apiserver.crt')}",
+        f"--tls-private-key-file={p('apiserver.key')}",
+        f"--client-ca-file={p('client-ca.crt')}",
+        f"--service-account-issuer=https://127.0.0.1:{port}",
+        f"--service-account-key-file={p('sa.pub')}",
+        f"--service-account-signing-key-file={p('sa.key')}",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        "--authorization-mode=Node,RBAC",
+        (
+            "--enable-admission-plugins=NodeRestriction,MutatingAdmissionWebhook,"
+            "ValidatingAdmissionWebhook"
+        ),
+        "--allow-privileged=true",
+        # The kubernetes Service endpoint would be 127.0.0.1, which validation rejects.
+        "--endpoint-reconciler-type=none",
+        # Service-based webhooks dial an endpoint IP: there is no kube-proxy.
+        "--enable-aggregator-routing=true",
+        "--kubelet-preferred-address-types=InternalIP,Hostname",
+        # ConfigMap watches bypass the watch cache and read etcd, so a test can compact etcd
+        # and see the 410 Gone that informers must survive in production.
+        "--watch-cache-sizes=configmaps#0",
+        f"--kubelet-client-certificate={p('apiserver-kubelet-client.crt')}",
+        f"--kubelet-client-key={p('apiserver-kubelet-client.key')}",
+        "--profiling=false",
+        "--v=1",
+    ]
+
+
+def _kcm_args(
+    bins: build.Binaries, pki: certs.Pki, kcfg: Path, port: int, cert_dir: Path
+) -> list[str]:
+    p = pki.p
+    return [
+        str(bins.path("kube-controller-manager")),
+        f"--kubeconfig={kcfg}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={port}",
+        f"--cert-dir={cert_dir}",
+        "--leader-elect=false",
+        "--controllers=*",
+        "--use-service-account-credentials=false",
+        f"--root-ca-file={p('ca.crt')}",
+        f"--service-account-private-key-file={p('sa.key')}",
+        f"--cluster-signing-cert-file={p('client-ca.crt')}",
+        f"--cluster-signing-key-file={p('client-ca.key')}",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        # Short periods so tests see node death and binding quickly.
+        "--node-monitor-period=2s",
+        "--node-monitor-grace-period=20s",
+        "--node-startup-grace-period=30s",
+        "--pvclaimbinder-sync-period=2s",
+        "--resource-quota-sync-period=10s",
+        "--namespace-sync-period=30s",
+        "--terminated-pod-gc-threshold=200",
+        "--enable-hostpath-provisioner=true",
+        "--profiling=false",
+        "--v=1",
+    ]
+
+
+def _scheduler_args(bins: build.Binaries, kcfg: Path, port: int, cert_dir: Path) -> list[str]:
+    return [
+        str(bins.path("kube-scheduler")),
+        f"--kubeconfig={kcfg}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={port}",
+        f"--cert-dir={cert_dir}",
+        "--leader-elect=false",
+        "--profiling=false",
+        "--v=1",
+    ]
+
+
+def _data_dirs_in_use() -> set[str]:
+    used: set[str] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                args = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        used.update(a.removeprefix("--data-dir=") for a in args if a.startswith("--data-dir="))
+    return used
+
+
+def sweep_stale_etcd_dirs(parent: Path, min_age: float = 60.0) -> list[Path]:
+    """Remove etcd data dirs left on tmpfs by a session that was SIGKILLed (no ``down`` ran).
+
+    Only dirs no live process names as ``--data-dir`` and older than ``min_age`` go, so
+    clusters of concurrent sessions are safe.
+    """
+    used = _data_dirs_in_use()
+    removed = []
+    for d in parent.glob("localcluster-etcd-*"):
+        try:
+            age = time.time() - d.stat().st_mtime
+        except OSError:
+            continue
+        if str(d) not in used and age > min_age:
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    return removed
+
+
+def _is_running(state: State) -> bool:
+    return any(pid_alive(c.pid) for c in state.components.values())
+
+
+def up(
+    state_dir: Path | None = None,
+    *,
+    with_nodeagent: bool | None = None,
+    image_map: Path | None = None,
+    bind_to_parent: bool = False,
+    timeout: float = READY_TIMEOUT,
+    quiet: bool = False,
+) -> State:
+    """Start etcd, kube-apiserver, KCM, scheduler (and the node agent) and wait for Ready.
+
+    On any failure everything already started is stopped again before the error is raised.
+    """
+
+    def say(msg: str) -> None:
+        if not quiet:
+            print(f"[localcluster] {msg}", flush=True)
+
+    state_dir = (state_dir or default_state_dir()).resolve()
+    bins = build.binaries()
+    if not build.have_binaries():
+        raise ClusterError(
+            f"control-plane binaries missing in {bins.bin_dir}: run `localcluster build` first"
+        )
+    old = State.load(state_dir)
+    if old is not None and _is_running(old):
+        raise ClusterError(f"a cluster already runs from {state_dir}: `localcluster down` first")
+    if old is not None:
+        _cleanup(old)
+    if state_dir.exists():
+        shutil.rmtree(state_dir)
+    state_dir.mkdir(parents=True)
+    shm = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
+    sweep_stale_etcd_dirs(shm)
+    etcd_data = Path(tempfile.mkdtemp(prefix="localcluster-etcd-", dir=shm))
+    ports = {
+        n: free_port()
+        for n in (
+            "etcd-client",
+            "etcd-peer",
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+        )
+    }
+    server = f"https://127.0.0.1:{ports['kube-apiserver']}"
+    state = State(
+        state_dir=str(state_dir),
+        etcd_data_dir=str(etcd_data),
+        ports=ports,
+        kubeconfig=str(state_dir / "admin.kubeconfig"),
+        kubectl=str(bins.kubectl),
+        server=server,
+        version=bins.version,
+    )
+    state.save()
+    try:
+        _start_all(state, bins, with_nodeagent, image_map, bind_to_parent, timeout, say)
+    except BaseException:
+        say("startup failed: stopping what was started")
+        down(state_dir, quiet=True)
+        raise
+    return state
+
+
+def _start_all(
+    state: State,
+    bins: build.Binaries,
+    with_nodeagent: bool | None,
+    image_map: Path | None,
+    bind_to_parent: bool,
+    timeout: float,
+    say: Any,
+) -> None:
+    t0 = time.monotonic()
+    deadline = t0 + timeout
+    state_dir = Path(state.state_dir)
+    ports = state.ports
+    pki = certs.generate(state_dir / "pki", SERVICE_IP)
+    for stem, user in (
+        ("admin", "admin"),
+        ("controller-manager", "kube-controller-manager"),
+        ("scheduler", "kube-scheduler"),
+    ):
+        kubeconfig.write(
+            state_dir / f"{stem}.kubeconfig",
+            state.server,
+            pki.p("ca.crt"),
+            pki.p(f"{stem}.crt"),
+            pki.p(f"{stem}.key"),
+            user,
+        )
+    starter = _Starter(state, bind_to_parent)
+
+    etcd = starter.start(
+        "etcd",
+        _etcd_args(bins, Path(state.etcd_data_dir), ports["etcd-client"], ports["etcd-peer"]),
+    )
+    _wait(
+        "etcd /health",
+        lambda: _http_ok(f"http://127.0.0.1:{ports['etcd-client']}/health"),
+        deadline,
+        etcd,
+    )
+    say(f"etcd ready on 127.0.0.1:{ports['etcd-client']} ({time.monotonic() - t0:.1f}s)")
+
+    api = starter.start(
+        "kube-apiserver",
+        _apiserver_args(
+            bins, pki, ports["etcd-client"], ports["kube-apiserver"], state_dir / "certs" / "api"
+        ),
+    )
+    ctx = _ssl_context(pki)
+    _wait("kube-apiserver /readyz", lambda: _http_ok(f"{state.server}/readyz", ctx), deadline, api)
+    say(f"kube-apiserver ready at {state.server} ({time.monotonic() - t0:.1f}s)")
+
+    kcm = starter.start(
+        "kube-controller-manager",
+        _kcm_args(
+            bins,
+            pki,
+            state_dir / "controller-manager.kubeconfig",
+            ports["kube-controller-manager"],
+            state_dir / "certs" / "kcm",
+        ),
+    )
+    sched = starter.start(
+        "kube-scheduler",
+        _scheduler_args(
+            bins,
+            state_dir / "scheduler.kubeconfig",
+            ports["kube-scheduler"],
+            state_dir / "certs" / "scheduler",
+        ),
+    )
+    insecure = _ssl_context(None, verify=False)
+    for comp in (kcm, sched):
+        url = f"https://127.0.0.1:{ports[comp.name]}/healthz"
+        _wait(f"{comp.name} /healthz", lambda u=url: _http_ok(u, insecure), deadline, comp)
+    say(f"controller-manager and scheduler healthy ({time.monotonic() - t0:.1f}s)")
+
+    if with_nodeagent is None and os.environ.get("LOCALCLUSTER_NODEAGENT") == "0":
+        with_nodeagent = False
+    run_agent = nodeagent_available() if with_nodeagent is None else with_nodeagent
+    if run_agent and not nodeagent_available():
+        raise ClusterError(f"node agent requested but module {NODEAGENT_MODULE} is missing")
+    if run_agent:
+        if image_map is None and os.environ.get("LOCALCLUSTER_IMAGE_MAP"):
+            image_map = Path(os.environ["LOCALCLUSTER_IMAGE_MAP"])
+        if image_map is None:
+            image_map = state_dir / "image-map.yaml"
+            image_map.write_text(default_image_map())
+        agent_dir = state_dir / "nodeagent"
+        agent_dir.mkdir()
+        agent = starter.start(
+            "nodeagent", nodeagent_command(Path(state.kubeconfig), NODE_NAME, agent_dir, image_map)
+        )
+        state.node_name = NODE_NAME
+        state.save()
+        _wait(
+            f"node {NODE_NAME} Ready and untainted",
+            lambda: _node_ready(state, NODE_NAME),
+            deadline,
+            agent,
+        )
+        say(f"node {NODE_NAME} Ready ({time.monotonic() - t0:.1f}s)")
+    else:
+        why = "disabled" if with_nodeagent is False else f"{NODEAGENT_MODULE} not installed"
+        say(f"node agent not started ({why}): pods will stay Pending")
+    say(f"cluster up in {time.monotonic() - t0:.1f}s; export KUBECONFIG={state.kubeconfig}")
+
+
+def _node_ready(state: State, name: str) -> bool:
+    """Ready=True and the not-ready taint removed by the node-lifecycle controller."""
+    out = subprocess.run(
+        [state.kubectl, "--kubeconfig", state.kubeconfig, "get", "node", name, "-o", "json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        return False
+    node = json.loads(out.stdout)
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in node.get("status", {}).get("conditions", [])
+    )
+    tainted = any(
+        t.get("key") == "node.kubernetes.io/not-ready"
+        for t in node.get("spec", {}).get("taints") or []
+    )
+    return ready and not tainted
+
+
+def _cleanup(state: State) -> None:
+    shutil.rmtree(state.etcd_data_dir, ignore_errors=True)
+
+
+def down(state_dir: Path | None = None, *, quiet: bool = False, remove_state: bool = True) -> bool:
+    """Stop every component (reverse start order) and remove the etcd data and state.
+
+    Returns False when no cluster state was found.
+    """
+    state_dir = (state_dir or default_state_dir()).resolve()
+    state = State.load(state_dir)
+    if state is None:
+        if not quiet:
+            print(f"[localcluster] no cluster state in {state_dir}")
+        return False
+    for name in reversed(COMPONENTS):
+        comp = state.components.get(name)
+        if comp is None:
+            continue
+        if _group_alive(comp.pid) or pid_alive(comp.pid):
+            stop_group(comp.pid)
+            if not quiet:
+                print(f"[localcluster] stopped {name} (pid {comp.pid})")
+    _cleanup(state)
+    if remove_state:
+        shutil.rmtree(state_dir, ignore_errors=True)
+    return True
+
+
+def status(state_dir: Path | None = None) -> dict[str, Any]:
+    """What runs: per component its PID, liveness and port, plus the kubeconfig."""
+    state_dir = (state_dir or default_state_dir()).resolve()
+    state = State.load(state_dir)
+    if state is None:
+        return {"running": False, "state_dir": str(state_dir), "components": {}}
+    comps = {}
+    for name, comp in state.components.items():
+        comps[name] = {
+            "pid": comp.pid,
+            "alive": pid_alive(comp.pid),
+            "port": state.ports.get("etcd-client" if name == "etcd" else name),
+            "log": comp.log,
+        }
+    api_ok = False
+    if state.components.get("kube-apiserver") and pid_alive(state.components["kube-apiserver"].pid):
+        pki = certs.Pki(Path(state.state_dir) / "pki")
+        api_ok = _http_ok(f"{state.server}/readyz", _ssl_context(pki))
+    return {
+        "running": _is_running(state),
+        "apiserver_ready": api_ok,
+        "state_dir": state.state_dir,
+        "kubeconfig": state.kubeconfig,
+        "server": state.server,
+        "version": state.version,
+        "components": comps,
+    }

@@ -1,0 +1,181 @@
+"""The kubelet's HTTPS endpoint, only for logs: ``kubectl logs`` goes apiserver -> here.
+
+Serves ``GET /containerLogs/<ns>/<pod>/<container>`` with ``previous``, ``tailLines``,
+``limitBytes`` and ``follow`` from the agent's log files, plus ``/healthz``. It listens on
+the node's pod address (a secondary address on lo) with a self-signed certificate; the
+API server does not verify kubelet certificates unless told to.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import glob
+import ipaddress
+import logging
+import os
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, unquote, urlparse
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+log = logging.getLogger(__name__)
+
+
+def self_signed(directory: str, ip: str, name: str) -> tuple[str, str]:
+    """Write a serving cert/key for ip and name; returns their paths."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"system:node:{name}")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=7))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName(name), x509.IPAddress(ipaddress.ip_address(ip))]
+            ),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    os.makedirs(directory, exist_ok=True)
+    crt_path = os.path.join(directory, "kubelet.crt")
+    key_path = os.path.join(directory, "kubelet.key")
+    with open(crt_path, "wb") as fh:
+        fh.write(cert.public_bytes(serialization.Encoding.PEM))
+    with open(key_path, "wb") as fh:
+        fh.write(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+    os.chmod(key_path, 0o600)
+    return crt_path, key_path
+
+
+def log_files(state_dir: str, ns: str, pod: str, container: str) -> list[str]:
+    """The container's log files of the newest pod with that name, oldest run first."""
+    dirs = glob.glob(
+        os.path.join(
+            glob.escape(os.path.join(state_dir, "pods")), glob.escape(f"{ns}_{pod}_") + "*"
+        )
+    )
+    if not dirs:
+        return []
+    newest = max(dirs, key=os.path.getmtime)
+    files = glob.glob(os.path.join(glob.escape(os.path.join(newest, container)), "*.log"))
+    return sorted(files, key=lambda f: int(os.path.basename(f).split(".")[0]))
+
+
+class KubeletServer:
+    """A ThreadingHTTPServer in a daemon thread."""
+
+    def __init__(
+        self, state_dir: str, ip: str, node_name: str, is_running: Callable[[str, str, str], bool]
+    ) -> None:
+        self.state_dir = state_dir
+        self.is_running = is_running
+        crt, key = self_signed(os.path.join(state_dir, "pki"), ip, node_name)
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, fmt: str, *args: object) -> None:  # noqa: N802, RUF100
+                log.debug("kubelet endpoint: " + fmt, *args)
+
+            def do_GET(self) -> None:
+                server.handle(self)
+
+        self.httpd = ThreadingHTTPServer((ip, 0), Handler)
+        self.httpd.daemon_threads = True
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(crt, key)
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.port = int(self.httpd.server_address[1])
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, name="kubelet-http", daemon=True
+        )
+
+    def start(self) -> None:
+        """Serve in the background."""
+        self.thread.start()
+
+    def stop(self) -> None:
+        """Stop serving."""
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def handle(self, req: BaseHTTPRequestHandler) -> None:
+        """Route one GET."""
+        url = urlparse(req.path)
+        parts = [unquote(p) for p in url.path.strip("/").split("/")]
+        if parts == ["healthz"]:
+            self._reply(req, 200, b"ok")
+            return
+        if len(parts) != 4 or parts[0] != "containerLogs":
+            self._reply(req, 404, b"not found")
+            return
+        _, ns, pod, container = parts
+        q = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        files = log_files(self.state_dir, ns, pod, container)
+        previous = q.get("previous") in ("true", "1")
+        if previous:
+            files = files[:-1]
+        if not files:
+            which = "previous " if previous else ""
+            msg = f'container "{container}" in pod "{pod}" has no {which}log'
+            self._reply(req, 400 if previous else 404, msg.encode())
+            return
+        path = files[-1]
+        with open(path, "rb") as fh:
+            data = fh.read()
+        if "tailLines" in q:
+            n = int(q["tailLines"])
+            lines = data.splitlines(keepends=True)
+            data = b"".join(lines[-n:]) if n > 0 else b""
+        if "limitBytes" in q:
+            data = data[: int(q["limitBytes"])]
+        follow = q.get("follow") in ("true", "1") and not previous
+        req.send_response(200)
+        req.send_header("Content-Type", "text/plain")
+        if not follow:
+            req.send_header("Content-Length", str(len(data)))
+            req.end_headers()
+            req.wfile.write(data)
+            return
+        req.end_headers()
+        req.wfile.write(data)
+        req.wfile.flush()
+        offset = os.path.getsize(path)
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            idle_after_stop = 0
+            while idle_after_stop < 3:
+                chunk = fh.read(65536)
+                if chunk:
+                    req.wfile.write(chunk)
+                    req.wfile.flush()
+                    continue
+                if not self.is_running(ns, pod, container):
+                    idle_after_stop += 1
+                time.sleep(0.2)
+
+    @staticmethod
+    def _reply(req: BaseHTTPRequestHandler, code: int, body: bytes) -> None:
+        req.send_response(code)
+        req.send_header("Content-Type", "text/plain")
+        req.send_header("Content-Length", str(len(body)))
+        req.end_headers()
+        req.wfile.write(body)

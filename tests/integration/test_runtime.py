@@ -1,0 +1,240 @@
+"""The reconcile runtime on a real API server: watch, relist after 410 Gone, leader hand-over."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from kubetune import errors
+from kubetune.kube import CONFIGMAPS, LEASES, Kube, connect
+from kubetune.runtime import Controller, Key, Result
+from kubetune.runtime.electing import LeaderElector
+from kubetune.runtime.watching import WATCH_RESTARTS, Event, Informer
+from localcluster.pytest_plugin import ClusterHandle
+
+pytestmark = pytest.mark.integration
+
+
+def wait_for(check: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+@pytest.fixture
+def kube(cluster: ClusterHandle) -> Kube:
+    return Kube(connect(cluster.kubeconfig))
+
+
+@pytest.fixture
+def stop() -> Iterator[threading.Event]:
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+def configmap(name: str, value: str = "1") -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name},
+        "data": {"v": value},
+    }
+
+
+def test_informer_sees_add_modify_delete(kube: Kube, namespace: str, stop: threading.Event) -> None:
+    seen: list[tuple[str, str]] = []
+    informer = Informer(
+        kube,
+        CONFIGMAPS,
+        lambda e: seen.append((e.type, e.object["metadata"]["name"])),
+        namespace=namespace,
+    )
+    informer.start(stop)
+    assert informer.synced.wait(30)
+    kube.create(CONFIGMAPS, configmap("a"), namespace)
+    kube.patch(CONFIGMAPS, "a", {"data": {"v": "2"}}, namespace)
+    kube.delete(CONFIGMAPS, "a", namespace)
+    wait_for(lambda: ("DELETED", "a") in seen, what="the delete event")
+    events = [e for e in seen if e[1] == "a"]
+    assert events == [("ADDED", "a"), ("MODIFIED", "a"), ("DELETED", "a")]
+    assert ("", "a") not in informer.cache and (namespace, "a") not in informer.cache
+
+
+def _etcd_url(cluster: ClusterHandle) -> str:
+    """The local cluster's etcd client URL; only our own cluster lets a test compact etcd."""
+    state = cluster.state
+    if state is None and os.environ.get("LOCALCLUSTER_STATE_DIR"):
+        from localcluster.cluster import State
+
+        state = State.load(Path(os.environ["LOCALCLUSTER_STATE_DIR"]))
+    if state is None:
+        pytest.skip("compacting etcd needs the local cluster's etcd (not reachable on kind)")
+    return f"http://127.0.0.1:{state.ports['etcd-client']}"
+
+
+def _etcd(url: str, path: str, body: dict[str, object]) -> dict[str, object]:
+    request = urllib.request.Request(
+        url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        answer: dict[str, object] = json.loads(response.read())
+    return answer
+
+
+def compact_etcd(cluster: ClusterHandle) -> None:
+    """Compact etcd's history up to now, as its periodic compaction does in production."""
+    url = _etcd_url(cluster)
+    header = _etcd(url, "/v3/kv/range", {"key": base64.b64encode(b"/registry/").decode()})["header"]
+    assert isinstance(header, dict)
+    _etcd(url, "/v3/kv/compaction", {"revision": int(header["revision"]), "physical": True})
+
+
+def _churn(kube: Kube, namespace: str) -> str:
+    """Create and update objects, returning a resourceVersion from before the updates."""
+    kube.create(CONFIGMAPS, configmap("churn"), namespace)
+    old = kube.list(CONFIGMAPS, namespace)["metadata"]["resourceVersion"]
+    for i in range(3):
+        kube.patch(CONFIGMAPS, "churn", {"data": {"v": str(i)}}, namespace)
+    return str(old)
+
+
+def test_watch_from_a_compacted_version_answers_gone(
+    kube: Kube, namespace: str, cluster: ClusterHandle
+) -> None:
+    old = _churn(kube, namespace)
+    compact_etcd(cluster)
+    with pytest.raises(errors.Gone):
+        for event in kube.watch(CONFIGMAPS, namespace, resource_version=old, timeout_seconds=5):
+            obj = event["object"]
+            if event["type"] == "ERROR":
+                raise errors.from_status(obj["code"], obj.get("reason", ""), obj.get("message", ""))
+
+
+def test_informer_relists_after_gone(
+    kube: Kube, namespace: str, stop: threading.Event, cluster: ClusterHandle
+) -> None:
+    old = _churn(kube, namespace)
+    kube.create(CONFIGMAPS, configmap("before"), namespace)
+    compact_etcd(cluster)
+    seen: list[Event] = []
+    gone_before = WATCH_RESTARTS.labels("configmaps", "gone")._value.get()
+    # Resuming from a version etcd no longer has must relist, not miss objects.
+    informer = Informer(kube, CONFIGMAPS, seen.append, namespace=namespace, resume_from=old)
+    informer.start(stop)
+    wait_for(lambda: any(e.object["metadata"]["name"] == "before" for e in seen), what="relist")
+    assert WATCH_RESTARTS.labels("configmaps", "gone")._value.get() == gone_before + 1
+    kube.create(CONFIGMAPS, configmap("after"), namespace)
+    wait_for(lambda: any(e.object["metadata"]["name"] == "after" for e in seen), what="watch")
+
+
+def test_controller_reconciles_each_change_and_retries_failures(
+    kube: Kube, namespace: str, stop: threading.Event
+) -> None:
+    calls: list[Key] = []
+    failures = {"flaky": 2}
+
+    def reconcile(key: Key) -> Result | None:
+        calls.append(key)
+        if failures.get(key.name, 0) > 0:
+            failures[key.name] -= 1
+            raise RuntimeError("transient")
+        return None
+
+    controller = Controller("test", reconcile)
+    controller.watch(CONFIGMAPS, namespace=namespace)
+    controller.start_informers(kube, stop)
+    controller.start_workers(stop)
+    kube.create(CONFIGMAPS, configmap("flaky"), namespace)
+    kube.create(CONFIGMAPS, configmap("steady"), namespace)
+    key = Key(namespace, "flaky")
+    wait_for(lambda: calls.count(key) >= 3, what="two retries of the flaky key")
+    assert failures["flaky"] == 0
+    assert Key(namespace, "steady") in calls
+    controller.queue.shutdown()
+
+
+ELECTOR_SCRIPT = textwrap.dedent(
+    """
+    import sys, threading, signal, time
+    from kubetune.kube import Kube, connect
+    from kubetune.runtime.electing import LeaderElector
+    kube = Kube(connect(sys.argv[1]))
+    elector = LeaderElector(kube, sys.argv[2], "handover", sys.argv[3],
+                            lease_duration=3, renew_deadline=2, retry_period=0.3)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *a: stop.set())
+    thread = elector.start(stop)
+    announced = False
+    while not stop.is_set():
+        if elector.is_leader.is_set() and not announced:
+            print("leader", flush=True)
+            announced = True
+        time.sleep(0.05)
+    thread.join(5)
+    print("released", flush=True)
+    """
+)
+
+
+def _holder(kube: Kube, namespace: str) -> str:
+    lease = kube.get_or_none(LEASES, "handover", namespace)
+    return ((lease or {}).get("spec") or {}).get("holderIdentity") or ""
+
+
+def test_leader_election_hands_over_between_processes(
+    kube: Kube, namespace: str, cluster: ClusterHandle, tmp_path: Path
+) -> None:
+    script = tmp_path / "elector.py"
+    script.write_text(ELECTOR_SCRIPT)
+    kubeconfig = cluster.kubeconfig
+    first = subprocess.Popen(
+        [sys.executable, str(script), kubeconfig, namespace, "first"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert first.stdout is not None and first.stdout.readline().strip() == "leader"
+        second = subprocess.Popen(
+            [sys.executable, str(script), kubeconfig, namespace, "second"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            time.sleep(1.5)
+            assert _holder(kube, namespace) == "first"  # the standby waits while the leader renews
+            first.kill()  # no release: the standby must wait for the lease to expire
+            first.wait(10)
+            wait_for(lambda: _holder(kube, namespace) == "second", timeout=20, what="take-over")
+            assert second.stdout is not None and second.stdout.readline().strip() == "leader"
+            second.terminate()  # a clean stop releases the lease at once
+            assert second.wait(10) == 0
+            assert _holder(kube, namespace) == ""
+        finally:
+            second.kill()
+    finally:
+        first.kill()
+
+
+def test_elector_refuses_a_lease_held_by_a_live_leader(kube: Kube, namespace: str) -> None:
+    a = LeaderElector(kube, namespace, "held", "a", lease_duration=30)
+    b = LeaderElector(kube, namespace, "held", "b", lease_duration=30)
+    assert a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()
+    assert a.try_acquire_or_renew()  # renewal by the holder
+    a.release()
+    assert b.try_acquire_or_renew()
