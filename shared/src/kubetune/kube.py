@@ -262,6 +262,35 @@ class Kube:
             body["gracePeriodSeconds"] = grace_seconds
         self._call("DELETE", res.path(namespace, name), body=body)
 
+    def pod_log(
+        self,
+        name: str,
+        namespace: str,
+        *,
+        container: str | None = None,
+        tail_lines: int | None = None,
+    ) -> str:
+        """A container's log as text (the kubelet's answer, proxied by the API server)."""
+        params = [("container", container), ("tailLines", tail_lines)]
+        query = [(k, v) for k, v in params if v is not None]
+        try:
+            _, url, headers, _, _ = self.api.param_serialize(
+                "GET",
+                PODS.path(namespace, name, "log"),
+                query_params=query,
+                header_params={"Accept": "*/*"},
+                auth_settings=["BearerToken"],
+            )
+            response = self.api.call_api("GET", url, headers, _request_timeout=30)
+        except ApiException as e:
+            raise _api_error(e) from e
+        raw = response.response
+        text = raw.data.decode(errors="replace")
+        raw.release_conn()
+        if raw.status >= 300:
+            raise _error_from_body(raw.status, str(raw.reason), text)
+        return str(text)
+
     def resource_for(self, api_version: str, kind: str) -> Resource:
         """Find a kind's plural and scope through discovery.
 

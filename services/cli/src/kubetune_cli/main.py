@@ -1,0 +1,274 @@
+"""`kubetune`: run, get, best, logs and plot, against the cluster of the current kubeconfig."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubetune import api, errors
+from kubetune.api.experiment import Experiment
+from kubetune.api.trial import Trial
+from kubetune.kube import EXPERIMENTS, PODS, TRIALS, Kube, connect
+from kubetune_cli import tables
+from kubetune_cli.plotting import plot
+from kubetune_cli.reading import (
+    UserError,
+    best,
+    experiment_state,
+    get_experiment,
+    list_trials,
+)
+
+FINISHED = {"Succeeded", "Failed"}
+
+
+def _kube(args: argparse.Namespace) -> Kube:
+    path = args.kubeconfig or os.environ.get("KUBECONFIG")
+    default = Path.home() / ".kube" / "config"
+    in_cluster = "KUBERNETES_SERVICE_HOST" in os.environ
+    if not path and not default.exists() and not in_cluster:
+        raise UserError("no cluster configured: set KUBECONFIG or pass --kubeconfig")
+    if path and not Path(path).exists():
+        raise UserError(f"kubeconfig {path} does not exist")
+    try:
+        return Kube(connect(path))
+    except Exception as e:
+        raise UserError(f"cannot load the cluster configuration: {e}") from e
+
+
+def _namespace(args: argparse.Namespace) -> str:
+    return str(args.namespace or "default")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    kube = _kube(args)
+    try:
+        documents = [d for d in yaml.safe_load_all(Path(args.file).read_text()) if d]
+    except FileNotFoundError as e:
+        raise UserError(f"no such file: {args.file}") from e
+    except yaml.YAMLError as e:
+        raise UserError(f"{args.file} is not valid YAML: {e}") from e
+    created = []
+    for document in documents:
+        try:
+            experiment = api.load(document)
+        except api.ManifestError as e:
+            raise UserError(
+                f"{args.file}: " + "\n  ".join(["invalid manifest:", *e.problems])
+            ) from e
+        if not isinstance(experiment, Experiment):
+            raise UserError(f"{args.file}: kubetune run takes Experiments, not {experiment.kind}")
+        namespace = experiment.metadata.namespace or _namespace(args)
+        body = experiment.to_wire()
+        body["metadata"]["namespace"] = namespace
+        try:
+            kube.create(EXPERIMENTS, body, namespace)
+        except errors.AlreadyExists as e:
+            raise UserError(
+                f"experiment {experiment.metadata.name} already exists in {namespace}"
+            ) from e
+        except errors.ApiError as e:
+            raise UserError(
+                f"the cluster refused experiment {experiment.metadata.name}: {e.message}"
+            ) from e
+        print(f"experiment {namespace}/{experiment.metadata.name} created")
+        created.append((experiment.metadata.name or "", namespace))
+    if args.watch:
+        for name, namespace in created:
+            watch(kube, name, namespace, interval=args.interval)
+    return 0
+
+
+def _summary(kube: Kube, name: str, namespace: str) -> tuple[Experiment, str]:
+    experiment = get_experiment(kube, name, namespace)
+    rows = list_trials(kube, experiment)
+    metric = experiment.spec.objective.objective_metric_name if experiment.spec.objective else ""
+    state = experiment_state(experiment)
+    text = f"experiment {namespace}/{name}: {state}, {len(rows)} trials\n"
+    text += tables.trial_table(rows, metric or "objective")
+    optimal = best(experiment)
+    if optimal:
+        text += f"\nbest: {optimal['bestTrialName']}"
+    return experiment, text
+
+
+def watch(kube: Kube, name: str, namespace: str, interval: float = 2.0) -> None:
+    """Redraw the trial table until the experiment finishes (on a terminal), else print changes."""
+    last = ""
+    tty = sys.stdout.isatty()
+    while True:
+        experiment, text = _summary(kube, name, namespace)
+        if text != last:
+            print(("\x1b[2J\x1b[H" if tty else "") + text + ("" if tty else "\n"), flush=True)
+            last = text
+        if experiment_state(experiment) in FINISHED:
+            return
+        time.sleep(interval)
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    kube = _kube(args)
+    namespace = _namespace(args)
+    if not args.experiment:
+        items = kube.list_all(EXPERIMENTS, namespace)
+        rows = []
+        for obj in items:
+            experiment = Experiment.model_validate(obj)
+            status = experiment.status
+            rows.append(
+                [
+                    experiment.metadata.name or "",
+                    experiment_state(experiment),
+                    str((status.trials if status else None) or 0),
+                    str((status.trials_succeeded if status else None) or 0),
+                    (status.current_optimal_trial.best_trial_name or "-")
+                    if status and status.current_optimal_trial
+                    else "-",
+                ]
+            )
+        print(tables.render(["EXPERIMENT", "STATE", "TRIALS", "SUCCEEDED", "BEST"], rows))
+        return 0
+    experiment = get_experiment(kube, args.experiment, namespace)
+    trials = tables.sort_rows(list_trials(kube, experiment), args.sort_by, args.descending)
+    if args.output == "json":
+        print(json.dumps([row.__dict__ for row in trials], indent=2))
+        return 0
+    metric = experiment.spec.objective.objective_metric_name if experiment.spec.objective else ""
+    print(tables.trial_table(trials, metric or "objective"))
+    return 0
+
+
+def cmd_best(args: argparse.Namespace) -> int:
+    kube = _kube(args)
+    experiment = get_experiment(kube, args.experiment, _namespace(args))
+    optimal = best(experiment)
+    if optimal is None:
+        raise UserError(f"experiment {args.experiment} has no successful trial yet")
+    if args.output == "json":
+        print(json.dumps(optimal, indent=2))
+        return 0
+    rows = [["trial", optimal["bestTrialName"]]]
+    rows += [[p["name"], str(p["value"])] for p in optimal.get("parameterAssignments") or []]
+    for metric in (optimal.get("observation") or {}).get("metrics") or []:
+        rows.append(
+            [
+                metric["name"],
+                f"min {metric.get('min')} max {metric.get('max')} latest {metric.get('latest')}",
+            ]
+        )
+    print(tables.render(["FIELD", "VALUE"], rows))
+    return 0
+
+
+def _trial_pods(kube: Kube, trial: str, namespace: str) -> list[dict[str, Any]]:
+    for selector in (
+        f"katib.kubeflow.org/trial={trial}",
+        f"batch.kubernetes.io/job-name={trial}",
+        f"training.kubeflow.org/job-name={trial}",
+        f"workflows.argoproj.io/workflow={trial}",
+    ):
+        pods = kube.list_all(PODS, namespace, label_selector=selector)
+        if pods:
+            return pods
+    return []
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    kube = _kube(args)
+    namespace = _namespace(args)
+    obj = kube.get_or_none(TRIALS, args.trial, namespace)
+    if obj is None:
+        raise UserError(f"no trial {args.trial!r} in namespace {namespace!r}")
+    trial = Trial.model_validate(obj)
+    pods = _trial_pods(kube, args.trial, namespace)
+    if not pods:
+        raise UserError(
+            f"trial {args.trial} has no pods (yet, or they were deleted with retain: false)"
+        )
+    container = args.container or trial.spec.primary_container_name
+    for pod in pods:
+        pod_name = pod["metadata"]["name"]
+        names = [c["name"] for c in pod["spec"]["containers"]]
+        chosen = container if container in names else names[0]
+        if len(pods) > 1:
+            print(f"==> {pod_name}/{chosen} <==")
+        try:
+            print(kube.pod_log(pod_name, namespace, container=chosen), end="")
+        except errors.ApiError as e:
+            print(f"(no log for {pod_name}/{chosen}: {e.message})", file=sys.stderr)
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    kube = _kube(args)
+    namespace = _namespace(args)
+    experiment = get_experiment(kube, args.experiment, namespace)
+    if experiment.spec.objective is None:
+        raise UserError(f"experiment {args.experiment} has no objective to plot")
+    rows = list_trials(kube, experiment)
+    plot(rows, experiment.spec.objective, f"{namespace}/{args.experiment}", Path(args.output))
+    print(f"wrote {args.output}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="kubetune", description=__doc__)
+    root.add_argument("--kubeconfig", help="kubeconfig path (default: $KUBECONFIG, ~/.kube/config)")
+    root.add_argument(
+        "-n",
+        "--namespace",
+        default=os.environ.get("KUBETUNE_NAMESPACE"),
+        help="namespace (default: the manifest's, else 'default')",
+    )
+    sub = root.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="submit the Experiment(s) in a YAML file")
+    run.add_argument("file")
+    run.add_argument("--watch", action="store_true", help="follow until the experiment ends")
+    run.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
+    run.set_defaults(func=cmd_run)
+    get = sub.add_parser("get", help="list experiments, or the trials of one")
+    get.add_argument("experiment", nargs="?")
+    get.add_argument("--sort-by", choices=tables.SORT_KEYS, default="created")
+    get.add_argument("--descending", action="store_true")
+    get.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    get.set_defaults(func=cmd_get)
+    best_cmd = sub.add_parser("best", help="the best trial of an experiment")
+    best_cmd.add_argument("experiment")
+    best_cmd.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    best_cmd.set_defaults(func=cmd_best)
+    logs = sub.add_parser("logs", help="the training log of a trial")
+    logs.add_argument("trial")
+    logs.add_argument("-c", "--container", help="container (default: the primary container)")
+    logs.set_defaults(func=cmd_logs)
+    plot_cmd = sub.add_parser("plot", help="plot the objective per trial to a PNG")
+    plot_cmd.add_argument("experiment")
+    plot_cmd.add_argument("-o", "--output", required=True)
+    plot_cmd.set_defaults(func=cmd_plot)
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+        return code
+    except UserError as e:
+        print(f"kubetune: {e}", file=sys.stderr)
+        return 1
+    except errors.ApiError as e:
+        print(f"kubetune: the cluster answered {e.status} {e.reason}: {e.message}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"kubetune: cannot reach the cluster: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""The objective of every trial, in order, with the best-so-far line, as a PNG."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from kubetune.api.common import ObjectiveSpec
+from kubetune.observations import better
+from kubetune_cli.reading import TrialRow, UserError
+
+
+def best_so_far(objective: ObjectiveSpec, values: Sequence[float | None]) -> list[float | None]:
+    out: list[float | None] = []
+    incumbent: float | None = None
+    for value in values:
+        if value is not None and better(objective, value, incumbent):
+            incumbent = value
+        out.append(incumbent)
+    return out
+
+
+def plot(rows: Sequence[TrialRow], objective: ObjectiveSpec, title: str, path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise UserError("plotting needs matplotlib: pip install 'kubetune-cli[plot]'") from e
+    values = [r.objective for r in rows]
+    xs = list(range(1, len(rows) + 1))
+    figure, axes = plt.subplots(figsize=(8, 4.5))
+    points = [(x, v) for x, v in zip(xs, values, strict=True) if v is not None]
+    if points:
+        axes.scatter([p[0] for p in points], [p[1] for p in points], label="trial", s=18)
+    running = best_so_far(objective, values)
+    steps = [(x, v) for x, v in zip(xs, running, strict=True) if v is not None]
+    if steps:
+        axes.step(
+            [s[0] for s in steps],
+            [s[1] for s in steps],
+            where="post",
+            color="tab:red",
+            label="best so far",
+        )
+    axes.set_xlabel("trial (in creation order)")
+    axes.set_ylabel(f"{objective.objective_metric_name} ({objective.type or 'objective'})")
+    axes.set_title(title)
+    axes.grid(alpha=0.3)
+    axes.legend(loc="best")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)

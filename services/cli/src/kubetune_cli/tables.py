@@ -1,0 +1,52 @@
+"""Plain-text tables: left-aligned columns sized to their content, like `kubectl get`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kubetune_cli.reading import TrialRow
+
+
+def render(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [len(h) for h in header]
+    for row in rows:
+        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
+    lines = [header, *rows]
+    return "\n".join(
+        "   ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    )
+
+
+def format_value(value: float | None) -> str:
+    return "-" if value is None else f"{value:.6g}"
+
+
+def trial_table(rows: Sequence[TrialRow], metric: str) -> str:
+    parameter_names: list[str] = []
+    for row in rows:
+        parameter_names += [p for p in row.parameters if p not in parameter_names]
+    header = ["TRIAL", "STATE", *(p.upper() for p in parameter_names), metric.upper()]
+    body = [
+        [
+            row.name,
+            row.state,
+            *(row.parameters.get(p, "") for p in parameter_names),
+            format_value(row.objective),
+        ]
+        for row in rows
+    ]
+    return render(header, body)
+
+
+SORT_KEYS = ("created", "name", "state", "metric")
+
+
+def sort_rows(rows: Sequence[TrialRow], key: str, descending: bool) -> list[TrialRow]:
+    if key == "metric":
+        with_value = [r for r in rows if r.objective is not None]
+        without = [r for r in rows if r.objective is None]
+        ordered = sorted(with_value, key=lambda r: r.objective or 0.0, reverse=descending)
+        return ordered + without
+    attribute = {"created": "created", "name": "name", "state": "state"}[key]
+    return sorted(rows, key=lambda r: str(getattr(r, attribute)), reverse=descending)

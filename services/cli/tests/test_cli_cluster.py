@@ -1,0 +1,196 @@
+"""The CLI against a real API server: run, get, best, logs and plot on stored objects."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubetune_cli import main
+
+from kubetune.kube import EXPERIMENTS, PODS, TRIALS, Kube, connect
+from localcluster.pytest_plugin import ClusterHandle
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[3]
+
+EXPERIMENT = """
+apiVersion: kubeflow.org/v1beta1
+kind: Experiment
+metadata: {name: demo}
+spec:
+  objective: {type: maximize, objectiveMetricName: accuracy}
+  algorithm: {algorithmName: random}
+  maxTrialCount: 3
+  parameters:
+    - {name: lr, parameterType: double, feasibleSpace: {min: "0.01", max: "0.1"}}
+  trialTemplate:
+    primaryContainerName: training
+    trialParameters: [{name: lr, reference: lr}]
+    trialSpec:
+      apiVersion: batch/v1
+      kind: Job
+      spec:
+        template:
+          spec:
+            containers:
+              - {name: training, image: python:3.11, command: [echo, "${trialParameters.lr}"]}
+            restartPolicy: Never
+"""
+
+
+@pytest.fixture(scope="module")
+def crds(cluster: ClusterHandle) -> None:
+    cluster.kubectl("apply", "-k", str(ROOT / "kustomize/base/crds"))
+    cluster.kubectl(
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/experiments.kubeflow.org",
+        "crd/trials.kubeflow.org",
+    )
+
+
+def _trial(name: str, lr: str, accuracy: str | None) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeflow.org/v1beta1",
+        "kind": "Trial",
+        "metadata": {"name": name, "labels": {"katib.kubeflow.org/experiment": "demo"}},
+        "spec": {
+            "objective": {"type": "maximize", "objectiveMetricName": "accuracy"},
+            "parameterAssignments": [{"name": "lr", "value": lr}],
+            "primaryContainerName": "training",
+        },
+        "_status": None
+        if accuracy is None
+        else {
+            "conditions": [{"type": "Succeeded", "status": "True", "reason": "TrialSucceeded"}],
+            "observation": {
+                "metrics": [
+                    {"name": "accuracy", "min": accuracy, "max": accuracy, "latest": accuracy}
+                ]
+            },
+        },
+    }
+
+
+def _cli(cluster: ClusterHandle, namespace: str, *args: str) -> list[str]:
+    return ["--kubeconfig", cluster.kubeconfig, "-n", namespace, *args]
+
+
+def test_run_get_best_plot(
+    crds: None,
+    cluster: ClusterHandle,
+    namespace: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    manifest = tmp_path / "exp.yaml"
+    manifest.write_text(EXPERIMENT)
+    assert main.main(_cli(cluster, namespace, "run", str(manifest))) == 0
+    assert f"experiment {namespace}/demo created" in capsys.readouterr().out
+    assert main.main(_cli(cluster, namespace, "run", str(manifest))) == 1
+    assert "already exists" in capsys.readouterr().err
+
+    kube = Kube(connect(cluster.kubeconfig))
+    for name, lr, acc in [
+        ("demo-a", "0.01", "0.5"),
+        ("demo-b", "0.05", "0.9"),
+        ("demo-c", "0.1", None),
+    ]:
+        body = _trial(name, lr, acc)
+        status = body.pop("_status")
+        kube.create(TRIALS, body, namespace)
+        if status:
+            kube.patch(TRIALS, name, {"status": status}, namespace, subresource="status")
+        time.sleep(1.1)  # distinct creation timestamps give a stable creation order
+    kube.patch(
+        EXPERIMENTS,
+        "demo",
+        {
+            "status": {
+                "currentOptimalTrial": {
+                    "bestTrialName": "demo-b",
+                    "parameterAssignments": [{"name": "lr", "value": "0.05"}],
+                    "observation": {
+                        "metrics": [
+                            {"name": "accuracy", "min": "0.9", "max": "0.9", "latest": "0.9"}
+                        ]
+                    },
+                },
+                "conditions": [
+                    {"type": "Running", "status": "True", "reason": "ExperimentRunning"}
+                ],
+            }
+        },
+        namespace,
+        subresource="status",
+    )
+
+    assert (
+        main.main(_cli(cluster, namespace, "get", "demo", "--sort-by", "metric", "--descending"))
+        == 0
+    )
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines[1:]] == ["demo-b", "demo-a", "demo-c"]
+    assert lines[1].split()[1:] == ["Succeeded", "0.05", "0.9"]
+    assert lines[3].split()[1:] == ["Pending", "0.1", "-"]
+
+    assert main.main(_cli(cluster, namespace, "get")) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[:2] == ["demo", "Running"]
+
+    assert main.main(_cli(cluster, namespace, "best", "demo", "-o", "json")) == 0
+    assert json.loads(capsys.readouterr().out)["bestTrialName"] == "demo-b"
+
+    png = tmp_path / "plot.png"
+    assert main.main(_cli(cluster, namespace, "plot", "demo", "-o", str(png))) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+
+def test_unknown_experiment_and_trial(
+    crds: None, cluster: ClusterHandle, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main.main(_cli(cluster, namespace, "get", "nope")) == 1
+    assert (
+        capsys.readouterr().err.strip()
+        == f"kubetune: no experiment 'nope' in namespace '{namespace}'"
+    )
+    assert main.main(_cli(cluster, namespace, "logs", "nope")) == 1
+    assert "no trial 'nope'" in capsys.readouterr().err
+
+
+def test_logs_of_a_trial_pod(
+    crds: None, cluster: ClusterHandle, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kube = Kube(connect(cluster.kubeconfig))
+    body = _trial("logged", "0.01", None)
+    body.pop("_status")
+    kube.create(TRIALS, body, namespace)
+    kube.create(
+        PODS,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "logged-pod", "labels": {"katib.kubeflow.org/trial": "logged"}},
+            "spec": {
+                "restartPolicy": "Never",
+                "terminationGracePeriodSeconds": 1,
+                "containers": [
+                    {
+                        "name": "training",
+                        "image": "python:3.11",
+                        "command": ["sh", "-c", "echo accuracy=0.42"],
+                    },
+                ],
+            },
+        },
+        namespace,
+    )
+    deadline = time.monotonic() + 60
+    while kube.get(PODS, "logged-pod", namespace).get("status", {}).get("phase") != "Succeeded":
+        assert time.monotonic() < deadline, "the pod did not finish"
+        time.sleep(0.2)
+    assert main.main(_cli(cluster, namespace, "logs", "logged")) == 0
+    assert capsys.readouterr().out.strip() == "accuracy=0.42"

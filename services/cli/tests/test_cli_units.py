@@ -1,0 +1,74 @@
+"""Table rendering, sorting, best-so-far and the no-cluster error, without a cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kubetune_cli import main, tables
+from kubetune_cli.plotting import best_so_far
+from kubetune_cli.reading import TrialRow
+
+from kubetune.api.common import ObjectiveSpec, ObjectiveType
+
+
+def _row(name: str, value: float | None, state: str = "Succeeded") -> TrialRow:
+    return TrialRow(name=name, state=state, parameters={"lr": "0.1"}, objective=value, created=name)
+
+
+def test_table_columns_line_up() -> None:
+    text = tables.trial_table([_row("a", 0.5), _row("bbbbbb", None, "Running")], "accuracy")
+    lines = text.splitlines()
+    assert lines[0].split() == ["TRIAL", "STATE", "LR", "ACCURACY"]
+    assert lines[2].split() == ["bbbbbb", "Running", "0.1", "-"]
+    assert lines[1].index("Succeeded") == lines[0].index("STATE")
+
+
+def test_sort_by_metric_puts_missing_values_last() -> None:
+    rows = [_row("a", 0.2), _row("b", None), _row("c", 0.9)]
+    assert [r.name for r in tables.sort_rows(rows, "metric", True)] == ["c", "a", "b"]
+    assert [r.name for r in tables.sort_rows(rows, "metric", False)] == ["a", "c", "b"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        (ObjectiveType.MAXIMIZE, [None, 0.3, 0.3, 0.7]),
+        (ObjectiveType.MINIMIZE, [None, 0.3, 0.1, 0.1]),
+    ],
+)
+def test_best_so_far(kind: ObjectiveType, expected: list[float | None]) -> None:
+    objective = ObjectiveSpec(type=kind, objective_metric_name="m")
+    assert best_so_far(objective, [None, 0.3, 0.1, 0.7]) == expected
+
+
+def test_no_cluster_configured_is_said_plainly(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert main.main(["get"]) == 1
+    assert capsys.readouterr().err.strip() == (
+        "kubetune: no cluster configured: set KUBECONFIG or pass --kubeconfig"
+    )
+
+
+def test_bad_manifest_is_reported_with_field_paths(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+    )
+    manifest = tmp_path / "exp.yaml"
+    manifest.write_text(
+        "apiVersion: kubeflow.org/v1beta1\nkind: Experiment\nmetadata: {name: e}\n"
+        "spec: {maxTrialCount: many}\n"
+    )
+    assert main.main(["--kubeconfig", str(kubeconfig), "run", str(manifest)]) == 1
+    err = capsys.readouterr().err
+    assert "spec.maxTrialCount: Input should be a valid integer" in err
