@@ -692,6 +692,7 @@ class PodWorker(threading.Thread):
     def _report(self) -> None:
         status = compose(self.view)
         if status == self.last_sent:
+            self.report_retry_at = None
             return
         try:
             self.ctx.kube.patch(pod_path(self.ns, self.pod_name, "status"), {"status": status})
