@@ -1,0 +1,1 @@
+"""kubetune's admission webhook: Experiment defaulting and validation, trial pod injection."""

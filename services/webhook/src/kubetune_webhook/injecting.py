@@ -1,0 +1,336 @@
+"""Trial pod injection (`/mutate-pod`): the collector sidecar and the wrapped training command.
+
+Binding contract with pns-collector (`kubetune-contracts.md`, "Pod injection"): for a pod owned
+(transitively) by a Trial, add the trial labels, `KATIB_TRIAL_NAME` on the primary container, the
+istio annotation unless set; for a primary pod also `shareProcessNamespace`, the `metrics-volume`
+emptyDir at the log dir, the command wrapped with `kubetune.procwait.sh_wrap` (its own `$`
+written `$$` for Kubernetes' `$(VAR)` expansion, the user's argv left as written) and the
+sidecar `metrics-logger-and-collector` with the collector's exact flags.
+
+`inject(pod, trial, namespace, config)` is pure and idempotent: every step checks whether it is
+already done, so a pod mutated twice equals a pod mutated once. `find_trial` walks the owner
+chain through an `Owners` seam (the API server in production).
+
+Neighbours: `reviewing` (the admission plumbing), `lookups` (the real `Owners`).
+"""
+
+from __future__ import annotations
+
+import copy
+import posixpath
+import shlex
+from typing import Any, Protocol
+
+from pydantic import ValidationError
+
+from kubetune import naming, procwait
+from kubetune.api import API_VERSION
+from kubetune.api.common import CollectorKind, MetricsCollectorSpec, ObjectiveType
+from kubetune.api.trial import Trial
+from kubetune.config import ConfigError, KatibConfig
+
+LOG_DIR = procwait.DEFAULT_LOG_DIR
+SIDECAR_NAME = "metrics-logger-and-collector"
+CUSTOM_SIDECAR_NAME = "metrics-collector"
+TRIAL_NAME_ENV = "KATIB_TRIAL_NAME"
+STDOUT_METRICS_FILE = f"{LOG_DIR}/metrics.log"
+WRAPPED_KINDS = (
+    CollectorKind.STDOUT.value,
+    CollectorKind.FILE.value,
+    CollectorKind.TENSORFLOW_EVENT.value,
+)
+MAX_OWNER_DEPTH = 8
+_ARGV = "\x00KUBETUNE-ARGV\x00"
+
+
+class Denied(Exception):
+    """The pod cannot be admitted; the message says what to change."""
+
+
+class Owners(Protocol):
+    def get_object(
+        self, api_version: str, kind: str, name: str, namespace: str, uid: str | None = None
+    ) -> dict[str, Any] | None:
+        """The object, None when it does not exist. Raises `validating.ClusterError`.
+
+        `uid` is the owner reference's: an answer kept from earlier may be reused only when
+        its uid is that one."""
+        ...
+
+
+def _owner_refs(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    refs = [r for r in refs if isinstance(r, dict)]
+    # The controller reference first: that is the owner that made this object.
+    return sorted(refs, key=lambda r: not r.get("controller"))
+
+
+def find_trial(pod: dict[str, Any], namespace: str, owners: Owners) -> dict[str, Any] | None:
+    """The Trial owning the pod through its owner chain (Job -> Pod, Workflow -> Pod, ...)."""
+    seen: set[tuple[str, str]] = set()
+    frontier = [pod]
+    for _ in range(MAX_OWNER_DEPTH):
+        next_frontier = []
+        for obj in frontier:
+            for ref in _owner_refs(obj):
+                kind, api_version, name = ref.get("kind"), ref.get("apiVersion"), ref.get("name")
+                if not (
+                    isinstance(kind, str) and isinstance(api_version, str) and isinstance(name, str)
+                ):
+                    continue
+                if (kind, name) in seen:
+                    continue
+                seen.add((kind, name))
+                uid = ref.get("uid")
+                owner = owners.get_object(
+                    api_version, kind, name, namespace, uid if isinstance(uid, str) else None
+                )
+                if owner is None:
+                    continue
+                if kind == "Trial" and api_version == API_VERSION:
+                    return owner
+                next_frontier.append(owner)
+        if not next_frontier:
+            return None
+        frontier = next_frontier
+    return None
+
+
+# --- command wrapping -------------------------------------------------------------------------
+
+
+def escape_dollars(text: str) -> str:
+    """`$` -> `$$`, so Kubernetes' `$(VAR)` expansion hands the text to `sh` unchanged."""
+    return text.replace("$", "$$")
+
+
+def wrap_script(argv: list[str], kind: str) -> str:
+    """The `sh -c` script: the wrapper's `$` escaped, the user's argv (and its `$(VAR)`) not.
+
+    For StdOut, `sh_wrap` also tees stdout+stderr into the metrics file the collector reads.
+    """
+    metrics_file = STDOUT_METRICS_FILE if kind == CollectorKind.STDOUT.value else None
+    whole = procwait.sh_wrap(_ARGV, LOG_DIR, metrics_file=metrics_file)
+    before, after = whole.split(_ARGV)
+    return escape_dollars(before) + shlex.join(argv) + escape_dollars(after)
+
+
+def _wrapped_marker() -> str:
+    return escape_dollars(procwait.sh_register(LOG_DIR))
+
+
+def is_wrapped(container: dict[str, Any]) -> bool:
+    command = container.get("command") or []
+    return (
+        len(command) == 3
+        and command[:2] == ["sh", "-c"]
+        and isinstance(command[2], str)
+        and _wrapped_marker() in command[2]
+    )
+
+
+def wrap_container(container: dict[str, Any], kind: str) -> None:
+    if is_wrapped(container):
+        return
+    command = container.get("command")
+    if not command:
+        raise Denied(
+            f"container {container.get('name')!r} has no command: kubetune wraps the training "
+            "command so the metrics collector can wait for it, and cannot read the image's "
+            f"ENTRYPOINT; set `command` on container {container.get('name')!r} in the trial "
+            "template (e.g. command: [python3, train.py])"
+        )
+    argv = [str(a) for a in [*command, *(container.get("args") or [])]]
+    container["command"] = ["sh", "-c", wrap_script(argv, kind)]
+    container.pop("args", None)
+
+
+# --- sidecar ----------------------------------------------------------------------------------
+
+
+def metrics_path(mc: MetricsCollectorSpec, kind: str) -> str:
+    fsp = mc.source.file_system_path if mc.source else None
+    if kind == CollectorKind.STDOUT.value or fsp is None or not fsp.path:
+        return STDOUT_METRICS_FILE
+    return fsp.path
+
+
+def metrics_dir(mc: MetricsCollectorSpec, kind: str) -> str | None:
+    """The directory the collector reads, when it is not the log dir itself."""
+    if kind not in (CollectorKind.FILE.value, CollectorKind.TENSORFLOW_EVENT.value, "Custom"):
+        return None
+    fsp = mc.source.file_system_path if mc.source else None
+    if fsp is None or not fsp.path:
+        return None
+    path = fsp.path
+    directory = (
+        path.rstrip("/") or "/"
+        if fsp.kind is not None and fsp.kind.value == "Directory"
+        else posixpath.dirname(path)
+    )
+    directory = posixpath.normpath(directory)
+    if directory == LOG_DIR or directory.startswith(LOG_DIR + "/"):
+        return None
+    return directory
+
+
+def collector_args(
+    trial: Trial, namespace: str, kind: str, mc: MetricsCollectorSpec, expected: int
+) -> list[str]:
+    """The pns-collector flags, exactly as the contract names them."""
+    objective = trial.spec.objective
+    if objective is None or not objective.objective_metric_name:
+        raise Denied(
+            f"Trial {trial.metadata.name} has no spec.objective.objectiveMetricName; the "
+            "metrics collector cannot know what to collect"
+        )
+    otype = objective.type.value if isinstance(objective.type, ObjectiveType) else ""
+    args = [
+        "--trial-name",
+        trial.metadata.name or "",
+        "--namespace",
+        namespace,
+        "--objective-metric",
+        objective.objective_metric_name,
+        "--objective-type",
+        otype or "minimize",
+    ]
+    if objective.additional_metric_names:
+        args += ["--additional-metrics", ";".join(objective.additional_metric_names)]
+    if objective.metric_strategies:
+        args += [
+            "--metric-strategies",
+            ";".join(f"{s.name}={s.value.value}" for s in objective.metric_strategies),
+        ]
+    args += ["--collector-kind", kind, "--metrics-path", metrics_path(mc, kind)]
+    fsp = mc.source.file_system_path if mc.source else None
+    if kind == CollectorKind.STDOUT.value:
+        args += ["--format", "TEXT"]
+    elif kind == CollectorKind.FILE.value:
+        args += ["--format", fsp.format.value if fsp and fsp.format else "TEXT"]
+    filters = (mc.source.filter.metrics_format if mc.source and mc.source.filter else None) or []
+    for regex in filters:
+        args += ["--filter", regex]
+    args += ["--log-dir", LOG_DIR, "--expected-processes", str(expected)]
+    for rule in trial.spec.early_stopping_rules or []:
+        args += [
+            "--early-stop-rule",
+            f"{rule.name};{rule.value};{rule.comparison.value};{rule.start_step or 0}",
+        ]
+    return args
+
+
+def _mount(container: dict[str, Any], path: str) -> None:
+    mounts = container.setdefault("volumeMounts", [])
+    if any(m.get("mountPath") == path for m in mounts if isinstance(m, dict)):
+        return
+    mounts.append({"name": naming.METRICS_VOLUME, "mountPath": path})
+
+
+def _sidecar(
+    trial: Trial,
+    namespace: str,
+    kind: str,
+    mc: MetricsCollectorSpec,
+    config: KatibConfig,
+    expected: int,
+) -> dict[str, Any]:
+    try:
+        entry = config.metrics_collector(kind)
+    except ConfigError as e:
+        raise Denied(f"cannot inject the metrics collector: {e}") from e
+    sidecar: dict[str, Any] = {
+        "name": SIDECAR_NAME,
+        "image": entry.image,
+        "args": collector_args(trial, namespace, kind, mc, expected),
+    }
+    if entry.image_pull_policy:
+        sidecar["imagePullPolicy"] = entry.image_pull_policy
+    if entry.resources:
+        sidecar["resources"] = copy.deepcopy(entry.resources)
+    return sidecar
+
+
+# --- the whole mutation -----------------------------------------------------------------------
+
+
+def is_primary(pod: dict[str, Any], trial: Trial) -> bool:
+    wanted = trial.spec.primary_pod_labels or {}
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in wanted.items())
+
+
+def inject(
+    pod: dict[str, Any],
+    trial_manifest: dict[str, Any],
+    namespace: str,
+    config: KatibConfig,
+) -> dict[str, Any]:
+    """The pod as it should be admitted. Raises `Denied` with the fix in its message."""
+    try:
+        trial = Trial.model_validate(trial_manifest)
+    except ValidationError as e:
+        raise Denied(f"the owning Trial is malformed: {e.errors()[0]['msg']}") from e
+    trial_name = trial.metadata.name or ""
+    out = copy.deepcopy(pod)
+    meta = out.setdefault("metadata", {})
+    labels = meta.setdefault("labels", {})
+    for key, value in (trial.metadata.labels or {}).items():
+        labels.setdefault(key, value)
+    labels[naming.LABEL_TRIAL] = naming.label_value(trial_name)
+    annotations = meta.get("annotations") or {}
+    if (
+        config.init.controller.inject_istio_annotation
+        and naming.ISTIO_INJECT not in annotations
+        and naming.ISTIO_INJECT not in labels
+    ):
+        meta["annotations"] = {**annotations, naming.ISTIO_INJECT: "false"}
+    spec = out.setdefault("spec", {})
+    containers = spec.get("containers") or []
+    primary_name = trial.spec.primary_container_name
+    primaries = [c for c in containers if isinstance(c, dict) and c.get("name") == primary_name]
+    for container in primaries:
+        env = container.setdefault("env", [])
+        if not any(isinstance(e, dict) and e.get("name") == TRIAL_NAME_ENV for e in env):
+            env.append({"name": TRIAL_NAME_ENV, "value": trial_name})
+    if not is_primary(out, trial):
+        return out
+    if not primaries:
+        names = ", ".join(str(c.get("name")) for c in containers if isinstance(c, dict))
+        raise Denied(
+            f"primary container {primary_name!r} of Trial {trial_name} is not in this pod "
+            f"(containers: {names or 'none'}); fix trialTemplate.primaryContainerName"
+        )
+    mc = trial.spec.metrics_collector or MetricsCollectorSpec()
+    kind = (mc.collector.kind if mc.collector else None) or CollectorKind.STDOUT.value
+    if kind in (CollectorKind.PUSH.value, CollectorKind.NONE.value, "PrometheusMetric"):
+        return out
+    sidecar_names = {SIDECAR_NAME, CUSTOM_SIDECAR_NAME}
+    custom = mc.collector.custom_collector if mc.collector else None
+    if kind == CollectorKind.CUSTOM.value and custom:
+        sidecar_names.add(str(custom.get("name") or CUSTOM_SIDECAR_NAME))
+    present = any(isinstance(c, dict) and c.get("name") in sidecar_names for c in containers)
+    spec["shareProcessNamespace"] = True
+    volumes = spec.setdefault("volumes", [])
+    if not any(isinstance(v, dict) and v.get("name") == naming.METRICS_VOLUME for v in volumes):
+        volumes.append({"name": naming.METRICS_VOLUME, "emptyDir": {}})
+    extra_dir = metrics_dir(mc, kind)
+    if kind in WRAPPED_KINDS:
+        for container in primaries:
+            wrap_container(container, kind)
+    if present:
+        return out
+    if kind in WRAPPED_KINDS:
+        sidecar = _sidecar(trial, namespace, kind, mc, config, len(primaries))
+    else:  # Custom: the user's container, verbatim
+        if not custom:
+            raise Denied("metricsCollector kind Custom needs collector.customCollector")
+        sidecar = copy.deepcopy(custom)
+        sidecar.setdefault("name", CUSTOM_SIDECAR_NAME)
+    for container in [*primaries, sidecar]:
+        _mount(container, LOG_DIR)
+        if extra_dir is not None:
+            _mount(container, extra_dir)
+    containers.append(sidecar)
+    spec["containers"] = containers
+    return out

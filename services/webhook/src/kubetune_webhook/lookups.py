@@ -1,0 +1,133 @@
+"""The webhook's reads from the API server, behind the seams `validating` and `injecting` use.
+
+Everything is a GET (namespace, ConfigMap, PersistentVolume, a pod's owners, the Trial); the
+ClusterRole in kustomize/base/webhook grants exactly these. Errors other than NotFound become
+`ClusterError`, so the rules can say "cannot check, retry" instead of guessing.
+
+A GET costs milliseconds, the rules themselves a fraction of one, so two answers are kept for
+`cache_seconds` (admission latency budget; see bench/webhook_latency.py):
+
+* a namespace that HAS the injection label (a namespace just labelled is seen at once, since
+  negative answers are never kept; one that lost its label passes for a few more seconds);
+* a pod's owners and their Trial, keyed by name and checked against the `uid` of the owner
+  reference, so a job recreated under the same name is fetched again. Owner references and a
+  Trial's spec do not change after creation.
+
+PersistentVolume and ConfigMap lookups are never cached: their answers must be current.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from kubetune import errors, naming
+from kubetune.kube import CONFIGMAPS, NAMESPACES, Kube, Resource
+from kubetune_webhook.validating import ClusterError
+
+PERSISTENT_VOLUMES = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False)
+
+
+class TTLCache:
+    """A small thread-safe LRU whose entries expire after `ttl` seconds (0 = keep nothing)."""
+
+    def __init__(
+        self, ttl: float, size: int = 4096, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.ttl = ttl
+        self.size = size
+        self.clock = clock
+        self._items: OrderedDict[Any, tuple[float, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any | None:
+        if self.ttl <= 0:
+            return None
+        with self._lock:
+            entry = self._items.get(key)
+            if entry is None:
+                return None
+            if self.clock() - entry[0] > self.ttl:
+                del self._items[key]
+                return None
+            self._items.move_to_end(key)
+            return entry[1]
+
+    def put(self, key: Any, value: Any) -> None:
+        if self.ttl <= 0:
+            return
+        with self._lock:
+            self._items[key] = (self.clock(), value)
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+
+class KubeCluster:
+    """`validating.Cluster` and `injecting.Owners` over `kubetune.kube.Kube`."""
+
+    def __init__(self, kube: Kube, cache_seconds: float = 10.0) -> None:
+        self.kube = kube
+        self._resources: dict[tuple[str, str], Resource] = {}
+        self._lock = threading.Lock()
+        self._labelled = TTLCache(cache_seconds)
+        self._objects = TTLCache(cache_seconds)
+
+    def _get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        try:
+            return self.kube.get_or_none(res, name, namespace)
+        except errors.ApiError as e:
+            raise ClusterError(str(e)) from e
+        except Exception as e:
+            raise ClusterError(f"API server unreachable: {e}") from e
+
+    def namespace_labels(self, name: str) -> dict[str, str] | None:
+        cached = self._labelled.get(name)
+        if cached is not None:
+            return dict(cached)
+        obj = self._get(NAMESPACES, name)
+        if obj is None:
+            return None
+        labels = dict((obj.get("metadata") or {}).get("labels") or {})
+        if labels.get(naming.LABEL_INJECTION) == naming.INJECTION_ENABLED:
+            self._labelled.put(name, labels)
+        return labels
+
+    def config_map_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        obj = self._get(CONFIGMAPS, name, namespace)
+        return None if obj is None else dict(obj.get("data") or {})
+
+    def pv_exists(self, name: str) -> bool:
+        return self._get(PERSISTENT_VOLUMES, name) is not None
+
+    def resource(self, api_version: str, kind: str) -> Resource:
+        """Discovery, cached: owner kinds are few and do not change while we run."""
+        key = (api_version, kind)
+        with self._lock:
+            found = self._resources.get(key)
+        if found is None:
+            try:
+                found = self.kube.resource_for(api_version, kind)
+            except errors.ApiError as e:
+                raise ClusterError(str(e)) from e
+            except Exception as e:
+                raise ClusterError(f"API server unreachable: {e}") from e
+            with self._lock:
+                self._resources[key] = found
+        return found
+
+    def get_object(
+        self, api_version: str, kind: str, name: str, namespace: str, uid: str | None = None
+    ) -> dict[str, Any] | None:
+        key = (api_version, kind, namespace, name)
+        cached = self._objects.get(key)
+        if cached is not None and uid is not None and cached["metadata"].get("uid") == uid:
+            return dict(cached)
+        res = self.resource(api_version, kind)
+        obj = self._get(res, name, namespace if res.namespaced else None)
+        if obj is not None and isinstance(obj.get("metadata"), dict):
+            self._objects.put(key, obj)
+        return obj

@@ -1,0 +1,225 @@
+"""`webhook serve` (the admission server) and `webhook certs` (CA + serving certificate).
+
+Every flag has an environment fallback (`KUBETUNE_*`); logs go to stdout (JSON lines with
+`--log-format=json`); SIGTERM stops accepting connections and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from kubetune import config as katib_config
+from kubetune import logs
+from kubetune.kube import Kube, connect
+from kubetune.runtime.running import EnvDefault
+from kubetune_webhook import certificates, reviewing, serving, validating
+from kubetune_webhook.lookups import KubeCluster
+
+log = logging.getLogger("kubetune_webhook")
+
+DEFAULT_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", action=EnvDefault, env="KUBECONFIG", help="kubeconfig path")
+    parser.add_argument(
+        "--log-format",
+        action=EnvDefault,
+        env="KUBETUNE_LOG_FORMAT",
+        default="text",
+        choices=["text", "json"],
+        help="log line format",
+    )
+    parser.add_argument(
+        "--log-level", action=EnvDefault, env="KUBETUNE_LOG_LEVEL", default="info", help="log level"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="webhook",
+        description="kubetune admission webhook: Experiment defaults and validation, trial pod "
+        "injection, the FromVolume PV check",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the HTTPS admission server")
+    _common(serve)
+    serve.add_argument(
+        "--address",
+        action=EnvDefault,
+        env="KUBETUNE_WEBHOOK_ADDRESS",
+        default="0.0.0.0",
+        help="listen address",
+    )
+    serve.add_argument(
+        "--port",
+        action=EnvDefault,
+        env="KUBETUNE_WEBHOOK_PORT",
+        type=int,
+        default=8443,
+        help="listen port (0 = any free port, printed in the log)",
+    )
+    serve.add_argument(
+        "--cert-file",
+        action=EnvDefault,
+        env="KUBETUNE_WEBHOOK_CERT_FILE",
+        default=f"{DEFAULT_CERT_DIR}/tls.crt",
+        help="serving certificate (PEM), reloaded on change",
+    )
+    serve.add_argument(
+        "--key-file",
+        action=EnvDefault,
+        env="KUBETUNE_WEBHOOK_KEY_FILE",
+        default=f"{DEFAULT_CERT_DIR}/tls.key",
+        help="serving key (PEM), reloaded on change",
+    )
+    serve.add_argument(
+        "--cert-check-interval",
+        action=EnvDefault,
+        env="KUBETUNE_WEBHOOK_CERT_CHECK_INTERVAL",
+        type=float,
+        default=1.0,
+        help="seconds between checks of the certificate files",
+    )
+    serve.add_argument(
+        "--config",
+        action=EnvDefault,
+        env="KUBETUNE_CONFIG",
+        default=None,
+        help="katib-config file (default: kubetune's built-in configuration)",
+    )
+    serve.add_argument(
+        "--max-body-bytes",
+        action=EnvDefault,
+        env="KUBETUNE_WEBHOOK_MAX_BODY_BYTES",
+        type=int,
+        default=serving.DEFAULT_MAX_BODY,
+        help="larger request bodies get HTTP 400",
+    )
+    serve.add_argument(
+        "--require-namespace-label",
+        action=EnvDefault,
+        env="KUBETUNE_WEBHOOK_REQUIRE_NAMESPACE_LABEL",
+        default="true",
+        choices=["true", "false"],
+        help="deny Experiments in namespaces without katib.kubeflow.org/"
+        "metrics-collector-injection=enabled (upstream behaviour)",
+    )
+
+    serve.add_argument(
+        "--lookup-cache-seconds",
+        action=EnvDefault,
+        env="KUBETUNE_WEBHOOK_LOOKUP_CACHE_SECONDS",
+        type=float,
+        default=10.0,
+        help="keep labelled namespaces and pod owners/Trials this long (0 = always ask)",
+    )
+
+    certs = sub.add_parser("certs", help="write a CA and a serving certificate; patch caBundle")
+    _common(certs)
+    certs.add_argument(
+        "--out-dir",
+        action=EnvDefault,
+        env="KUBETUNE_WEBHOOK_CERT_DIR",
+        default=DEFAULT_CERT_DIR,
+        help="directory for ca.crt, ca.key (reused when present), tls.crt, tls.key",
+    )
+    certs.add_argument("--dns-name", action="append", default=[], help="DNS name (repeatable)")
+    certs.add_argument("--ip", action="append", default=[], help="IP address (repeatable)")
+    certs.add_argument("--days", type=int, default=365, help="validity of the serving cert")
+    certs.add_argument(
+        "--mutating-webhook",
+        action="append",
+        default=[],
+        help="MutatingWebhookConfiguration whose caBundle to set (repeatable)",
+    )
+    certs.add_argument(
+        "--validating-webhook",
+        action="append",
+        default=[],
+        help="ValidatingWebhookConfiguration whose caBundle to set (repeatable)",
+    )
+    return parser
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    try:
+        cfg = katib_config.load(args.config)
+    except (OSError, katib_config.ConfigError) as e:
+        log.error("cannot load the configuration: %s", e)
+        return 2
+    certs = serving.CertificateStore(args.cert_file, args.key_file, args.cert_check_interval)
+    try:
+        certs.context()
+    except (OSError, ValueError) as e:
+        log.error("cannot load the serving certificate %s: %s", args.cert_file, e)
+        return 2
+    kube = Kube(connect(args.kubeconfig))
+    admission = reviewing.Admission(
+        cfg,
+        KubeCluster(kube, args.lookup_cache_seconds),
+        validating.Options(require_namespace_label=args.require_namespace_label == "true"),
+    )
+    server = serving.AdmissionServer(
+        (args.address, int(args.port)), certs, admission.handle, max_body=args.max_body_bytes
+    )
+    stopping = threading.Event()
+
+    def _stop(signum: int, frame: FrameType | None) -> None:
+        log.info("signal %d: shutting down", signum)
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    # Everything built so far (models, schemas, the client) lives as long as the process: keep
+    # it out of the collector's full passes, which otherwise show up as latency spikes.
+    gc.collect()
+    gc.freeze()
+    host, port = server.server_address[:2]
+    log.info("serving admission on https://%s:%d", host, port, extra={"port": port})
+    serving.serve(server)
+    stopping.wait()
+    server.shutdown()
+    server.server_close()
+    return 0
+
+
+def run_certs(args: argparse.Namespace) -> int:
+    try:
+        files = certificates.issue(Path(args.out_dir), args.dns_name, args.ip, args.days)
+    except ValueError as e:
+        log.error("%s", e)
+        return 2
+    log.info("wrote %s and %s (CA %s)", files.cert, files.key, files.ca_cert)
+    if args.mutating_webhook or args.validating_webhook:
+        kube = Kube(connect(args.kubeconfig))
+        ca = files.ca_cert.read_bytes()
+        for resource, names in (
+            (certificates.MUTATING, args.mutating_webhook),
+            (certificates.VALIDATING, args.validating_webhook),
+        ):
+            for name in names:
+                count = certificates.patch_ca_bundle(kube, resource, name, ca)
+                log.info("set caBundle of %d webhook(s) in %s %s", count, resource.kind, name)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logs.configure(args.log_format, args.log_level)
+    if args.command == "serve":
+        return run_serve(args)
+    return run_certs(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""AdmissionReview v1 in and out, and the three admission endpoints.
+
+`parse` turns a request body into a `Review` or raises `BadRequest` (HTTP 400 with the reason:
+not JSON, not an `admission.k8s.io/v1` AdmissionReview, no request uid). `Admission.handle`
+dispatches by path and always answers a well-formed AdmissionReview: rule violations are denials
+(code 400) whose message names the field and the fix; a failed API lookup is a denial with code
+500 (the API server or the job controller retries); an unexpected error is logged and denied
+with code 500, and the server keeps serving.
+
+Neighbours: `defaulting`, `validating`, `injecting` (the rules), `serving` (HTTPS), `lookups`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kubetune.config import KatibConfig
+from kubetune_webhook import defaulting, injecting, patching, validating
+
+log = logging.getLogger(__name__)
+
+API_VERSION = "admission.k8s.io/v1"
+KIND = "AdmissionReview"
+PATHS = ("/mutate-experiment", "/validate-experiment", "/mutate-pod")
+
+
+class Cluster(validating.Cluster, injecting.Owners, Protocol):
+    """Every read the endpoints make (`lookups.KubeCluster` in production)."""
+
+
+class BadRequest(Exception):
+    """The body is not an AdmissionReview we can answer: HTTP 400 with this message."""
+
+
+@dataclass(frozen=True)
+class Review:
+    uid: str
+    kind: str
+    operation: str
+    namespace: str
+    name: str
+    obj: Any
+    old_obj: Any
+    raw: dict[str, Any] = field(repr=False)
+
+
+def parse(body: bytes) -> Review:
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError) as e:
+        raise BadRequest(f"request body is not JSON: {e}") from e
+    if not isinstance(data, dict):
+        raise BadRequest(f"expected an {API_VERSION} {KIND} object, got {type(data).__name__}")
+    if data.get("apiVersion") != API_VERSION or data.get("kind") != KIND:
+        raise BadRequest(
+            f"expected apiVersion {API_VERSION} kind {KIND}, got apiVersion "
+            f"{data.get('apiVersion')!r} kind {data.get('kind')!r}; register the webhook with "
+            "admissionReviewVersions: [v1]"
+        )
+    request = data.get("request")
+    if not isinstance(request, dict) or not isinstance(request.get("uid"), str):
+        raise BadRequest(f"{KIND} has no request.uid")
+    kind = request.get("kind")
+    return Review(
+        uid=request["uid"],
+        kind=str(kind.get("kind", "")) if isinstance(kind, dict) else "",
+        operation=str(request.get("operation") or ""),
+        namespace=str(request.get("namespace") or ""),
+        name=str(request.get("name") or ""),
+        obj=request.get("object"),
+        old_obj=request.get("oldObject"),
+        raw=request,
+    )
+
+
+def respond(
+    uid: str,
+    *,
+    allowed: bool,
+    message: str = "",
+    code: int = 400,
+    patch: patching.Patch | None = None,
+) -> dict[str, Any]:
+    response: dict[str, Any] = {"uid": uid, "allowed": allowed}
+    if not allowed:
+        reason = "BadRequest" if code == 400 else "InternalError"
+        response["status"] = {"code": code, "reason": reason, "message": message}
+    if patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
+    return {"apiVersion": API_VERSION, "kind": KIND, "response": response}
+
+
+class Admission:
+    """The endpoints, wired with the configuration and the cluster seam in `main`."""
+
+    def __init__(
+        self,
+        config: KatibConfig,
+        cluster: Cluster,
+        options: validating.Options = validating.Options(),  # noqa: B008 - frozen
+    ) -> None:
+        self.config = config
+        self.cluster = cluster
+        self.options = options
+
+    def handle(self, path: str, body: bytes) -> tuple[int, dict[str, Any]]:
+        """(HTTP status, JSON answer) for any body; never raises."""
+        try:
+            review = parse(body)
+        except BadRequest as e:
+            return 400, {"error": str(e)}
+        try:
+            if path == "/mutate-experiment":
+                return 200, self.mutate_experiment(review)
+            if path == "/validate-experiment":
+                return 200, self.validate_experiment(review)
+            if path == "/mutate-pod":
+                return 200, self.mutate_pod(review)
+        except Exception as e:
+            log.exception("admission %s failed for %s %s", path, review.kind, review.name)
+            return 200, respond(review.uid, allowed=False, code=500, message=f"internal error: {e}")
+        return 404, {"error": f"no admission endpoint {path}; use one of {', '.join(PATHS)}"}
+
+    def _wrong_kind(self, review: Review, expected: str) -> dict[str, Any] | None:
+        if review.kind != expected:
+            return respond(
+                review.uid,
+                allowed=False,
+                message=f"this endpoint admits {expected} objects, got {review.kind or 'nothing'}",
+            )
+        return None
+
+    def mutate_experiment(self, review: Review) -> dict[str, Any]:
+        wrong = self._wrong_kind(review, "Experiment")
+        if wrong is not None:
+            return wrong
+        return respond(review.uid, allowed=True, patch=defaulting.patch(review.obj))
+
+    def validate_experiment(self, review: Review) -> dict[str, Any]:
+        wrong = self._wrong_kind(review, "Experiment")
+        if wrong is not None:
+            return wrong
+        if review.operation == "DELETE":
+            return respond(review.uid, allowed=True)
+        problems = validating.validate(
+            review.obj,
+            review.old_obj,
+            operation=review.operation,
+            namespace=review.namespace,
+            config=self.config,
+            cluster=self.cluster,
+            options=self.options,
+        )
+        if not problems:
+            return respond(review.uid, allowed=True)
+        name = review.name or _name(review.obj)
+        retry = any("; retry" in p for p in problems)
+        return respond(
+            review.uid,
+            allowed=False,
+            code=500 if retry else 400,
+            message=f"Experiment {name} is invalid: " + "; ".join(problems),
+        )
+
+    def mutate_pod(self, review: Review) -> dict[str, Any]:
+        wrong = self._wrong_kind(review, "Pod")
+        if wrong is not None:
+            return wrong
+        pod = review.obj
+        containers = (pod.get("spec") or {}).get("containers") if isinstance(pod, dict) else None
+        if not isinstance(containers, list) or not containers:
+            return respond(
+                review.uid,
+                allowed=False,
+                message="spec.containers: a pod needs at least one container",
+            )
+        if not isinstance(pod.get("metadata") or {}, dict):
+            return respond(review.uid, allowed=False, message="metadata: must be an object")
+        namespace = review.namespace or str((pod.get("metadata") or {}).get("namespace") or "")
+        try:
+            trial = injecting.find_trial(pod, namespace, self.cluster)
+        except validating.ClusterError as e:
+            return respond(
+                review.uid,
+                allowed=False,
+                code=500,
+                message=f"cannot look up the pod's owners to find its Trial: {e}; retry",
+            )
+        if trial is None:
+            return respond(review.uid, allowed=True)
+        try:
+            mutated = injecting.inject(pod, trial, namespace, self.config)
+        except injecting.Denied as e:
+            return respond(review.uid, allowed=False, message=str(e))
+        return respond(review.uid, allowed=True, patch=patching.diff(pod, mutated))
+
+
+def _name(obj: Any) -> str:
+    if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
+        return str(obj["metadata"].get("name") or obj["metadata"].get("generateName") or "")
+    return ""

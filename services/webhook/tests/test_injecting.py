@@ -1,0 +1,269 @@
+"""Trial pod injection: the contract with pns-collector, idempotency, the denials."""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from webhook_cases import NS, StaticCluster, job, pod, trial
+
+from kubetune import config as katib_config
+from kubetune import naming, procwait
+from kubetune_webhook import injecting, patching
+
+CONFIG = katib_config.default()
+
+
+def _inject(p: dict[str, Any], t: dict[str, Any] | None = None) -> dict[str, Any]:
+    return injecting.inject(p, t or trial(), NS, CONFIG)
+
+
+def _container(p: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(c for c in p["spec"]["containers"] if c["name"] == name)
+
+
+def test_stdout_pod_gets_everything_the_contract_names() -> None:
+    out = _inject(pod())
+    meta = out["metadata"]
+    assert meta["labels"][naming.LABEL_TRIAL] == "random-abc"
+    assert meta["labels"][naming.LABEL_EXPERIMENT] == "random"
+    assert meta["annotations"][naming.ISTIO_INJECT] == "false"
+    spec = out["spec"]
+    assert spec["shareProcessNamespace"] is True
+    assert {"name": "metrics-volume", "emptyDir": {}} in spec["volumes"]
+    training = _container(out, "training-container")
+    assert {"name": "KATIB_TRIAL_NAME", "value": "random-abc"} in training["env"]
+    assert training["command"][:2] == ["sh", "-c"]
+    assert "args" not in training
+    assert {"name": "metrics-volume", "mountPath": "/var/log/katib"} in training["volumeMounts"]
+    sidecar = _container(out, "metrics-logger-and-collector")
+    assert sidecar["image"] == katib_config.COLLECTOR_IMAGE
+    assert sidecar["resources"] == katib_config.COLLECTOR_RESOURCES
+    assert sidecar["args"] == [
+        "--trial-name",
+        "random-abc",
+        "--namespace",
+        NS,
+        "--objective-metric",
+        "accuracy",
+        "--objective-type",
+        "maximize",
+        "--additional-metrics",
+        "loss",
+        "--metric-strategies",
+        "accuracy=max;loss=max",
+        "--collector-kind",
+        "StdOut",
+        "--metrics-path",
+        "/var/log/katib/metrics.log",
+        "--format",
+        "TEXT",
+        "--log-dir",
+        "/var/log/katib",
+        "--expected-processes",
+        "1",
+    ]
+    assert sidecar["volumeMounts"] == [{"name": "metrics-volume", "mountPath": "/var/log/katib"}]
+
+
+def test_file_collector_flags_filters_rules_and_the_user_dir() -> None:
+    t = trial(
+        metricsCollector={
+            "collector": {"kind": "File"},
+            "source": {
+                "fileSystemPath": {"kind": "File", "path": "/katib/mnist.log", "format": "TEXT"},
+                "filter": {"metricsFormat": ["(a)=(b)", "(c):(d)"]},
+            },
+        },
+        earlyStoppingRules=[
+            {"name": "accuracy", "value": "0.6", "comparison": "less", "startStep": 4}
+        ],
+    )
+    out = _inject(pod(), t)
+    args = _container(out, "metrics-logger-and-collector")["args"]
+    assert args[args.index("--metrics-path") + 1] == "/katib/mnist.log"
+    assert args[args.index("--format") + 1] == "TEXT"
+    assert [args[i + 1] for i, a in enumerate(args) if a == "--filter"] == ["(a)=(b)", "(c):(d)"]
+    assert args[args.index("--early-stop-rule") + 1] == "accuracy;0.6;less;4"
+    for name in ("training-container", "metrics-logger-and-collector"):
+        mounts = {m["mountPath"] for m in _container(out, name)["volumeMounts"]}
+        assert mounts == {"/var/log/katib", "/katib"}
+    script = _container(out, "training-container")["command"][2]
+    assert "tee -a" not in script  # the File collector reads the user's own file
+
+
+def test_tfevent_directory_inside_log_dir_needs_no_second_mount() -> None:
+    t = trial(
+        metricsCollector={
+            "collector": {"kind": "TensorFlowEvent"},
+            "source": {"fileSystemPath": {"kind": "Directory", "path": "/var/log/katib/tfevent/"}},
+        }
+    )
+    out = _inject(pod(), t)
+    args = _container(out, "metrics-logger-and-collector")["args"]
+    assert args[args.index("--metrics-path") + 1] == "/var/log/katib/tfevent/"
+    assert "--format" not in args
+    assert [m["mountPath"] for m in _container(out, "training-container")["volumeMounts"]] == [
+        "/var/log/katib"
+    ]
+
+
+@pytest.mark.parametrize("kind", ["StdOut", "File", "TensorFlowEvent", "Push", "Custom"])
+def test_mutating_twice_equals_once(kind: str) -> None:
+    spec: dict[str, Any] = {"collector": {"kind": kind}}
+    if kind == "Custom":
+        spec["collector"]["customCollector"] = {"name": "my-collector", "image": "me/collector:1"}
+    if kind == "File":
+        spec["source"] = {
+            "fileSystemPath": {"kind": "File", "path": "/out/m.log", "format": "JSON"}
+        }
+    t = trial(metricsCollector=spec)
+    once = _inject(pod(), t)
+    assert injecting.inject(once, t, NS, CONFIG) == once
+    assert patching.diff(once, injecting.inject(once, t, NS, CONFIG)) == []
+
+
+def test_push_gets_labels_and_env_only() -> None:
+    out = _inject(pod(), trial(metricsCollector={"collector": {"kind": "Push"}}))
+    assert [c["name"] for c in out["spec"]["containers"]] == ["training-container"]
+    assert "shareProcessNamespace" not in out["spec"]
+    assert out["metadata"]["labels"][naming.LABEL_TRIAL] == "random-abc"
+    assert _container(out, "training-container")["env"] == [
+        {"name": "KATIB_TRIAL_NAME", "value": "random-abc"}
+    ]
+
+
+def test_custom_collector_is_added_verbatim_without_wrapping() -> None:
+    custom = {"name": "my-collector", "image": "me/collector:1", "args": ["-x"]}
+    t = trial(metricsCollector={"collector": {"kind": "Custom", "customCollector": custom}})
+    out = _inject(pod(), t)
+    sidecar = _container(out, "my-collector")
+    assert sidecar["image"] == "me/collector:1" and sidecar["args"] == ["-x"]
+    assert _container(out, "training-container")["command"] == ["python3", "train.py"]
+
+
+def test_istio_annotation_the_user_set_is_kept() -> None:
+    p = pod()
+    p["metadata"]["annotations"] = {naming.ISTIO_INJECT: "true"}
+    assert _inject(p)["metadata"]["annotations"][naming.ISTIO_INJECT] == "true"
+    p = pod(labels={naming.ISTIO_INJECT: "true"})
+    assert naming.ISTIO_INJECT not in (_inject(p)["metadata"].get("annotations") or {})
+
+
+def test_non_primary_pod_gets_labels_but_no_sidecar() -> None:
+    t = trial(primaryPodLabels={"training.kubeflow.org/job-role": "master"})
+    out = _inject(pod(labels={"training.kubeflow.org/job-role": "worker"}), t)
+    assert [c["name"] for c in out["spec"]["containers"]] == ["training-container"]
+    assert out["metadata"]["labels"][naming.LABEL_TRIAL] == "random-abc"
+    primary = _inject(pod(labels={"training.kubeflow.org/job-role": "master"}), t)
+    assert len(primary["spec"]["containers"]) == 2
+
+
+def test_only_the_primary_container_is_wrapped() -> None:
+    sidecar = {"name": "istio-proxy", "image": "istio", "command": ["pilot-agent"]}
+    training = {"name": "training-container", "image": "x", "command": ["python3", "t.py"]}
+    out = _inject(pod(training, sidecar))
+    assert _container(out, "istio-proxy") == sidecar
+    assert _container(out, "training-container")["command"][:2] == ["sh", "-c"]
+
+
+def test_no_command_is_denied_with_the_fix() -> None:
+    with pytest.raises(injecting.Denied, match="set `command` on container 'training-container'"):
+        _inject(pod({"name": "training-container", "image": "x", "args": ["--lr=1"]}))
+
+
+def test_missing_primary_container_is_denied() -> None:
+    with pytest.raises(
+        injecting.Denied, match=r"primary container 'training-container' .* not in this pod"
+    ):
+        _inject(pod({"name": "main", "image": "x", "command": ["a"]}))
+
+
+def test_find_trial_walks_owners() -> None:
+    t = trial()
+    cluster = StaticCluster(
+        objects={("Job", NS, "random-abc"): job(), ("Trial", NS, "random-abc"): t}
+    )
+    assert injecting.find_trial(pod(), NS, cluster) == t
+    assert injecting.find_trial(pod(), NS, StaticCluster()) is None
+    orphan = pod()
+    orphan["metadata"].pop("ownerReferences")
+    assert injecting.find_trial(orphan, NS, cluster) is None
+
+
+# --- the wrapped command, run by a real sh -----------------------------------------------------
+
+
+def _k8s_expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes' $(VAR) expansion: `$$` -> `$`, `$(NAME)` -> value if defined, else verbatim."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "$" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt == "$":
+                out.append("$")
+                i += 2
+                continue
+            if nxt == "(":
+                end = text.find(")", i + 2)
+                if end != -1:
+                    name = text[i + 2 : end]
+                    out.append(env.get(name, text[i : end + 1]))
+                    i = end + 1
+                    continue
+        out.append(text[i])
+        i += 1
+    return "".join(out)
+
+
+@pytest.mark.parametrize("kind", ["StdOut", "File"])
+@pytest.mark.parametrize("code", [0, 3])
+def test_wrapped_script_runs_records_and_keeps_user_variables(kind: str, code: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        log_dir = Path(tmp)
+        argv = ["sh", "-c", f'echo "loss=0.5 lr=$(LR) home=$$HOME"; exit {code}']
+        script = injecting.wrap_script(argv, kind)
+        script = script.replace(procwait.DEFAULT_LOG_DIR, str(log_dir))  # same text, writable dir
+        expanded = _k8s_expand(script, {"LR": "0.1"})
+        result = subprocess.run(
+            ["sh", "-c", expanded],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={**os.environ, "HOME": "/home/u"},
+        )
+        assert result.returncode == code, result.stderr
+        assert "loss=0.5 lr=0.1 home=/home/u" in result.stdout
+        records = {p.name: p.read_text().strip() for p in log_dir.glob("*.pid")}
+        assert list(records.values()) == ["completed" if code == 0 else f"exit {code}"]
+        metrics = log_dir / "metrics.log"
+        if kind == "StdOut":
+            assert "loss=0.5 lr=0.1 home=/home/u" in metrics.read_text()
+        else:
+            assert not metrics.exists()
+
+
+def test_user_dollar_references_survive_escaping() -> None:
+    script = injecting.wrap_script(["python3", "t.py", "--lr=$(LR)", "--cost=$$5"], "StdOut")
+    assert "'--lr=$(LR)'" in script  # expanded by Kubernetes, not escaped
+    assert "'--cost=$$5'" in script  # the user's own escape, left to Kubernetes
+    # Kubernetes' expansion of the wrapper's part gives back exactly procwait's script.
+    argv_text = "python3 t.py '--lr=$(LR)' '--cost=$$5'"
+    before, after = script.split(argv_text)
+    marker = "USER-ARGV"
+    expected = procwait.sh_wrap(
+        marker, procwait.DEFAULT_LOG_DIR, metrics_file="/var/log/katib/metrics.log"
+    )
+    assert _k8s_expand(before, {"LR": "x"}) + marker + _k8s_expand(after, {"LR": "x"}) == expected
+
+
+def test_mutation_does_not_touch_its_input() -> None:
+    p = pod()
+    before = copy.deepcopy(p)
+    _inject(p)
+    assert p == before

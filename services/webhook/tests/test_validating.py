@@ -1,0 +1,812 @@
+"""Every validation rule of reference §3, as a table: a manifest and the message it must get."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from webhook_cases import NS, StaticCluster, experiment
+
+from kubetune import config as katib_config
+from kubetune import naming
+from kubetune_webhook import validating
+
+CONFIG = katib_config.default()
+CONFIG_WITH_EARLY_STOPPING = katib_config.parse(
+    """
+runtime:
+  suggestions: [{algorithmName: random, image: r:1}]
+  metricsCollectors:
+    - {kind: StdOut, image: c:1}
+    - {kind: File, image: c:1}
+    - {kind: TensorFlowEvent, image: c:1}
+    - {kind: PrometheusMetric, image: c:1}
+  earlyStoppings: [{algorithmName: medianstop, image: m:1}]
+"""
+)
+
+
+def _with(path: str, value: Any, base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The valid experiment with one field set (`value` None deletes it)."""
+    exp = copy.deepcopy(base) if base is not None else experiment()
+    node: Any = exp
+    parts = path.split(".")
+    for part in parts[:-1]:
+        node = node[int(part)] if isinstance(node, list) else node.setdefault(part, {})
+    last = parts[-1]
+    if isinstance(node, list):
+        node[int(last)] = value
+    elif value is None:
+        node.pop(last, None)
+    else:
+        node[last] = value
+    return exp
+
+
+def _problems(manifest: Any, cluster: StaticCluster | None = None, **kw: Any) -> list[str]:
+    kw.setdefault("operation", "CREATE")
+    kw.setdefault("namespace", NS)
+    kw.setdefault("config", CONFIG)
+    return validating.validate(
+        manifest, kw.pop("old", None), cluster=cluster or StaticCluster(), **kw
+    )
+
+
+def _tfjob(kind: str = "TFJob") -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": kind,
+        "spec": {"x": "${trialParameters.learningRate} ${trialParameters.optimizer}"},
+    }
+
+
+TEMPLATE = "spec.trialTemplate"
+MC = "spec.metricsCollectorSpec"
+
+# (id, manifest, expected substring; None = allowed)
+CASES: list[tuple[str, dict[str, Any], str | None]] = [
+    ("valid", experiment(), None),
+    # 1 name
+    (
+        "name-uppercase",
+        _with("metadata.name", "Random"),
+        "metadata.name: 'Random' must start with a lowercase",
+    ),
+    ("name-digit-first", _with("metadata.name", "1234-test"), "must start with a lowercase letter"),
+    ("name-too-long", _with("metadata.name", "a" * 41), "is 41 characters long; use at most 40"),
+    ("name-40-ok", _with("metadata.name", "a" * 40), None),
+    # 2 counts
+    (
+        "max-failed-negative",
+        _with("spec.maxFailedTrialCount", -1),
+        "spec.maxFailedTrialCount: -1 is negative",
+    ),
+    ("max-failed-zero-ok", _with("spec.maxFailedTrialCount", 0), None),
+    (
+        "max-trial-zero",
+        _with("spec.maxTrialCount", 0),
+        "spec.maxTrialCount: 0 must be greater than 0",
+    ),
+    (
+        "parallel-zero",
+        _with("spec.parallelTrialCount", 0),
+        "spec.parallelTrialCount: 0 must be greater than 0",
+    ),
+    # 3 counts against max
+    (
+        "max-failed-above-max",
+        _with("spec.maxFailedTrialCount", 7),
+        "spec.maxFailedTrialCount: 7 is greater than spec.maxTrialCount 6",
+    ),
+    (
+        "parallel-above-max",
+        _with("spec.parallelTrialCount", 7),
+        "spec.parallelTrialCount: 7 is greater than spec.maxTrialCount 6",
+    ),
+    ("parallel-equal-max-ok", _with("spec.parallelTrialCount", 6), None),
+    ("no-max-ok", _with("spec.maxTrialCount", None), None),
+    # 5 objective
+    ("objective-missing", _with("spec.objective", None), "spec.objective: required"),
+    (
+        "objective-type-missing",
+        _with("spec.objective.type", None),
+        "spec.objective.type: must be minimize or maximize",
+    ),
+    (
+        "objective-type-bad",
+        _with("spec.objective.type", "biggest"),
+        "spec.objective.type: invalid type 'biggest'",
+    ),
+    (
+        "objective-metric-missing",
+        _with("spec.objective.objectiveMetricName", ""),
+        "spec.objective.objectiveMetricName: required",
+    ),
+    (
+        "objective-in-additional",
+        _with("spec.objective.additionalMetricNames", ["accuracy"]),
+        "contains the objective metric 'accuracy'",
+    ),
+    # 6 algorithm
+    ("algorithm-missing", _with("spec.algorithm", None), "spec.algorithm: required"),
+    (
+        "algorithm-name-empty",
+        _with("spec.algorithm.algorithmName", ""),
+        "spec.algorithm.algorithmName: required",
+    ),
+    (
+        "algorithm-unknown",
+        _with("spec.algorithm.algorithmName", "hyperband"),
+        "failed to find suggestion config for algorithm hyperband; use one of: random",
+    ),
+    (
+        "algorithm-settings-bad",
+        _with("spec.algorithm.algorithmSettings", [{"name": "random_state", "value": "-3"}]),
+        "spec.algorithm.algorithmSettings: ",
+    ),
+    (
+        "algorithm-settings-unknown",
+        _with("spec.algorithm.algorithmSettings", [{"name": "nope", "value": "1"}]),
+        "algorithm setting nope: unknown",
+    ),
+    (
+        "early-stopping-unconfigured",
+        _with("spec.earlyStopping", {"algorithmName": "medianstop"}),
+        "spec.earlyStopping.algorithmName: failed to find early stopping config",
+    ),
+    (
+        "early-stopping-name-empty",
+        _with("spec.earlyStopping", {"algorithmName": ""}),
+        "spec.earlyStopping.algorithmName: required",
+    ),
+    # 7 resume policy
+    (
+        "resume-policy-bad",
+        _with("spec.resumePolicy", "Sometimes"),
+        "spec.resumePolicy: invalid ResumePolicyType 'Sometimes'",
+    ),
+    ("resume-policy-empty-ok", _with("spec.resumePolicy", ""), None),
+    ("resume-policy-long-running-ok", _with("spec.resumePolicy", "LongRunning"), None),
+    # 8 trial template
+    ("template-missing", _with("spec.trialTemplate", None), f"{TEMPLATE}: required"),
+    (
+        "primary-container-missing",
+        _with("spec.trialTemplate.primaryContainerName", None),
+        f"{TEMPLATE}.primaryContainerName: required",
+    ),
+    (
+        "success-condition-missing",
+        _with("spec.trialTemplate.successCondition", None),
+        f"{TEMPLATE}.successCondition: required",
+    ),
+    (
+        "failure-condition-missing",
+        _with("spec.trialTemplate.failureCondition", ""),
+        f"{TEMPLATE}.failureCondition: required",
+    ),
+    (
+        "condition-bad-gjson",
+        _with("spec.trialTemplate.successCondition", "status.conditions.#(type==Complete"),
+        f"{TEMPLATE}.successCondition: ",
+    ),
+    (
+        "condition-bad-modifier",
+        _with("spec.trialTemplate.failureCondition", "status.@bogus"),
+        "unknown modifier @bogus",
+    ),
+    (
+        "trial-parameters-missing",
+        _with("spec.trialTemplate.trialParameters", None),
+        f"{TEMPLATE}.trialParameters: required",
+    ),
+    (
+        "no-source",
+        _with("spec.trialTemplate.trialSpec", None),
+        "set exactly one of trialSpec or configMap (none is set)",
+    ),
+    (
+        "both-sources",
+        _with(
+            "spec.trialTemplate.configMap",
+            {"configMapName": "t", "configMapNamespace": NS, "templatePath": "p"},
+        ),
+        "(both are set)",
+    ),
+    (
+        "trial-parameter-name-empty",
+        _with("spec.trialTemplate.trialParameters.0", {"name": "", "reference": "lr"}),
+        "name and reference are required",
+    ),
+    (
+        "trial-parameter-brace",
+        _with("spec.trialTemplate.trialParameters.0", {"name": "a{b", "reference": "lr"}),
+        "must not contain '{' or '}'",
+    ),
+    (
+        "trial-parameter-duplicate-name",
+        _with("spec.trialTemplate.trialParameters.1", {"name": "learningRate", "reference": "opt"}),
+        "'learningRate' is used twice",
+    ),
+    (
+        "trial-parameter-duplicate-reference",
+        _with("spec.trialTemplate.trialParameters.1", {"name": "optimizer", "reference": "lr"}),
+        "'lr' is referenced twice",
+    ),
+    (
+        "trial-parameter-unknown-reference",
+        _with(
+            "spec.trialTemplate.trialParameters.1", {"name": "optimizer", "reference": "momentum"}
+        ),
+        "'momentum' is neither a parameter",
+    ),
+    (
+        "trial-parameter-metadata-reference-ok",
+        _with(
+            "spec.trialTemplate.trialParameters",
+            [
+                {"name": "learningRate", "reference": "lr"},
+                {"name": "optimizer", "reference": "${trialSpec.Labels[team]}"},
+            ],
+        ),
+        None,
+    ),
+    (
+        "trial-parameter-bad-metadata-reference",
+        _with(
+            "spec.trialTemplate.trialParameters.1",
+            {"name": "optimizer", "reference": "${trialSpec.Owner}"},
+        ),
+        "neither a parameter",
+    ),
+    (
+        "placeholder-unused",
+        _with(
+            "spec.trialTemplate.trialParameters",
+            [
+                {"name": "learningRate", "reference": "lr"},
+                {"name": "optimizer", "reference": "opt"},
+                {"name": "extra", "reference": "${trialSpec.Name}"},
+            ],
+        ),
+        "${trialParameters.extra} does not appear in the trial template",
+    ),
+    (
+        "placeholder-undeclared",
+        _with("spec.trialTemplate.trialParameters", [{"name": "learningRate", "reference": "lr"}]),
+        "${trialParameters.optimizer} in the template has no entry",
+    ),
+    (
+        "template-sets-name",
+        _with("spec.trialTemplate.trialSpec.metadata", {"name": "fixed"}),
+        f"{TEMPLATE}.trialSpec.metadata.name: must not be set",
+    ),
+    (
+        "template-sets-namespace",
+        _with("spec.trialTemplate.trialSpec.metadata", {"namespace": "x"}),
+        f"{TEMPLATE}.trialSpec.metadata.namespace: must not be set",
+    ),
+    (
+        "template-no-kind",
+        _with("spec.trialTemplate.trialSpec.kind", None),
+        f"{TEMPLATE}.trialSpec.kind: required",
+    ),
+    (
+        "template-no-api-version",
+        _with("spec.trialTemplate.trialSpec.apiVersion", None),
+        f"{TEMPLATE}.trialSpec.apiVersion: required",
+    ),
+    (
+        "job-unknown-field",
+        _with("spec.trialTemplate.trialSpec.spec.template.spec.containers.0.comand", ["x"]),
+        "trialSpec.spec.template.spec.containers[0].comand: unknown field of a batch/v1 Job",
+    ),
+    ("tfjob-ok", _with("spec.trialTemplate.trialSpec", _tfjob()), None),
+    (
+        "configmap-missing-field",
+        _with(
+            "spec.trialTemplate",
+            {
+                "primaryContainerName": "c",
+                "successCondition": "a",
+                "failureCondition": "b",
+                "trialParameters": [],
+                "configMap": {"configMapName": "t"},
+            },
+        ),
+        f"{TEMPLATE}.configMap.configMapNamespace: required",
+    ),
+    (
+        "configmap-not-found",
+        _with(
+            "spec.trialTemplate",
+            {
+                "primaryContainerName": "c",
+                "successCondition": "a",
+                "failureCondition": "b",
+                "trialParameters": [],
+                "configMap": {
+                    "configMapName": "t",
+                    "configMapNamespace": NS,
+                    "templatePath": "job.yaml",
+                },
+            },
+        ),
+        f"ConfigMap {NS}/t does not exist",
+    ),
+    # 9 search space
+    ("no-parameters-no-nas", _with("spec.parameters", None), "spec.parameters: required"),
+    (
+        "parameters-and-nas",
+        _with("spec.nasConfig", {"graphConfig": {"numLayers": 2}}),
+        "set either parameters or nasConfig, not both",
+    ),
+    # 10 parameters
+    (
+        "parameter-type-empty",
+        _with("spec.parameters.0.parameterType", ""),
+        "spec.parameters[0].parameterType: invalid parameterType ''",
+    ),
+    ("parameter-type-unknown-ok", _with("spec.parameters.1.parameterType", "unknown"), None),
+    (
+        "distribution-bad",
+        _with("spec.parameters.0.feasibleSpace.distribution", "poisson"),
+        "spec.parameters[0].feasibleSpace.distribution: invalid distribution 'poisson'",
+    ),
+    (
+        "distribution-log-normal-ok",
+        _with("spec.parameters.0.feasibleSpace.distribution", "logNormal"),
+        None,
+    ),
+    (
+        "feasible-space-empty",
+        _with("spec.parameters.0.feasibleSpace", {}),
+        "spec.parameters[0].feasibleSpace: required",
+    ),
+    (
+        "double-with-list",
+        _with("spec.parameters.0.feasibleSpace.list", ["1"]),
+        "spec.parameters[0].feasibleSpace.list: not allowed for parameterType double",
+    ),
+    (
+        "double-without-max",
+        _with("spec.parameters.0.feasibleSpace.max", None),
+        "min and max are required for parameterType double",
+    ),
+    (
+        "categorical-with-min",
+        _with("spec.parameters.1.feasibleSpace.min", "1"),
+        "spec.parameters[1].feasibleSpace.min: not allowed for parameterType categorical",
+    ),
+    (
+        "discrete-with-step",
+        _with(
+            "spec.parameters.1",
+            {
+                "name": "opt",
+                "parameterType": "discrete",
+                "feasibleSpace": {"list": ["1"], "step": "1"},
+            },
+        ),
+        "feasibleSpace.step: not allowed for parameterType discrete",
+    ),
+    # 11 metrics collector
+    (
+        "collector-kind-bad",
+        _with(f"{MC}.collector.kind", "Prometheus"),
+        "invalid metrics collector kind 'Prometheus'",
+    ),
+    ("collector-kind-none", _with(f"{MC}.collector.kind", "None"), "(renamed Push in v0.18)"),
+    ("collector-push-ok", _with(f"{MC}.collector.kind", "Push"), None),
+    (
+        "collector-prometheus-unconfigured",
+        _with(
+            f"{MC}",
+            {
+                "collector": {"kind": "PrometheusMetric"},
+                "source": {"httpGet": {"path": "/metrics", "port": 8080}},
+            },
+        ),
+        "failed to find metrics collector config for kind PrometheusMetric",
+    ),
+    (
+        "file-ok",
+        _with(
+            f"{MC}",
+            {
+                "collector": {"kind": "File"},
+                "source": {
+                    "fileSystemPath": {"kind": "File", "path": "/katib/m.log", "format": "TEXT"}
+                },
+            },
+        ),
+        None,
+    ),
+    (
+        "file-relative-path",
+        _with(
+            f"{MC}",
+            {
+                "collector": {"kind": "File"},
+                "source": {"fileSystemPath": {"kind": "File", "path": "m.log", "format": "TEXT"}},
+            },
+        ),
+        "File collector needs kind File and an absolute path",
+    ),
+    (
+        "file-directory-kind",
+        _with(
+            f"{MC}",
+            {
+                "collector": {"kind": "File"},
+                "source": {"fileSystemPath": {"kind": "Directory", "path": "/m", "format": "TEXT"}},
+            },
+        ),
+        "File collector needs kind File",
+    ),
+    (
+        "file-no-format",
+        _with(
+            f"{MC}",
+            {
+                "collector": {"kind": "File"},
+                "source": {"fileSystemPath": {"kind": "File", "path": "/m.log"}},
+            },
+        ),
+        "format: use TEXT or JSON",
+    ),
+    (
+        "file-json-with-filter",
+        _with(
+            f"{MC}",
+            {
+                "collector": {"kind": "File"},
+                "source": {
+                    "fileSystemPath": {"kind": "File", "path": "/m.log", "format": "JSON"},
+                    "filter": {"metricsFormat": ["(a)=(b)"]},
+                },
+            },
+        ),
+        "a filter does not apply to format JSON",
+    ),
+    (
+        "tfevent-file-kind",
+        _with(
+            f"{MC}",
+            {
+                "collector": {"kind": "TensorFlowEvent"},
+                "source": {"fileSystemPath": {"kind": "File", "path": "/t"}},
+            },
+        ),
+        "TensorFlowEvent collector needs kind Directory",
+    ),
+    (
+        "tfevent-format",
+        _with(
+            f"{MC}",
+            {
+                "collector": {"kind": "TensorFlowEvent"},
+                "source": {"fileSystemPath": {"kind": "Directory", "path": "/t", "format": "TEXT"}},
+            },
+        ),
+        "must be empty for TensorFlowEvent",
+    ),
+    (
+        "custom-no-container",
+        _with(f"{MC}", {"collector": {"kind": "Custom"}}),
+        "customCollector: required for kind Custom",
+    ),
+    (
+        "custom-relative-path",
+        _with(
+            f"{MC}",
+            {
+                "collector": {"kind": "Custom", "customCollector": {"name": "c", "image": "i"}},
+                "source": {"fileSystemPath": {"kind": "File", "path": "x"}},
+            },
+        ),
+        "needs an absolute path and kind Directory or File",
+    ),
+    (
+        "custom-ok",
+        _with(
+            f"{MC}",
+            {"collector": {"kind": "Custom", "customCollector": {"name": "c", "image": "i"}}},
+        ),
+        None,
+    ),
+    (
+        "filter-bad-regex",
+        _with(f"{MC}.source", {"filter": {"metricsFormat": ["(a"]}}),
+        "is not a valid regular expression",
+    ),
+    (
+        "filter-one-group",
+        _with(f"{MC}.source", {"filter": {"metricsFormat": ["(a)=b"]}}),
+        "must have two top subexpressions",
+    ),
+    (
+        "filter-ok",
+        _with(
+            f"{MC}.source", {"filter": {"metricsFormat": [r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?)"]}}
+        ),
+        None,
+    ),
+    # shape
+    (
+        "spec-wrong-shape",
+        {
+            "apiVersion": "kubeflow.org/v1beta1",
+            "kind": "Experiment",
+            "metadata": {"name": "a"},
+            "spec": {"parallelTrialCount": "many"},
+        },
+        "spec.parallelTrialCount: ",
+    ),
+    ("unknown-field", _with("spec.maxTrials", 3), "spec.maxTrials: unknown field"),
+    ("not-an-object", [], "expected an Experiment object"),  # type: ignore[list-item]
+]
+
+
+@pytest.mark.parametrize(
+    ("manifest", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_rule(manifest: dict[str, Any], expected: str | None) -> None:
+    problems = _problems(manifest)
+    if expected is None:
+        assert problems == []
+    else:
+        assert any(expected in p for p in problems), problems
+
+
+def test_early_stopping_configured_is_allowed() -> None:
+    exp = _with("spec.earlyStopping", {"algorithmName": "medianstop"})
+    assert _problems(exp, config=CONFIG_WITH_EARLY_STOPPING) == []
+
+
+def test_prometheus_configured_checks_port_and_path() -> None:
+    exp = _with(
+        "spec.metricsCollectorSpec",
+        {
+            "collector": {"kind": "PrometheusMetric"},
+            "source": {"httpGet": {"path": "metrics", "port": "http"}},
+        },
+    )
+    problems = _problems(exp, config=CONFIG_WITH_EARLY_STOPPING)
+    assert any("httpGet.port: 'http' must be a positive port number" in p for p in problems)
+    assert any("httpGet.path: must start with '/'" in p for p in problems)
+
+
+def test_configmap_template_is_read_and_checked() -> None:
+    template = {
+        "primaryContainerName": "training-container",
+        "successCondition": "a",
+        "failureCondition": "b",
+        "trialParameters": [{"name": "learningRate", "reference": "lr"}],
+        "configMap": {
+            "configMapName": "templates",
+            "configMapNamespace": NS,
+            "templatePath": "job.yaml",
+        },
+    }
+    exp = _with("spec.trialTemplate", template)
+    good = (
+        "apiVersion: batch/v1\nkind: Job\nspec:\n  template:\n    spec:\n      containers:\n"
+        "        - {name: training-container, args: [--lr=${trialParameters.learningRate}]}\n"
+    )
+    cluster = StaticCluster(config_maps={(NS, "templates"): {"job.yaml": good}})
+    assert _problems(exp, cluster) == []
+    cluster = StaticCluster(config_maps={(NS, "templates"): {"other": good}})
+    assert any("has no key 'job.yaml'; fix templatePath" in p for p in _problems(exp, cluster))
+    broken = "apiVersion: batch/v1\nkind: [Job\nlr: ${trialParameters.learningRate}\n"
+    cluster = StaticCluster(config_maps={(NS, "templates"): {"job.yaml": broken}})
+    assert any("does not parse after substitution" in p for p in _problems(exp, cluster))
+
+
+# --- rule (a): the namespace label -------------------------------------------------------------
+
+
+def test_namespace_without_label_is_denied_with_the_command() -> None:
+    cluster = StaticCluster(namespaces={NS: {}})
+    problems = _problems(experiment(), cluster)
+    assert problems == [
+        f"metadata.namespace: namespace {NS} must have label "
+        "katib.kubeflow.org/metrics-collector-injection=enabled so trial pods get the metrics "
+        f"collector; run `kubectl label namespace {NS} "
+        "katib.kubeflow.org/metrics-collector-injection=enabled`"
+    ]
+
+
+def test_namespace_label_rule_can_be_switched_off() -> None:
+    cluster = StaticCluster(namespaces={NS: {}})
+    options = validating.Options(require_namespace_label=False)
+    assert _problems(experiment(), cluster, options=options) == []
+
+
+def test_namespace_lookup_failure_says_retry() -> None:
+    cluster = StaticCluster(error=validating.ClusterError("connection refused"))
+    problems = _problems(experiment(), cluster)
+    assert any("cannot read namespace" in p and "retry" in p for p in problems)
+
+
+# --- FromVolume PV check (§5) -----------------------------------------------------------------
+
+
+def test_from_volume_refused_while_the_pv_exists() -> None:
+    exp = _with("spec.resumePolicy", "FromVolume")
+    pv = naming.suggestion_pv_name("random", "random", NS)
+    assert _problems(exp, StaticCluster()) == []
+    problems = _problems(exp, StaticCluster(pvs={pv}))
+    assert len(problems) == 1
+    assert f"PV: {pv} is not deleted" in problems[0]
+    assert f"kubectl delete pv {pv}" in problems[0]
+
+
+def test_from_volume_pv_checked_only_on_create() -> None:
+    exp = _with("spec.resumePolicy", "FromVolume")
+    pv = naming.suggestion_pv_name("random", "random", NS)
+    assert _problems(exp, StaticCluster(pvs={pv}), operation="UPDATE", old=exp) == []
+
+
+def test_never_policy_ignores_the_pv() -> None:
+    pv = naming.suggestion_pv_name("random", "random", NS)
+    assert _problems(experiment(), StaticCluster(pvs={pv})) == []
+
+
+# --- rule 4: updates --------------------------------------------------------------------------
+
+
+def _completed(
+    policy: str,
+    reason: str = "ExperimentMaxTrialsReached",
+    trials: int = 6,
+    ctype: str = "Succeeded",
+) -> dict[str, Any]:
+    exp = _with("spec.resumePolicy", policy)
+    exp["status"] = {
+        "trials": trials,
+        "conditions": [{"type": ctype, "status": "True", "reason": reason}],
+    }
+    return exp
+
+
+def _update(old: dict[str, Any], path: str, value: Any) -> list[str]:
+    new = _with(path, value, old)
+    new.pop("status", None)
+    return _problems(new, operation="UPDATE", old=old)
+
+
+UPDATE_CASES = [
+    ("running-raise-max", _with("spec.resumePolicy", "Never"), "spec.maxTrialCount", 10, None),
+    (
+        "running-change-parallel",
+        _with("spec.resumePolicy", "Never"),
+        "spec.parallelTrialCount",
+        3,
+        None,
+    ),
+    (
+        "running-change-failed",
+        _with("spec.resumePolicy", "Never"),
+        "spec.maxFailedTrialCount",
+        1,
+        None,
+    ),
+    (
+        "immutable-algorithm",
+        experiment(),
+        "spec.algorithm.algorithmName",
+        "grid",
+        "spec.algorithm cannot change after creation; only spec.parallelTrialCount",
+    ),
+    (
+        "immutable-objective",
+        experiment(),
+        "spec.objective.goal",
+        0.5,
+        "spec.objective cannot change",
+    ),
+    (
+        "immutable-parameters",
+        experiment(),
+        "spec.parameters.0.feasibleSpace.max",
+        "0.2",
+        "spec.parameters cannot change",
+    ),
+    ("restart-long-running", _completed("LongRunning"), "spec.maxTrialCount", 8, None),
+    ("restart-from-volume", _completed("FromVolume"), "spec.maxTrialCount", 8, None),
+    (
+        "restart-never",
+        _completed("Never"),
+        "spec.maxTrialCount",
+        8,
+        "cannot be restarted because its resumePolicy is Never",
+    ),
+    (
+        "restart-goal-reached",
+        _completed("LongRunning", reason="ExperimentGoalReached"),
+        "spec.maxTrialCount",
+        8,
+        "with reason ExperimentGoalReached, not ExperimentMaxTrialsReached",
+    ),
+    (
+        "restart-failed",
+        _completed("FromVolume", ctype="Failed", reason="ExperimentFailed"),
+        "spec.maxTrialCount",
+        8,
+        "because it has failed",
+    ),
+    (
+        "restart-max-not-above-trials",
+        _completed("LongRunning", trials=7),
+        "spec.maxTrialCount",
+        7,
+        "spec.maxTrialCount: 7 must be greater than the 7 trials already created",
+    ),
+    (
+        "restart-immutable-still",
+        _completed("LongRunning"),
+        "spec.objective.goal",
+        0.5,
+        "spec.objective cannot change",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("old", "path", "value", "expected"),
+    [c[1:] for c in UPDATE_CASES],
+    ids=[c[0] for c in UPDATE_CASES],
+)
+def test_update(old: dict[str, Any], path: str, value: Any, expected: str | None) -> None:
+    problems = _update(old, path, value)
+    if expected is None:
+        assert problems == []
+    else:
+        assert any(expected in p for p in problems), problems
+
+
+def test_metadata_only_update_always_passes() -> None:
+    old = _completed("Never")
+    new = copy.deepcopy(old)
+    new["metadata"]["finalizers"] = ["update-prometheus-metrics"]
+    cluster = StaticCluster(namespaces={NS: {}})  # even once the namespace lost its label
+    assert _problems(new, cluster, operation="UPDATE", old=old) == []
+
+
+def test_every_shared_example_manifest_loads_and_validates() -> None:
+    """The valid Experiments of shared/tests/manifests pass after defaulting (config allowing)."""
+    import pathlib
+
+    import yaml
+
+    from kubetune_webhook import defaulting, patching
+
+    root = pathlib.Path(__file__).resolve().parents[3] / "shared" / "tests" / "manifests"
+    checked = 0
+    for path in sorted(root.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not isinstance(doc, dict) or doc.get("kind") != "Experiment":
+                continue
+            doc = patching.apply(doc, defaulting.patch(doc))
+            problems = validating.validate_spec(
+                validating.load(doc)[0],  # type: ignore[arg-type]
+                CONFIG,
+                lambda ns, name, key: (
+                    "apiVersion: batch/v1\nkind: Job\n" + "x: ${trialParameters.a}"
+                ),
+            )
+            # Only configuration gaps (algorithms/collectors kubetune does not ship) are allowed.
+            # configMap templates get no default conditions upstream (reference §2.4).
+            allowed: tuple[str, ...] = (
+                "failed to find",
+                "trialParameters",
+                "ConfigMap",
+                "algorithmSettings",
+            )
+            if doc["spec"]["trialTemplate"].get("configMap"):
+                allowed += ("Condition: required",)
+            unexpected = [p for p in problems if not any(a in p for a in allowed)]
+            assert unexpected == [], (path.name, doc["metadata"].get("name"), unexpected)
+            checked += 1
+    assert checked > 5

@@ -1,0 +1,216 @@
+"""Manifests and small stand-ins shared by the webhook's tests."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubetune import naming
+
+NS = "team-a"
+LABELLED = {naming.LABEL_INJECTION: naming.INJECTION_ENABLED}
+
+
+def experiment(**spec_overrides: Any) -> dict[str, Any]:
+    """A valid, already-defaulted random-search Experiment (batch Job, StdOut)."""
+    exp: dict[str, Any] = {
+        "apiVersion": "kubeflow.org/v1beta1",
+        "kind": "Experiment",
+        "metadata": {"name": "random", "namespace": NS},
+        "spec": {
+            "objective": {
+                "type": "maximize",
+                "goal": 0.99,
+                "objectiveMetricName": "accuracy",
+                "additionalMetricNames": ["loss"],
+            },
+            "algorithm": {"algorithmName": "random"},
+            "parallelTrialCount": 2,
+            "maxTrialCount": 6,
+            "maxFailedTrialCount": 2,
+            "parameters": [
+                {
+                    "name": "lr",
+                    "parameterType": "double",
+                    "feasibleSpace": {"min": "0.01", "max": "0.1"},
+                },
+                {
+                    "name": "opt",
+                    "parameterType": "categorical",
+                    "feasibleSpace": {"list": ["sgd", "adam"]},
+                },
+            ],
+            "trialTemplate": {
+                "primaryContainerName": "training-container",
+                "trialParameters": [
+                    {"name": "learningRate", "reference": "lr"},
+                    {"name": "optimizer", "reference": "opt"},
+                ],
+                "trialSpec": {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "spec": {
+                        "template": {
+                            "spec": {
+                                "containers": [
+                                    {
+                                        "name": "training-container",
+                                        "image": "python:3.12",
+                                        "command": [
+                                            "python3",
+                                            "train.py",
+                                            "--lr=${trialParameters.learningRate}",
+                                            "--optimizer=${trialParameters.optimizer}",
+                                        ],
+                                    }
+                                ],
+                                "restartPolicy": "Never",
+                            }
+                        }
+                    },
+                },
+                "successCondition": 'status.conditions.#(type=="Complete")#|#(status=="True")#',
+                "failureCondition": 'status.conditions.#(type=="Failed")#|#(status=="True")#',
+            },
+            "metricsCollectorSpec": {"collector": {"kind": "StdOut"}},
+            "resumePolicy": "Never",
+        },
+    }
+    exp["spec"].update(copy.deepcopy(spec_overrides))
+    return exp
+
+
+@dataclass
+class StaticCluster:
+    """In-memory answers for the pure rules (`validating.Cluster`, `injecting.Owners`).
+
+    Not a Kubernetes API double: the real lookups (`lookups.KubeCluster`) are exercised by the
+    integration tests against a real API server.
+    """
+
+    namespaces: dict[str, dict[str, str]] = field(default_factory=lambda: {NS: dict(LABELLED)})
+    config_maps: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    pvs: set[str] = field(default_factory=set)
+    objects: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+    error: Exception | None = None
+
+    def _fail(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def namespace_labels(self, name: str) -> dict[str, str] | None:
+        self._fail()
+        return self.namespaces.get(name)
+
+    def config_map_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        self._fail()
+        return self.config_maps.get((namespace, name))
+
+    def pv_exists(self, name: str) -> bool:
+        self._fail()
+        return name in self.pvs
+
+    def get_object(
+        self, api_version: str, kind: str, name: str, namespace: str, uid: str | None = None
+    ) -> dict[str, Any] | None:
+        self._fail()
+        return self.objects.get((kind, namespace, name))
+
+
+def trial(name: str = "random-abc", **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "objective": {
+            "type": "maximize",
+            "objectiveMetricName": "accuracy",
+            "additionalMetricNames": ["loss"],
+            "metricStrategies": [
+                {"name": "accuracy", "value": "max"},
+                {"name": "loss", "value": "max"},
+            ],
+        },
+        "primaryContainerName": "training-container",
+        "metricsCollector": {"collector": {"kind": "StdOut"}},
+        "runSpec": {"apiVersion": "batch/v1", "kind": "Job"},
+    }
+    body.update(spec)
+    return {
+        "apiVersion": "kubeflow.org/v1beta1",
+        "kind": "Trial",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "uid": "trial-uid",
+            "labels": {naming.LABEL_EXPERIMENT: "random"},
+        },
+        "spec": body,
+    }
+
+
+def pod(*containers: dict[str, Any], labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": "random-abc-",
+            "namespace": NS,
+            "labels": dict(labels or {"job-name": "random-abc"}),
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": "random-abc",
+                    "uid": "j",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "containers": list(containers)
+            or [
+                {
+                    "name": "training-container",
+                    "image": "python:3.12",
+                    "command": ["python3", "train.py"],
+                    "args": ["--lr=0.1"],
+                }
+            ],
+            "restartPolicy": "Never",
+        },
+    }
+
+
+def job(name: str = "random-abc") -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "ownerReferences": [
+                {
+                    "apiVersion": "kubeflow.org/v1beta1",
+                    "kind": "Trial",
+                    "name": name,
+                    "uid": "trial-uid",
+                    "controller": True,
+                }
+            ],
+        },
+    }
+
+
+def review(
+    obj: Any, kind: str, operation: str = "CREATE", old: Any = None, uid: str = "u-1"
+) -> dict[str, Any]:
+    group = "kubeflow.org" if kind == "Experiment" else ""
+    request: dict[str, Any] = {
+        "uid": uid,
+        "kind": {"group": group, "version": "v1beta1" if group else "v1", "kind": kind},
+        "operation": operation,
+        "namespace": NS,
+        "object": obj,
+    }
+    if old is not None:
+        request["oldObject"] = old
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
