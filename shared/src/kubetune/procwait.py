@@ -266,13 +266,92 @@ def sh_record_end(log_dir: str = DEFAULT_LOG_DIR) -> str:
     )
 
 
-def sh_wrap(command: str, log_dir: str = DEFAULT_LOG_DIR) -> str:
-    """The whole wrapped command, ``register; (command); record end``, as one sh script.
+def _sh_trap(log_dir: str) -> str:
+    """The signal-forwarding trap of :func:`sh_run`; installed first, so a SIGTERM that comes
+    before the command started is passed on too. The flag file covers a signal that reaches the
+    child before it has dropped the inherited trap (it would swallow it): the child checks the
+    file before it runs the command."""
+    term = f"{shlex.quote(log_dir)}/.$$.term"
+    return (
+        f"katib_child=; katib_term=; katib_tee=; rm -f {term}\n"
+        f'trap \'katib_term=1; : > {term}; if [ -n "$katib_child" ];'
+        " then kill -TERM $katib_child 2>/dev/null; fi' TERM INT HUP"
+    )
+
+
+def _sh_run_body(command: str, log_dir: str, metrics_file: str | None) -> str:
+    d = shlex.quote(log_dir)
+    fifo = f"{d}/.$$.fifo"
+    term = f"{d}/.$$.term"
+    lines = ["{ command exec 3<&0; } 2>/dev/null || exec 3</dev/null"]
+    out = ""
+    if metrics_file is not None:
+        m = shlex.quote(metrics_file)
+        # The wrapper opens the FIFO read-write (never blocks, so no signal can interrupt it)
+        # before tee opens it: tee's open cannot hang even if the child dies at once, and tee
+        # sees EOF once the child and everything it started have closed their output.
+        # `command exec` keeps a failed redirection from ending the wrapper.
+        lines.append(
+            f"rm -f {fifo}; if mkfifo {fifo} && {{ command exec 4<>{fifo}; }} 2>/dev/null; then"
+            f" tee -a {m} < {fifo} 4>&- & katib_tee=$!;"
+            f" else {{ command exec 4>>{m}; }} 2>/dev/null || exec 4>/dev/null; fi"
+        )
+        out = " >&4 2>&4 4>&-"
+    lines += [
+        f"(\n[ -e {term} ] && exit 143\n{command}\n) <&3 3<&-{out} &",
+        "katib_child=$!",
+        "exec 3<&-" + (" 4>&-" if out else ""),
+        'if [ -n "$katib_term" ]; then kill -TERM $katib_child 2>/dev/null; fi',
+        "wait $katib_child; katib_rc=$?",
+        # wait returns early (>128) when a trapped signal arrives: wait again for the real end.
+        "while kill -0 $katib_child 2>/dev/null; do wait $katib_child; katib_rc=$?; done",
+        f"trap - TERM INT HUP; rm -f {term}",
+    ]
+    if out:
+        lines.append(
+            'if [ -n "$katib_tee" ]; then wait $katib_tee;'
+            f" while kill -0 $katib_tee 2>/dev/null; do wait $katib_tee; done; rm -f {fifo}; fi"
+        )
+    lines.append("(exit $katib_rc)")
+    return "\n".join(lines)
+
+
+def sh_run(command: str, log_dir: str = DEFAULT_LOG_DIR, metrics_file: str | None = None) -> str:
+    """POSIX sh that runs ``command`` so that SIGTERM reaches it, optionally teeing its output.
+
+    The command runs as a background child (in a subshell, so an ``exit`` inside it ends only
+    the subshell) and the wrapper waits for it with a trap that forwards SIGTERM, SIGINT and
+    SIGHUP as SIGTERM (a non-interactive shell does not pass signals on, and background jobs
+    ignore SIGINT). The command keeps the wrapper's stdin (fd 3 carries it past ``&``). With
+    ``metrics_file``, stdout and stderr go, merged in the order written, through a FIFO to
+    ``tee -a metrics_file`` whose output is the wrapper's stdout (straight to the file if no
+    FIFO can be made); the wrapper waits for tee to drain, so the file holds every line once
+    the end is recorded. Leaves ``$?`` = the command's exit status (128+n when killed by
+    signal n) for :func:`sh_record_end`. Helper files ``.<pid>.fifo``/``.<pid>.term`` in
+    ``log_dir`` are dot files, never registrations, and are removed at the end.
+    """
+    return f"{_sh_trap(log_dir)}\n{_sh_run_body(command, log_dir, metrics_file)}"
+
+
+def sh_wrap(
+    command: str, log_dir: str = DEFAULT_LOG_DIR, *, metrics_file: str | None = None
+) -> str:
+    """The whole wrapped command, ``register; run (command); record end``, as one sh script.
 
     The command runs in a subshell so an ``exit`` inside it (``train.py && exit 0``) cannot
-    skip the end record; ``$$`` in a subshell is still the wrapper's PID.
+    skip the end record; ``$$`` in a subshell is still the wrapper's PID. It runs through
+    :func:`sh_run`: SIGTERM to the wrapper reaches it (the trap is set before the wrapper
+    registers) and, with ``metrics_file`` (the StdOut collector's log), its stdout and stderr
+    also go to that file.
     """
-    return f"{sh_register(log_dir)}; (\n{command}\n)\n{sh_record_end(log_dir)}"
+    return "\n".join(
+        [
+            _sh_trap(log_dir),
+            sh_register(log_dir),
+            _sh_run_body(command, log_dir, metrics_file),
+            sh_record_end(log_dir),
+        ]
+    )
 
 
 def scan_registrations(log_dir: str | os.PathLike[str]) -> dict[int, Path]:

@@ -87,6 +87,7 @@ class Watch:
     mapper: Mapper
     namespace: str | None = None
     label_selector: str | None = None
+    transform: Callable[[Obj], Obj] | None = None
 
 
 @dataclass
@@ -108,8 +109,10 @@ class Controller:
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
+        transform: Callable[[Obj], Obj] | None = None,
     ) -> None:
-        self.watches.append(Watch(resource, mapper, namespace, label_selector))
+        """Watch `resource`; `transform` slims objects before they are cached (see Informer)."""
+        self.watches.append(Watch(resource, mapper, namespace, label_selector, transform))
 
     def _enqueue(self, mapper: Mapper) -> Callable[[Event], None]:
         def handler(event: Event) -> None:
@@ -128,9 +131,17 @@ class Controller:
                 namespace=w.namespace,
                 label_selector=w.label_selector,
                 resync_period=self.resync_period,
+                transform=w.transform,
             )
             self.informers.append(informer)
             informer.start(stop)
+
+    def informer_for(self, resource: Resource) -> Informer | None:
+        """The running informer of a watched resource (None before `start_informers`)."""
+        for informer in self.informers:
+            if informer.resource == resource:
+                return informer
+        return None
 
     def synced(self) -> bool:
         return all(i.synced.is_set() for i in self.informers)

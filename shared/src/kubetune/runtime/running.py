@@ -179,6 +179,7 @@ class Process:
             if self.elector is not None and self.elector.is_leader.is_set():
                 self.elector.release()
             server.shutdown()
+            server.server_close()
         return 1 if self.fatal.is_set() else 0
 
 

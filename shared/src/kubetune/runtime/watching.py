@@ -56,6 +56,8 @@ class Informer:
         label_selector: str | None = None,
         resync_period: float = 300.0,
         watch_timeout: int = 300,
+        resume_from: str | None = None,
+        transform: Callable[[Obj], Obj] | None = None,
     ) -> None:
         self.kube = kube
         self.resource = resource
@@ -64,9 +66,13 @@ class Informer:
         self.label_selector = label_selector
         self.resync_period = resync_period
         self.watch_timeout = watch_timeout
+        # Applied to every object before it is cached and handed on: a controller that needs a
+        # few fields of many objects (10,000 Trials) keeps only those in memory.
+        self.transform = transform
         self.cache: dict[tuple[str, str], Obj] = {}
         self.synced = threading.Event()
-        self.resource_version: str | None = None
+        # A known resourceVersion lets a restarted informer watch on without a first list.
+        self.resource_version: str | None = resume_from
         self._lock = threading.Lock()
 
     def _emit(self, event: Event) -> None:
@@ -87,7 +93,10 @@ class Informer:
                 limit=500,
                 continue_token=token,
             )
-            items.extend(page.get("items") or [])
+            page_items = page.get("items") or []
+            if self.transform is not None:
+                page_items = [self.transform(item) for item in page_items]
+            items.extend(page_items)
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 break
@@ -116,6 +125,8 @@ class Informer:
         if kind == "BOOKMARK":
             self.resource_version = rv or self.resource_version
             return
+        if self.transform is not None:
+            obj = self.transform(obj)
         key = object_key(obj)
         with self._lock:
             if kind == DELETED:
@@ -124,6 +135,11 @@ class Informer:
                 self.cache[key] = obj
             self.resource_version = rv or self.resource_version
         self._emit(Event(str(kind), obj))
+
+    def objects(self) -> list[Obj]:
+        """A consistent copy of the cached objects (safe while the watch thread updates it)."""
+        with self._lock:
+            return list(self.cache.values())
 
     def resync(self) -> None:
         with self._lock:
@@ -134,7 +150,7 @@ class Informer:
     def run(self, stop: threading.Event) -> None:
         """Loop until `stop` is set: relist when needed, watch, resync on schedule."""
         pause = 0.2
-        need_list = True
+        need_list = self.resource_version is None
         next_resync = time.monotonic() + self.resync_period
         while not stop.is_set():
             try:

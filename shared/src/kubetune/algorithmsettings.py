@@ -1,0 +1,348 @@
+"""The settings each suggestion algorithm accepts: names, types, ranges, defaults (reference §9).
+
+Two readers agree through this module: the suggestion-controller validates an Experiment's
+`algorithm.algorithmSettings` before it marks the Suggestion Running (invalid -> Failed with
+"Validation failed: <problems>"), and the suggestion-algorithm parses the same settings into typed
+values for Optuna / scikit-optimize. Every problem names the setting (or parameter) and the fix.
+
+Names follow Katib: `tpe` accepts both the hyperopt spellings upstream routed it to (`gamma`,
+`prior_weight`, `n_EI_candidates`) and Optuna's (`n_startup_trials`, `n_ei_candidates`); the two
+spellings of the candidate count are one setting (`n_ei_candidates`).
+
+Algorithm-owned status entries: the algorithm writes `status.algorithmSettings` of the Suggestion;
+`SEARCH_EXHAUSTED` there (value "true") says the search space has no new points left (grid), so
+the experiment-controller ends the Experiment (reason `ExperimentSuggestionEndReached`) instead of
+waiting for assignments that will never come. Status-only names are ignored by `validate`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from kubetune.api.common import AlgorithmSetting
+from kubetune.api.experiment import Distribution, ParameterSpec, ParameterType
+
+Value = int | float | str | bool | None
+
+SEARCH_EXHAUSTED = "search_exhausted"
+"""Status-only entry written by the algorithm when the search space is used up (value "true")."""
+STATUS_ONLY = frozenset({SEARCH_EXHAUSTED})
+
+GRID_LIMIT = 1_000_000
+"""Largest grid kubetune enumerates; a bigger one is a settings problem, not an out-of-memory."""
+
+
+class SettingsError(ValueError):
+    """Settings or parameters an algorithm cannot run with; `.problems` lists each one."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: its type, the allowed values and the default (None = library default)."""
+
+    name: str
+    kind: type  # int, float, str or bool
+    default: Value = None
+    check: Callable[[Value], bool] | None = None
+    rule: str = ""  # the fix, in words: "an integer ≥ 0"
+    choices: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+
+
+def _ge0(v: Value) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and v >= 0
+
+
+def _gt0(v: Value) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and v > 0
+
+
+def _open01(v: Value) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < 1
+
+
+_RANDOM_STATE = Setting("random_state", int, None, _ge0, "an integer ≥ 0")
+_TPE = (
+    Setting("n_startup_trials", int, 10, _ge0, "an integer ≥ 0"),
+    Setting("n_ei_candidates", int, 24, _gt0, "an integer > 0", aliases=("n_EI_candidates",)),
+    Setting("gamma", float, 0.25, _open01, "a number in (0, 1)"),
+    Setting("prior_weight", float, 1.0, _gt0, "a number > 0"),
+    _RANDOM_STATE,
+)
+
+SETTINGS: dict[str, tuple[Setting, ...]] = {
+    "random": (_RANDOM_STATE,),
+    "grid": (_RANDOM_STATE,),
+    "tpe": _TPE,
+    "multivariate-tpe": _TPE,
+    "cmaes": (
+        Setting(
+            "restart_strategy",
+            str,
+            "none",
+            rule="one of ipop, bipop, none",
+            choices=("ipop", "bipop", "none", "None"),
+        ),
+        Setting("sigma", float, None, _gt0, "a number > 0"),
+        Setting("n_startup_trials", int, 0, _ge0, "an integer ≥ 0"),
+        _RANDOM_STATE,
+    ),
+    "sobol": (
+        Setting("scramble", bool, True, rule="true or false"),
+        _RANDOM_STATE,
+    ),
+    "bayesianoptimization": (
+        Setting(
+            "base_estimator",
+            str,
+            "GP",
+            rule="one of GP, RF, ET, GBRT",
+            choices=("GP", "RF", "ET", "GBRT"),
+        ),
+        Setting("n_initial_points", int, 10, _ge0, "an integer ≥ 0"),
+        Setting(
+            "acq_func",
+            str,
+            "gp_hedge",
+            rule="one of gp_hedge, LCB, EI, PI, EIps, PIps",
+            choices=("gp_hedge", "LCB", "EI", "PI", "EIps", "PIps"),
+        ),
+        Setting(
+            "acq_optimizer",
+            str,
+            "auto",
+            rule="one of auto, sampling, lbfgs",
+            choices=("auto", "sampling", "lbfgs"),
+        ),
+        _RANDOM_STATE,
+    ),
+}
+ALGORITHMS = tuple(SETTINGS)
+
+
+def _lookup(algorithm: str) -> dict[str, Setting]:
+    table: dict[str, Setting] = {}
+    for setting in SETTINGS[algorithm]:
+        table[setting.name] = setting
+        for alias in setting.aliases:
+            table[alias] = setting
+    return table
+
+
+def _convert(setting: Setting, text: str) -> Value:
+    """The typed value of `text`, or raise ValueError."""
+    if setting.kind is bool:
+        lowered = text.strip().lower()
+        if lowered in ("true", "1", "yes"):
+            return True
+        if lowered in ("false", "0", "no"):
+            return False
+        raise ValueError(text)
+    if setting.kind is int:
+        number = float(text)
+        if not number.is_integer():
+            raise ValueError(text)
+        return int(number)
+    if setting.kind is float:
+        number = float(text)
+        if not math.isfinite(number):
+            raise ValueError(text)
+        return number
+    return text
+
+
+def _check_setting(algorithm: str, setting: Setting, name: str, text: str) -> tuple[Value, str]:
+    what = {int: "an integer", float: "a number", bool: "true or false", str: "text"}[setting.kind]
+    try:
+        value = _convert(setting, text)
+    except ValueError:
+        return None, (
+            f"algorithm setting {name}: {text!r} is not {what}; "
+            f"set it to {setting.rule or what} for algorithm {algorithm}"
+        )
+    if setting.choices and value not in setting.choices:
+        return None, (
+            f"algorithm setting {name}: {text!r} is not allowed; "
+            f"set it to {setting.rule} for algorithm {algorithm}"
+        )
+    if setting.check is not None and not setting.check(value):
+        return None, (
+            f"algorithm setting {name}: {text!r} is out of range; "
+            f"set it to {setting.rule} for algorithm {algorithm}"
+        )
+    if setting.name == "restart_strategy" and value == "None":
+        value = "none"
+    return value, ""
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        number = float(text) if text not in (None, "") else None
+    except ValueError:
+        return None
+    return number if number is not None and math.isfinite(number) else None
+
+
+def grid_values(parameter: ParameterSpec) -> list[str] | None:
+    """The points of one parameter on the grid (as text), or None when it has no finite grid.
+
+    int: min..max by step (default 1); double: min..max by step (required); discrete and
+    categorical: the list. Values are rounded to the step's decimals so 0.1+0.2 prints as 0.3.
+    """
+    space = parameter.feasible_space
+    if parameter.parameter_type in (ParameterType.DISCRETE, ParameterType.CATEGORICAL):
+        return list(space.values or []) or None
+    low, high, step = _number(space.min), _number(space.max), _number(space.step)
+    if low is None or high is None or low > high:
+        return None
+    if parameter.parameter_type == ParameterType.INT:
+        istep = int(step) if step is not None and step >= 1 else 1
+        return [str(v) for v in range(int(low), int(high) + 1, istep)]
+    if parameter.parameter_type != ParameterType.DOUBLE or step is None or step <= 0:
+        return None
+    count = math.floor((high - low) / step + 1e-9) + 1
+    if count > GRID_LIMIT:
+        return None
+    decimals = max(0, -math.floor(math.log10(step))) + 6 if step < 1 else 6
+    return [repr(round(low + i * step, decimals)) for i in range(count)]
+
+
+def grid_size(parameters: Sequence[ParameterSpec]) -> int:
+    """Number of grid combinations (0 when some parameter has no finite grid)."""
+    size = 1
+    for parameter in parameters:
+        values = grid_values(parameter)
+        if not values:
+            return 0
+        size *= len(values)
+    return size
+
+
+def _check_parameters(algorithm: str, parameters: Sequence[ParameterSpec]) -> list[str]:
+    problems: list[str] = []
+    seen: set[str] = set()
+    for parameter in parameters:
+        if parameter.name in seen:
+            problems.append(f"parameter {parameter.name}: duplicate name; give each one its own")
+        seen.add(parameter.name)
+        space = parameter.feasible_space
+        numeric = parameter.parameter_type in (ParameterType.INT, ParameterType.DOUBLE)
+        if numeric:
+            low, high = _number(space.min), _number(space.max)
+            if low is None or high is None:
+                problems.append(
+                    f"parameter {parameter.name}: min and max must be numbers for algorithm "
+                    f"{algorithm}"
+                )
+                continue
+            if low > high:
+                problems.append(f"parameter {parameter.name}: min {low} is greater than max {high}")
+            distribution = space.distribution or Distribution.UNIFORM
+            if distribution in (Distribution.LOG_UNIFORM, Distribution.LOG_NORMAL) and low <= 0:
+                problems.append(
+                    f"parameter {parameter.name}: distribution {distribution.value} needs min > 0; "
+                    "raise min or use uniform/normal"
+                )
+            if space.step not in (None, "") and (_number(space.step) or 0) <= 0:
+                problems.append(f"parameter {parameter.name}: step must be a number > 0")
+        elif not space.values:
+            problems.append(f"parameter {parameter.name}: feasibleSpace.list must not be empty")
+        if algorithm == "grid":
+            if parameter.parameter_type == ParameterType.DOUBLE and space.step in (None, ""):
+                problems.append(
+                    f"parameter {parameter.name}: algorithm grid needs feasibleSpace.step on "
+                    "double parameters; set a step"
+                )
+            elif numeric and grid_values(parameter) is None and not problems:
+                problems.append(
+                    f"parameter {parameter.name}: the grid has more than {GRID_LIMIT} points; "
+                    "raise the step"
+                )
+    if algorithm == "cmaes":
+        numeric_count = sum(
+            p.parameter_type in (ParameterType.INT, ParameterType.DOUBLE) for p in parameters
+        )
+        if numeric_count < 2:
+            problems.append(
+                "algorithm cmaes needs at least 2 int or double parameters "
+                f"(found {numeric_count}); add one or choose another algorithm"
+            )
+    return problems
+
+
+def validate(
+    algorithm_name: str,
+    settings: Sequence[AlgorithmSetting] | None,
+    parameters: Sequence[ParameterSpec] | None,
+) -> list[str]:
+    """Every problem with these settings and parameters for this algorithm ([] = runnable).
+
+    Each problem names the setting or parameter and says what to set instead.
+    """
+    if algorithm_name not in SETTINGS:
+        return [
+            f"algorithm {algorithm_name!r} is unknown; use one of {', '.join(ALGORITHMS)}",
+        ]
+    table = _lookup(algorithm_name)
+    problems: list[str] = []
+    seen: dict[str, str] = {}
+    for item in settings or ():
+        if item.name in STATUS_ONLY:
+            continue
+        setting = table.get(item.name)
+        if setting is None:
+            known = ", ".join(s.name for s in SETTINGS[algorithm_name]) or "none"
+            problems.append(
+                f"algorithm setting {item.name}: unknown for algorithm {algorithm_name}; "
+                f"known settings: {known}"
+            )
+            continue
+        if setting.name in seen:
+            problems.append(
+                f"algorithm setting {item.name}: given twice (also as {seen[setting.name]}); "
+                "keep one"
+            )
+            continue
+        seen[setting.name] = item.name
+        _, problem = _check_setting(algorithm_name, setting, item.name, item.value)
+        if problem:
+            problems.append(problem)
+    if parameters is not None:
+        problems += _check_parameters(algorithm_name, parameters)
+    return problems
+
+
+def parse(
+    algorithm_name: str,
+    settings: Sequence[AlgorithmSetting] | None,
+    parameters: Sequence[ParameterSpec] | None = None,
+) -> dict[str, Value]:
+    """Typed settings by canonical name, every known setting present (defaults filled in).
+
+    Raises:
+        SettingsError: `validate` found problems (listed in `.problems`).
+    """
+    problems = validate(algorithm_name, settings, parameters)
+    if problems:
+        raise SettingsError(problems)
+    table = _lookup(algorithm_name)
+    values: dict[str, Value] = {s.name: s.default for s in SETTINGS[algorithm_name]}
+    for item in settings or ():
+        if item.name in STATUS_ONLY:
+            continue
+        setting = table[item.name]
+        values[setting.name], _ = _check_setting(algorithm_name, setting, item.name, item.value)
+    return values
+
+
+def search_exhausted(status_settings: Sequence[AlgorithmSetting] | None) -> bool:
+    """Whether the algorithm said (Suggestion `status.algorithmSettings`) it has no points left."""
+    return any(
+        s.name == SEARCH_EXHAUSTED and s.value.lower() == "true" for s in status_settings or ()
+    )

@@ -1,0 +1,193 @@
+"""Algorithm settings: every algorithm's names, types, ranges and defaults, and parameter checks."""
+
+from __future__ import annotations
+
+import pytest
+
+from kubetune import algorithmsettings
+from kubetune.api.common import AlgorithmSetting
+from kubetune.api.experiment import ParameterSpec
+
+
+def _s(**values: str) -> list[AlgorithmSetting]:
+    return [AlgorithmSetting(name=k, value=v) for k, v in values.items()]
+
+
+def _p(name: str, kind: str, **space: object) -> ParameterSpec:
+    return ParameterSpec.model_validate(
+        {"name": name, "parameterType": kind, "feasibleSpace": space}
+    )
+
+
+LR = _p("lr", "double", min="0.01", max="0.05")
+LAYERS = _p("layers", "int", min="1", max="4")
+OPT = _p("opt", "categorical", list=["sgd", "adam"])
+BATCH = _p("batch", "discrete", list=["16", "32"])
+
+
+@pytest.mark.parametrize("algorithm", algorithmsettings.ALGORITHMS)
+def test_every_algorithm_runs_with_no_settings(algorithm: str) -> None:
+    assert algorithmsettings.validate(algorithm, None, [LR, LAYERS, OPT, BATCH]) == [] or (
+        algorithm == "grid"
+    )
+    parsed = algorithmsettings.parse(algorithm, [], None)
+    assert set(parsed) == {s.name for s in algorithmsettings.SETTINGS[algorithm]}
+
+
+def test_katib_names_are_the_ones_known() -> None:
+    assert set(algorithmsettings.ALGORITHMS) == {
+        "random",
+        "grid",
+        "tpe",
+        "multivariate-tpe",
+        "cmaes",
+        "sobol",
+        "bayesianoptimization",
+    }
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "settings", "expected"),
+    [
+        ("tpe", _s(n_startup_trials="5"), {"n_startup_trials": 5}),
+        ("tpe", _s(n_EI_candidates="12", gamma="0.3"), {"n_ei_candidates": 12, "gamma": 0.3}),
+        ("multivariate-tpe", _s(random_state="7"), {"random_state": 7}),
+        ("cmaes", _s(restart_strategy="None", sigma="0.5"), {"restart_strategy": "none"}),
+        ("cmaes", _s(restart_strategy="ipop"), {"restart_strategy": "ipop", "sigma": None}),
+        ("sobol", _s(scramble="false"), {"scramble": False}),
+        (
+            "bayesianoptimization",
+            _s(base_estimator="RF", n_initial_points="3", acq_func="EI"),
+            {"base_estimator": "RF", "n_initial_points": 3, "acq_func": "EI"},
+        ),
+        ("bayesianoptimization", [], {"base_estimator": "GP", "acq_optimizer": "auto"}),
+        ("random", _s(random_state="10"), {"random_state": 10}),
+        ("tpe", _s(n_startup_trials="5.0"), {"n_startup_trials": 5}),
+    ],
+    ids=[
+        "tpe-startup",
+        "tpe-hyperopt-spelling",
+        "mtpe-seed",
+        "cmaes-None",
+        "cmaes-ipop",
+        "sobol-scramble",
+        "bo-settings",
+        "bo-defaults",
+        "random-seed",
+        "integral-float-text",
+    ],
+)
+def test_parse_types_and_defaults(
+    algorithm: str, settings: list[AlgorithmSetting], expected: dict[str, object]
+) -> None:
+    parsed = algorithmsettings.parse(algorithm, settings, [LR, LAYERS])
+    for key, value in expected.items():
+        assert parsed[key] == value
+        assert type(parsed[key]) is type(value)
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "settings", "fragment"),
+    [
+        ("tpe", _s(n_startup_trials="abc"), "n_startup_trials: 'abc' is not an integer"),
+        ("tpe", _s(n_startup_trials="-1"), "n_startup_trials: '-1' is out of range"),
+        ("tpe", _s(n_startup_trials="1.5"), "is not an integer"),
+        ("tpe", _s(gamma="1"), "gamma: '1' is out of range; set it to a number in (0, 1)"),
+        ("tpe", _s(prior_weight="0"), "prior_weight"),
+        ("tpe", _s(n_ei_candidates="0"), "n_ei_candidates"),
+        ("tpe", _s(n_ei_candidates="3", n_EI_candidates="4"), "given twice"),
+        ("random", _s(random_state="-3"), "random_state"),
+        ("random", _s(foo="1"), "foo: unknown for algorithm random; known settings: random_state"),
+        ("cmaes", _s(restart_strategy="sometimes"), "restart_strategy: 'sometimes' is not allowed"),
+        ("cmaes", _s(sigma="0"), "sigma"),
+        ("sobol", _s(scramble="maybe"), "scramble"),
+        ("bayesianoptimization", _s(base_estimator="SVM"), "base_estimator"),
+        ("bayesianoptimization", _s(acq_func="UCB"), "acq_func"),
+        ("bayesianoptimization", _s(acq_optimizer="adam"), "acq_optimizer"),
+        ("bayesianoptimization", _s(n_initial_points="-2"), "n_initial_points"),
+        ("tpe", _s(gamma="nan"), "gamma"),
+    ],
+)
+def test_invalid_settings_name_the_setting_and_the_fix(
+    algorithm: str, settings: list[AlgorithmSetting], fragment: str
+) -> None:
+    problems = algorithmsettings.validate(algorithm, settings, [LR, LAYERS])
+    assert len(problems) == 1, problems
+    assert fragment in problems[0]
+    assert (
+        "set it to" in problems[0] or "known settings" in problems[0] or "keep one" in problems[0]
+    )
+    with pytest.raises(algorithmsettings.SettingsError) as caught:
+        algorithmsettings.parse(algorithm, settings, [LR, LAYERS])
+    assert caught.value.problems == problems
+
+
+def test_unknown_algorithm() -> None:
+    problems = algorithmsettings.validate("hyperband", None, [LR])
+    assert problems == [
+        "algorithm 'hyperband' is unknown; use one of random, grid, tpe, multivariate-tpe, "
+        "cmaes, sobol, bayesianoptimization"
+    ]
+
+
+def test_cmaes_needs_two_numeric_parameters() -> None:
+    problems = algorithmsettings.validate("cmaes", None, [LR, OPT, BATCH])
+    assert any("cmaes needs at least 2 int or double parameters (found 1)" in p for p in problems)
+    assert algorithmsettings.validate("cmaes", None, [LR, LAYERS, OPT]) == []
+
+
+def test_grid_needs_steps_on_doubles() -> None:
+    problems = algorithmsettings.validate("grid", None, [LR, LAYERS])
+    assert problems == [
+        "parameter lr: algorithm grid needs feasibleSpace.step on double parameters; set a step"
+    ]
+    stepped = _p("lr", "double", min="0.01", max="0.05", step="0.01")
+    assert algorithmsettings.validate("grid", None, [stepped, LAYERS, OPT]) == []
+
+
+def test_grid_values_and_size() -> None:
+    stepped = _p("lr", "double", min="0.1", max="0.3", step="0.1")
+    assert algorithmsettings.grid_values(stepped) == ["0.1", "0.2", "0.3"]
+    assert algorithmsettings.grid_values(LAYERS) == ["1", "2", "3", "4"]
+    assert algorithmsettings.grid_values(_p("n", "int", min="0", max="10", step="5")) == [
+        "0",
+        "5",
+        "10",
+    ]
+    assert algorithmsettings.grid_size([stepped, LAYERS, OPT, BATCH]) == 3 * 4 * 2 * 2
+    assert algorithmsettings.grid_size([LR]) == 0
+
+
+def test_grid_too_large_is_a_problem() -> None:
+    huge = _p("x", "double", min="0", max="1", step="1e-9")
+    problems = algorithmsettings.validate("grid", None, [huge])
+    assert problems and "raise the step" in problems[0]
+
+
+@pytest.mark.parametrize(
+    ("parameter", "fragment"),
+    [
+        (_p("x", "double", min="0", max="1", distribution="logUniform"), "needs min > 0"),
+        (_p("x", "int", min="0", max="8", distribution="logNormal"), "needs min > 0"),
+        (_p("x", "double", min="2", max="1"), "greater than max"),
+        (_p("x", "double", min="a", max="1"), "min and max must be numbers"),
+        (_p("x", "double", min="0", max="1", step="-1"), "step must be a number > 0"),
+        (_p("x", "categorical"), "list must not be empty"),
+    ],
+)
+def test_parameter_problems(parameter: ParameterSpec, fragment: str) -> None:
+    problems = algorithmsettings.validate("random", None, [parameter])
+    assert any(fragment in p and "parameter x" in p for p in problems), problems
+
+
+def test_duplicate_parameter_names() -> None:
+    problems = algorithmsettings.validate("random", None, [LR, LR])
+    assert problems == ["parameter lr: duplicate name; give each one its own"]
+
+
+def test_status_only_entries_are_ignored_and_read() -> None:
+    status = _s(search_exhausted="true")
+    assert algorithmsettings.validate("grid", status, None) == []
+    assert algorithmsettings.search_exhausted(status)
+    assert not algorithmsettings.search_exhausted(_s(search_exhausted="false"))
+    assert not algorithmsettings.search_exhausted(None)
