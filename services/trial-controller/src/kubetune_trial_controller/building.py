@@ -1,0 +1,151 @@
+"""Pure builders of the objects the trial-controller creates: the trial's job and the collector
+RoleBinding.
+
+The job is the Trial's `spec.runSpec` with the Trial's name and namespace, the Trial as its
+controlling owner (so deleting the Trial deletes the job, and job events map back to the Trial)
+and the experiment/trial labels. The RoleBinding lets the metrics collector sidecar, which runs
+with the trial pod's service account, patch `trials/status` (contracts: Trial -> job).
+Neighbours: `reconciling` sends what these return.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from kubetune import naming
+from kubetune.api.base import API_VERSION
+
+Obj = dict[str, Any]
+
+COLLECTOR_BINDING = "kubetune-pns-collector"
+COLLECTOR_ROLE = "kubetune-pns-collector"
+DEFAULT_SERVICE_ACCOUNT = "default"
+_SERVER_FIELDS = ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields")
+
+
+def experiment_of(trial: Mapping[str, Any]) -> str:
+    """The Trial's experiment: its label, else its controlling Experiment owner, else ""."""
+    meta = trial.get("metadata") or {}
+    label = (meta.get("labels") or {}).get(naming.LABEL_EXPERIMENT)
+    if label:
+        return str(label)
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("kind") == "Experiment":
+            return str(ref.get("name") or "")
+    return ""
+
+
+def owner_reference(trial: Mapping[str, Any]) -> Obj:
+    meta = trial["metadata"]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Trial",
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def job_for(trial: Mapping[str, Any]) -> Obj:
+    """The job object to create for a Trial (the runSpec is never modified in place)."""
+    meta = trial["metadata"]
+    job: Obj = copy.deepcopy(dict((trial.get("spec") or {}).get("runSpec") or {}))
+    job.pop("status", None)
+    job_meta: Obj = dict(job.get("metadata") or {})
+    for name in _SERVER_FIELDS:
+        job_meta.pop(name, None)
+    job_meta["name"] = meta["name"]
+    job_meta["namespace"] = meta["namespace"]
+    labels = dict(job_meta.get("labels") or {})
+    experiment = experiment_of(trial)
+    if experiment:
+        labels[naming.LABEL_EXPERIMENT] = naming.label_value(experiment)
+    labels[naming.LABEL_TRIAL] = naming.label_value(meta["name"])
+    job_meta["labels"] = labels
+    refs = [
+        r for r in job_meta.get("ownerReferences") or [] if not r.get("controller")
+    ]  # a job has one controller: the Trial
+    refs.append(owner_reference(trial))
+    job_meta["ownerReferences"] = refs
+    job["metadata"] = job_meta
+    return job
+
+
+def is_owned_by(job: Mapping[str, Any], trial: Mapping[str, Any]) -> bool:
+    uid = (trial.get("metadata") or {}).get("uid")
+    refs = (job.get("metadata") or {}).get("ownerReferences") or []
+    return any(r.get("uid") == uid and r.get("kind") == "Trial" for r in refs)
+
+
+def _pod_specs(node: Any) -> Iterator[Mapping[str, Any]]:
+    """Every pod spec (a mapping with a `containers` list) anywhere in an object."""
+    if isinstance(node, Mapping):
+        if isinstance(node.get("containers"), list):
+            yield node
+        for value in node.values():
+            yield from _pod_specs(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _pod_specs(item)
+
+
+def _named_accounts(node: Any) -> Iterator[str]:
+    if isinstance(node, Mapping):
+        value = node.get("serviceAccountName")
+        if isinstance(value, str) and value:
+            yield value
+        for child in node.values():
+            yield from _named_accounts(child)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _named_accounts(item)
+
+
+def service_accounts(run_spec: Mapping[str, Any] | None) -> list[str]:
+    """The service accounts the runSpec's pods run as, sorted.
+
+    Every `serviceAccountName` anywhere in the object counts (pod templates, and job kinds
+    like Argo's Workflow that name it outside the pod template); `default` is added when a pod
+    spec names none, or when nothing names any.
+    """
+    spec = run_spec or {}
+    named = set(_named_accounts(spec))
+    pods = list(_pod_specs(spec))
+    if not named or any(not p.get("serviceAccountName") for p in pods):
+        named.add(DEFAULT_SERVICE_ACCOUNT)
+    return sorted(named)
+
+
+def subject(namespace: str, account: str) -> Obj:
+    return {"kind": "ServiceAccount", "name": account, "namespace": namespace}
+
+
+def collector_binding(namespace: str, accounts: list[str]) -> Obj:
+    """The RoleBinding of ClusterRole `kubetune-pns-collector` to the given service accounts."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {
+            "name": COLLECTOR_BINDING,
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/managed-by": "kubetune-trial-controller"},
+        },
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": COLLECTOR_ROLE,
+        },
+        "subjects": [subject(namespace, a) for a in accounts],
+    }
+
+
+def missing_subjects(binding: Mapping[str, Any], namespace: str, accounts: list[str]) -> list[Obj]:
+    """The subjects `accounts` need that the binding does not have yet (it only ever grows)."""
+    have = {
+        (s.get("kind"), s.get("name"), s.get("namespace") or namespace)
+        for s in binding.get("subjects") or []
+    }
+    return [subject(namespace, a) for a in accounts if ("ServiceAccount", a, namespace) not in have]

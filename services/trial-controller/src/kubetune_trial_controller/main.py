@@ -1,0 +1,101 @@
+"""`trial-controller`: runs every Trial as its job (any allowed kind) and keeps its conditions.
+
+Flags have env-var fallbacks; the shared ones (kubeconfig, logs, probes, leader election,
+workers) come from `kubetune.runtime.running`. The allow-list is `--trial-resources`, else the
+katib-config's `init.controller.trialResources`, else kubetune's default list.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from kubetune import config
+from kubetune.kube import TRIALS
+from kubetune.runtime import running
+from kubetune_trial_controller import kinds, reconciling, watching
+
+log = logging.getLogger(__name__)
+SERVICE = "trial-controller"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=SERVICE,
+        description="Create each Trial's job from spec.runSpec and keep the Trial's conditions.",
+    )
+    running.add_flags(p, SERVICE)
+    env = running.EnvDefault
+    p.add_argument(
+        "--katib-config",
+        action=env,
+        env="KUBETUNE_KATIB_CONFIG",
+        default=None,
+        help="katib-config file (init.controller.trialResources); default: built-in config",
+    )
+    p.add_argument(
+        "--trial-resources",
+        action=env,
+        env="KUBETUNE_TRIAL_RESOURCES",
+        default=None,
+        help="job kinds Trials may create, Kind.version.group separated by commas "
+        "(overrides the katib-config)",
+    )
+    p.add_argument(
+        "--namespace",
+        action=env,
+        env="KUBETUNE_WATCH_NAMESPACE",
+        default="",
+        help="watch Trials in this namespace only (default: all namespaces)",
+    )
+    p.add_argument(
+        "--metrics-timeout",
+        action=env,
+        env="KUBETUNE_METRICS_TIMEOUT",
+        type=float,
+        default=600.0,
+        help="seconds to wait for the collector's observation after the job succeeded, "
+        "then MetricsUnavailable (0 = wait for ever, as upstream)",
+    )
+    return p
+
+
+def allowed_kinds(args: argparse.Namespace) -> frozenset[kinds.JobKind]:
+    """The allow-list from the flag, else the config file, else the defaults.
+
+    Raises:
+        kinds.KindError, config.ConfigError: a bad entry or config file.
+    """
+    if args.trial_resources:
+        return kinds.parse_allow_list(kinds.split_flag(str(args.trial_resources)))
+    cfg = config.load(args.katib_config)
+    return kinds.parse_allow_list(cfg.init.controller.trial_resources)
+
+
+def build(args: argparse.Namespace) -> watching.DynamicController:
+    """The controller, wired: Trials are watched at start, job kinds when first needed."""
+    reconciler = reconciling.TrialReconciler(
+        allowed_kinds(args), metrics_timeout=float(args.metrics_timeout)
+    )
+    controller = watching.DynamicController(
+        SERVICE, reconciler.reconcile, watch_namespace=args.namespace or None
+    )
+    controller.watch(TRIALS, namespace=args.namespace or None)
+    reconciler.controller = controller
+    return controller
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        controller = build(args)
+    except (kinds.KindError, config.ConfigError, OSError) as e:
+        print(f"{SERVICE}: {e}", file=sys.stderr)
+        return 2
+    return running.run([controller], args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

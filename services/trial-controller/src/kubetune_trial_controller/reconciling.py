@@ -1,0 +1,289 @@
+"""One Trial's reconcile: read it, make sure its job exists, read the job, write the status.
+
+Shape: read (informer caches, the API server when a cache cannot answer) -> `deciding.decide`
+(pure) -> one status patch on the `status` subresource carrying the resourceVersion that was
+read (so a condition the collector appended meanwhile, e.g. EarlyStopped, is never overwritten:
+the patch fails with 409 and the key is read again). Side effects before the status write are
+idempotent: the job has the Trial's name (AlreadyExists means it is there already, so a restart
+between create and status write neither duplicates nor fails) and the collector RoleBinding
+only ever gains subjects. A finished Trial with `retainRun: false` gets its job deleted on the
+next pass, after the final status is stored.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from kubetune import conditions, errors, jobstatus, naming
+from kubetune.api.trial import Trial
+from kubetune.conditions import TrialCondition
+from kubetune.kube import TRIALS, Kube, Obj, Resource
+from kubetune.runtime import Key, Result, owner_keys
+from kubetune_trial_controller import building, deciding, kinds, watching
+from kubetune_trial_controller.kinds import JobKind
+
+log = logging.getLogger(__name__)
+
+ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
+JOB_PROPAGATION = "Foreground"
+
+# Short reasons carried as "TrialFailed. Job reason: <reason>" when the controller fails a Trial;
+# the kind problems name the kind too ("JobKindNotAllowed: Deployment.v1.apps").
+INVALID_RUN_SPEC = "InvalidRunSpec"
+KIND_NOT_ALLOWED = "JobKindNotAllowed"
+KIND_NOT_INSTALLED = "JobKindNotInstalled"
+NO_CONDITIONS = "NoJobConditions"
+INVALID_CONDITION = "InvalidJobCondition"
+JOB_DELETED = "JobDeleted"
+JOB_NOT_OWNED = "JobNotOwned"
+JOB_REJECTED = "JobRejected"
+
+
+class TrialReconciler:
+    """Reconciles Trials; `controller` gives the caches and starts job informers."""
+
+    def __init__(
+        self,
+        allowed: frozenset[JobKind],
+        *,
+        metrics_timeout: float = 600.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.allowed = allowed
+        self.metrics_timeout = metrics_timeout
+        self.clock = clock
+        self.controller: watching.DynamicController | None = None
+        self._resources: dict[JobKind, Resource] = {}
+        self._job_mapper = owner_keys("Trial", "kubeflow.org/v1beta1")
+
+    # --- reading ------------------------------------------------------------------------------
+
+    @property
+    def _ctl(self) -> watching.DynamicController:
+        if self.controller is None:
+            raise watching.NotStarted("reconciler not attached to a controller")
+        return self.controller
+
+    @property
+    def kube(self) -> Kube:
+        return self._ctl.kube
+
+    def _read_trial(self, key: Key) -> Obj | None:
+        known, obj = watching.cached(self._ctl.primary_cache(), key.namespace, key.name)
+        if known and obj is not None:
+            return obj
+        return self.kube.get_or_none(TRIALS, key.name, key.namespace)
+
+    def _resource(self, kind: JobKind) -> Resource:
+        """Discovery, cached once found (a missing kind is asked again next time)."""
+        resource = self._resources.get(kind)
+        if resource is None:
+            resource = self.kube.resource_for(kind.api_version, kind.kind)
+            self._resources[kind] = resource
+        return resource
+
+    def _read_job(self, resource: Resource, namespace: str, name: str) -> Obj | None:
+        informer = self._ctl.ensure_watch(
+            resource, self._job_mapper, label_selector=naming.LABEL_TRIAL
+        )
+        known, obj = watching.cached(informer, namespace, name)
+        if known and obj is not None:
+            return obj
+        # Not synced, or absent: the cache may lag behind our own create; ask the server.
+        return self.kube.get_or_none(resource, name, namespace)
+
+    # --- the job ------------------------------------------------------------------------------
+
+    def _rules(self, trial: Trial, kind: JobKind) -> jobstatus.ConditionRules | None:
+        spec = trial.spec
+        if spec.success_condition and spec.failure_condition:
+            return jobstatus.ConditionRules(spec.success_condition, spec.failure_condition)
+        return jobstatus.default_conditions(kind.kind, kind.api_version)
+
+    def _ensure_collector_binding(self, namespace: str, run_spec: Mapping[str, Any]) -> None:
+        accounts = building.service_accounts(run_spec)
+        binding = self.kube.get_or_none(ROLEBINDINGS, building.COLLECTOR_BINDING, namespace)
+        if binding is None:
+            try:
+                self.kube.create(
+                    ROLEBINDINGS, building.collector_binding(namespace, accounts), namespace
+                )
+                return
+            except errors.AlreadyExists:
+                binding = self.kube.get(ROLEBINDINGS, building.COLLECTOR_BINDING, namespace)
+        missing = building.missing_subjects(binding, namespace, accounts)
+        if missing:
+            binding["subjects"] = [*(binding.get("subjects") or []), *missing]
+            self.kube.replace(ROLEBINDINGS, binding, namespace)  # carries resourceVersion
+
+    def _create_job(self, raw: Obj, resource: Resource) -> Obj:
+        meta = raw["metadata"]
+        run_spec = (raw.get("spec") or {}).get("runSpec") or {}
+        self._ensure_collector_binding(meta["namespace"], run_spec)
+        try:
+            job = self.kube.create(resource, building.job_for(raw), meta["namespace"])
+            log.info("created %s %s/%s", resource.kind, meta["namespace"], meta["name"])
+            return job
+        except errors.AlreadyExists:
+            return self.kube.get(resource, meta["name"], meta["namespace"])
+
+    def observe(self, raw: Obj, trial: Trial) -> deciding.Seen:
+        """Make sure the job exists and evaluate it; every bad input becomes a `problem`."""
+        meta = raw["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        run_spec = (raw.get("spec") or {}).get("runSpec")
+        try:
+            kind = kinds.of_run_spec(run_spec)
+        except kinds.KindError as e:
+            return deciding.Seen(problem=INVALID_RUN_SPEC, message=str(e))
+        if kind not in self.allowed:
+            allowed = ", ".join(sorted(str(k) for k in self.allowed)) or "none"
+            return deciding.Seen(
+                problem=f"{KIND_NOT_ALLOWED}: {kind}",
+                message=f"job kind {kind} is not in the trial resources allow-list ({allowed})",
+            )
+        rules = self._rules(trial, kind)
+        if rules is None:
+            return deciding.Seen(
+                problem=NO_CONDITIONS,
+                message=f"job kind {kind} has no default conditions: "
+                "set successCondition and failureCondition in the trial template",
+            )
+        for field, expr in (
+            ("successCondition", rules.success_condition),
+            ("failureCondition", rules.failure_condition),
+        ):
+            try:
+                jobstatus.validate_expression(expr)
+            except jobstatus.InvalidConditionExpression as e:
+                return deciding.Seen(
+                    problem=INVALID_CONDITION, message=f"{field} {expr!r} is invalid: {e.reason}"
+                )
+        try:
+            resource = self._resource(kind)
+        except errors.NotFound:
+            return deciding.Seen(
+                problem=f"{KIND_NOT_INSTALLED}: {kind}",
+                message=f"job kind {kind} is not installed in the cluster "
+                f"(the API server does not serve {kind.kind} in {kind.api_version})",
+            )
+        job = self._read_job(resource, namespace, name)
+        if job is None:
+            if conditions.is_true(trial.status.conditions if trial.status else None, "Created"):
+                return deciding.Seen(
+                    problem=JOB_DELETED,
+                    message=f"{kind.kind} {name} was deleted by someone else "
+                    "while the Trial was running",
+                )
+            try:
+                job = self._create_job(raw, resource)
+            except errors.Invalid as e:
+                return deciding.Seen(
+                    problem=JOB_REJECTED,
+                    message=f"the API server rejected {kind.kind} {name}: {e.message}",
+                )
+        if not building.is_owned_by(job, raw):
+            return deciding.Seen(
+                problem=JOB_NOT_OWNED,
+                message=f"{kind.kind} {name} already exists and is not owned by this Trial",
+            )
+        if (job.get("metadata") or {}).get("deletionTimestamp"):
+            return deciding.Seen(
+                problem=JOB_DELETED,
+                message=f"{kind.kind} {name} is being deleted by someone else "
+                "while the Trial is running",
+            )
+        try:
+            state = jobstatus.evaluate_rules(job, rules)
+        except jobstatus.ConditionError as e:
+            return deciding.Seen(problem=INVALID_CONDITION, message=str(e))
+        return deciding.Seen(
+            phase=state.phase,
+            reason=state.reason,
+            message=state.message,
+            waiting_for=f"waiting for {kind.kind} {name} to match successCondition "
+            f"{rules.success_condition!r} or failureCondition {rules.failure_condition!r}",
+        )
+
+    def _delete_job(self, raw: Obj) -> None:
+        """After the Trial finished with retainRun false: delete its job (and so its pods)."""
+        meta = raw["metadata"]
+        try:
+            kind = kinds.of_run_spec((raw.get("spec") or {}).get("runSpec"))
+        except kinds.KindError:
+            return
+        if kind not in self.allowed:
+            return
+        try:
+            resource = self._resource(kind)
+        except errors.NotFound:
+            return
+        informer = self._ctl.ensure_watch(
+            resource, self._job_mapper, label_selector=naming.LABEL_TRIAL
+        )
+        known, job = watching.cached(informer, meta["namespace"], meta["name"])
+        if not known:
+            job = self.kube.get_or_none(resource, meta["name"], meta["namespace"])
+        if job is None or not building.is_owned_by(job, raw):
+            return
+        if (job.get("metadata") or {}).get("deletionTimestamp"):
+            return
+        try:
+            self.kube.delete(
+                resource,
+                meta["name"],
+                meta["namespace"],
+                propagation=JOB_PROPAGATION,
+                uid=job["metadata"].get("uid"),
+            )
+            log.info("deleted %s %s/%s", resource.kind, meta["namespace"], meta["name"])
+        except (errors.NotFound, errors.Conflict):
+            pass  # gone already, or another object of that name now
+
+    # --- the reconcile ------------------------------------------------------------------------
+
+    def reconcile(self, key: Key) -> Result | None:
+        raw = self._read_trial(key)
+        if raw is None or (raw.get("metadata") or {}).get("deletionTimestamp"):
+            return None
+        try:
+            trial = Trial.model_validate(raw)
+        except ValidationError as e:
+            raise errors.TerminalError(f"Trial {key} does not match the v1beta1 schema: {e}") from e
+        if deciding.needs_job(trial):
+            seen = self.observe(raw, trial)
+        elif deciding.awaiting_observation(trial):
+            seen = deciding.Seen()
+        else:
+            if not trial.spec.retain_run:
+                self._delete_job(raw)
+            return None
+        now = self.clock()
+        try:
+            decision = deciding.decide(
+                trial, seen, now=_stamp(now), now_ts=now, metrics_timeout=self.metrics_timeout
+            )
+        except conditions.IllegalTransition as e:
+            # Someone else wrote conditions this controller cannot follow; retrying won't help.
+            raise errors.TerminalError(f"Trial {key}: {e}") from e
+        if decision.status is not None:
+            patch = {
+                "metadata": {"resourceVersion": raw["metadata"]["resourceVersion"]},
+                "status": decision.status,
+            }
+            self.kube.patch(TRIALS, key.name, patch, key.namespace, subresource="status")
+            for event in decision.events:
+                if event != TrialCondition.CREATED:
+                    log.info("trial %s: %s", key, event)
+        if decision.requeue_after is not None:
+            return Result.after(decision.requeue_after)
+        return None
+
+
+def _stamp(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))

@@ -1,0 +1,121 @@
+"""batch/v1 Job trials through the real job controller and the node agent; the test writes the
+observation in place of the metrics collector."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from conftest import batch_job, conditions_of, is_true, observe, trial, wait_for
+
+from kubetune.kube import JOBS, PODS, TRIALS, Kube, Resource
+
+pytestmark = pytest.mark.integration
+ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
+
+
+def _trial(kube: Kube, ns: str, name: str) -> dict[str, Any] | None:
+    return kube.get_or_none(TRIALS, name, ns)
+
+
+def test_job_succeeds_with_observation(kube: Kube, namespace: str, controller: Any) -> None:
+    controller()
+    kube.create(TRIALS, trial("ok", batch_job("echo accuracy=0.9"), retain=True), namespace)
+
+    job = wait_for("the job", lambda: kube.get_or_none(JOBS, "ok", namespace))
+    meta = job["metadata"]
+    assert meta["labels"]["katib.kubeflow.org/trial"] == "ok"
+    assert meta["labels"]["katib.kubeflow.org/experiment"] == "exp"
+    (ref,) = [r for r in meta["ownerReferences"] if r.get("controller")]
+    assert (ref["kind"], ref["name"]) == ("Trial", "ok")
+    binding = kube.get(ROLEBINDINGS, "kubetune-pns-collector", namespace)
+    assert binding["roleRef"]["name"] == "kubetune-pns-collector"
+    assert {"kind": "ServiceAccount", "name": "default", "namespace": namespace} in binding[
+        "subjects"
+    ]
+
+    running = wait_for("Running", lambda: is_true(_trial(kube, namespace, "ok"), "Running"))
+    assert running
+    # The job completes; without an observation the Trial waits and says for what.
+    waiting = wait_for(
+        "waiting-for-metrics message",
+        lambda: (
+            "metrics collector"
+            in conditions_of(_trial(kube, namespace, "ok")).get("Running", {}).get("message", "")
+        ),
+        90,
+    )
+    assert waiting
+    assert not is_true(_trial(kube, namespace, "ok"), "Succeeded")
+
+    observe(kube, namespace, "ok", "0.9")
+    done = wait_for(
+        "Succeeded", lambda: is_true(t := _trial(kube, namespace, "ok"), "Succeeded") and t
+    )
+    conds = conditions_of(done)
+    assert conds["Succeeded"]["reason"].startswith("TrialSucceeded")
+    assert conds["Succeeded"]["message"].startswith("Trial has succeeded")
+    assert conds["Running"]["status"] == "False"
+    assert [c["type"] for c in done["status"]["conditions"]][-1] == "Succeeded"
+    assert done["status"]["startTime"] and done["status"]["completionTime"]
+    # retain: true keeps the job.
+    assert kube.get_or_none(JOBS, "ok", namespace) is not None
+
+
+def test_job_fails(kube: Kube, namespace: str, controller: Any) -> None:
+    controller()
+    kube.create(TRIALS, trial("bad", batch_job("exit 3"), retain=False), namespace)
+    done = wait_for(
+        "Failed", lambda: is_true(t := _trial(kube, namespace, "bad"), "Failed") and t, 90
+    )
+    conds = conditions_of(done)
+    assert conds["Failed"]["reason"].startswith("TrialFailed. Job reason: ")
+    assert conds["Failed"]["message"].startswith("Trial has failed")
+    assert not is_true(done, "Succeeded")
+    # retain: false deletes the job, and its pods with it.
+    wait_for("job deleted", lambda: kube.get_or_none(JOBS, "bad", namespace) is None, 60)
+    wait_for(
+        "pods deleted",
+        lambda: not kube.list_all(PODS, namespace, label_selector="job-name=bad"),
+        60,
+    )
+
+
+def test_succeeded_job_with_empty_observation_is_metrics_unavailable(
+    kube: Kube, namespace: str, controller: Any
+) -> None:
+    controller()
+    kube.create(TRIALS, trial("nometrics", batch_job("true")), namespace)
+    wait_for(
+        "job complete",
+        lambda: any(
+            c["type"] == "Complete" and c["status"] == "True"
+            for c in (
+                (kube.get_or_none(JOBS, "nometrics", namespace) or {}).get("status") or {}
+            ).get("conditions", [])
+        ),
+        90,
+    )
+    observe(kube, namespace, "nometrics", None)  # the collector found no objective
+    done = wait_for(
+        "MetricsUnavailable",
+        lambda: is_true(t := _trial(kube, namespace, "nometrics"), "MetricsUnavailable") and t,
+    )
+    assert conditions_of(done)["MetricsUnavailable"]["message"].startswith(
+        "Metrics are not available"
+    )
+    assert not is_true(done, "Succeeded")
+
+
+def test_push_collector_without_metrics_gets_unavailable_observation(
+    kube: Kube, namespace: str, controller: Any
+) -> None:
+    controller()
+    kube.create(TRIALS, trial("push", batch_job("true"), collector="Push"), namespace)
+    done = wait_for(
+        "MetricsUnavailable",
+        lambda: is_true(t := _trial(kube, namespace, "push"), "MetricsUnavailable") and t,
+        90,
+    )
+    (metric,) = done["status"]["observation"]["metrics"]
+    assert metric["name"] == "accuracy" and metric["latest"] == "unavailable"

@@ -1,0 +1,51 @@
+"""The entrypoint: flags, the allow-list sources, fatal configuration errors."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import SCRIPT
+
+from kubetune_trial_controller import main
+from kubetune_trial_controller.kinds import JobKind
+
+
+def test_help_exits_zero() -> None:
+    out = subprocess.run([SCRIPT, "--help"], capture_output=True, text=True, check=False)
+    assert out.returncode == 0
+    assert "--trial-resources" in out.stdout and "--metrics-timeout" in out.stdout
+
+
+def test_default_allow_list_is_the_configs() -> None:
+    allowed = main.allowed_kinds(main.parser().parse_args([]))
+    assert JobKind("Job", "v1", "batch") in allowed
+    assert JobKind("Workflow", "v1alpha1", "argoproj.io") in allowed
+
+
+def test_flag_overrides_config(tmp_path: Path) -> None:
+    cfg = tmp_path / "katib-config.yaml"
+    cfg.write_text("init:\n  controller:\n    trialResources: [TFJob.v1.kubeflow.org]\n")
+    args = main.parser().parse_args(["--katib-config", str(cfg)])
+    assert main.allowed_kinds(args) == {JobKind("TFJob", "v1", "kubeflow.org")}
+    args = main.parser().parse_args(
+        ["--katib-config", str(cfg), "--trial-resources", "Job.v1.batch"]
+    )
+    assert main.allowed_kinds(args) == {JobKind("Job", "v1", "batch")}
+
+
+def test_env_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBETUNE_TRIAL_RESOURCES", "Widget.v1.example.com")
+    allowed = main.allowed_kinds(main.parser().parse_args([]))
+    assert allowed == {JobKind("Widget", "v1", "example.com")}
+
+
+@pytest.mark.parametrize(
+    "argv", [["--trial-resources", "Job"], ["--katib-config", "/nonexistent/katib-config.yaml"]]
+)
+def test_bad_configuration_is_fatal_with_a_message(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main.main(argv) == 2
+    assert "trial-controller:" in capsys.readouterr().err
