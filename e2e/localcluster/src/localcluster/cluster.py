@@ -130,13 +130,35 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+"""Components started by this process, kept so that reaping goes through their Popen objects
+(a Popen dropped while its process runs makes Python warn, which fails strict test runs)."""
+
+
 def _reap(pid: int) -> None:
+    child = _CHILDREN.get(pid)
+    if child is not None:
+        if child.poll() is not None:
+            del _CHILDREN[pid]
+        return
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
 
 
 def stop_group(pgid: int, timeout: float = STOP_TIMEOUT) -> None:
     """SIGTERM a process group, wait, then SIGKILL whatever is left."""
+    try:
+        _stop_group(pgid, timeout)
+    finally:
+        # Collect the leader's exit status even when it died between two checks.
+        for _ in range(20):
+            _reap(pgid)
+            if pgid not in _CHILDREN:
+                break
+            time.sleep(0.05)
+
+
+def _stop_group(pgid: int, timeout: float) -> None:
     try:
         os.killpg(pgid, signal.SIGTERM)
     except ProcessLookupError:
@@ -194,6 +216,7 @@ class _Starter:
                 env=env,
                 preexec_fn=_pdeathsig if self.bind_to_parent else None,
             )
+        _CHILDREN[proc.pid] = proc
         comp = Component(name=name, pid=proc.pid, log=str(log), cmd=cmd)
         self.state.components[name] = comp
         self.state.save()
