@@ -1,0 +1,1 @@
+"""kubetune suggestion algorithm: the process that fills a Suggestion with assignments."""

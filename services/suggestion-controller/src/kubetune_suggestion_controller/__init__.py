@@ -1,0 +1,1 @@
+"""kubetune suggestion-controller: algorithm Deployments, volumes, conditions."""

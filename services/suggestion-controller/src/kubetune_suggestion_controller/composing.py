@@ -1,0 +1,246 @@
+"""The objects behind a Suggestion, as pure functions: Deployment, Service, PVC, PV, RBAC.
+
+Neighbours: `reconciling` creates what these return. Names come from `kubetune.naming`, image,
+resources, command and volume settings from the algorithm's `kubetune.config` entry
+(reference §4.3, §5). The algorithm process talks to the API server (not gRPC), so its pods run
+as a ServiceAccount bound (per namespace) to the ClusterRole `kubetune-suggestion-algorithm`
+unless the config entry names its own `serviceAccountName`.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from kubetune import naming
+from kubetune.api.suggestion import Suggestion
+from kubetune.config import SuggestionConfig
+
+Obj = dict[str, Any]
+
+PORT = 6789
+PORT_NAME = "suggestion-api"
+CONTAINER = "suggestion"
+ALGORITHM_SA = "kubetune-suggestion-algorithm"
+ALGORITHM_CLUSTER_ROLE = "kubetune-suggestion-algorithm"
+DEFAULT_COMMAND = ["suggestion-algorithm"]
+READY_FILE = "ready"
+"""Written by the algorithm under its data directory after its first pass (readiness)."""
+CREATED_DIR = "kubetune.kubeflow.org/host-path"
+"""PV annotation: the hostPath directory kubetune derived for it (removed with the PV)."""
+
+
+def algorithm_of(suggestion: Suggestion) -> str:
+    return (suggestion.spec.algorithm.algorithm_name if suggestion.spec.algorithm else "") or ""
+
+
+def _name(suggestion: Suggestion) -> str:
+    return suggestion.metadata.name or ""
+
+
+def _namespace(suggestion: Suggestion) -> str:
+    return suggestion.metadata.namespace or ""
+
+
+def owner(suggestion: Suggestion) -> Obj:
+    return {
+        "apiVersion": suggestion.api_version,
+        "kind": "Suggestion",
+        "name": _name(suggestion),
+        "uid": suggestion.metadata.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def labels(suggestion: Suggestion) -> dict[str, str]:
+    """Selector labels of the Deployment's pods and the Service."""
+    name = _name(suggestion)
+    return naming.suggestion_labels(
+        name, name, naming.suggestion_deployment_name(name, algorithm_of(suggestion))
+    )
+
+
+def _meta(suggestion: Suggestion, name: str) -> Obj:
+    return {
+        "name": name,
+        "namespace": _namespace(suggestion),
+        "labels": {**(suggestion.metadata.labels or {}), **labels(suggestion)},
+        "ownerReferences": [owner(suggestion)],
+    }
+
+
+def pvc_name(suggestion: Suggestion) -> str:
+    return naming.suggestion_pvc_name(_name(suggestion), algorithm_of(suggestion))
+
+
+def pv_name(suggestion: Suggestion) -> str:
+    return naming.suggestion_pv_name(
+        _name(suggestion), algorithm_of(suggestion), _namespace(suggestion)
+    )
+
+
+def mount_path(entry: SuggestionConfig) -> str:
+    return entry.volume_mount_path or naming.DEFAULT_SUGGESTION_VOLUME_PATH
+
+
+def deployment(suggestion: Suggestion, entry: SuggestionConfig, volume: bool) -> Obj:
+    name, algorithm = _name(suggestion), algorithm_of(suggestion)
+    extra = entry.model_extra or {}
+    path = mount_path(entry)
+    container: Obj = {
+        "name": extra.get("name") or CONTAINER,
+        "image": entry.image,
+        "imagePullPolicy": entry.image_pull_policy or "IfNotPresent",
+        "command": list(extra.get("command") or DEFAULT_COMMAND),
+        "args": [
+            "--suggestion",
+            name,
+            "--algorithm",
+            algorithm,
+            "--data-dir",
+            path,
+            *(extra.get("args") or []),
+        ],
+        "env": [
+            {"name": "KUBETUNE_SUGGESTION", "value": name},
+            {
+                "name": "KUBETUNE_NAMESPACE",
+                "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+            },
+            {"name": "PYTHONUNBUFFERED", "value": "1"},
+            *(extra.get("env") or []),
+        ],
+        "ports": [{"name": PORT_NAME, "containerPort": PORT}],
+        # A file, not an HTTP probe: the process writes it after its first pass, and it works
+        # where pods share the host network (the local cluster) and 6789 is taken twice.
+        "readinessProbe": extra.get("readinessProbe")
+        or {"exec": {"command": ["cat", f"{path.rstrip('/')}/{READY_FILE}"]}, "periodSeconds": 2},
+    }
+    if extra.get("livenessProbe"):
+        container["livenessProbe"] = extra["livenessProbe"]
+    if entry.resources:
+        container["resources"] = copy.deepcopy(entry.resources)
+    pod_spec: Obj = {
+        "serviceAccountName": entry.service_account_name or ALGORITHM_SA,
+        "containers": [container],
+    }
+    # The state directory: the PVC (FromVolume) or a pod-private emptyDir.
+    container["volumeMounts"] = [{"name": naming.SUGGESTION_VOLUME, "mountPath": path}]
+    source: Obj = {"emptyDir": {}}
+    if volume:
+        source = {"persistentVolumeClaim": {"claimName": pvc_name(suggestion)}}
+    pod_spec["volumes"] = [{"name": naming.SUGGESTION_VOLUME, **source}]
+    pod_labels = {**labels(suggestion), naming.ISTIO_INJECT: "false"}
+    meta = _meta(suggestion, naming.suggestion_deployment_name(name, algorithm))
+    meta["labels"][naming.ISTIO_INJECT] = "false"
+    meta["annotations"] = dict(suggestion.metadata.annotations or {})
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta,
+        "spec": {
+            "replicas": 1,
+            # never two algorithm processes on one study (and one RWO volume)
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": labels(suggestion)},
+            "template": {
+                "metadata": {
+                    "labels": pod_labels,
+                    "annotations": {naming.ISTIO_INJECT: "false"},
+                },
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def service(suggestion: Suggestion) -> Obj:
+    name = naming.suggestion_service_name(_name(suggestion), algorithm_of(suggestion))
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(suggestion, name),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": labels(suggestion),
+            "ports": [{"name": PORT_NAME, "port": PORT, "targetPort": PORT}],
+        },
+    }
+
+
+def pvc(suggestion: Suggestion, entry: SuggestionConfig) -> Obj:
+    spec: Obj = copy.deepcopy(entry.persistent_volume_claim_spec or {})
+    spec.setdefault("accessModes", ["ReadWriteOnce"])
+    spec.setdefault("resources", {}).setdefault("requests", {}).setdefault("storage", "1Gi")
+    if entry.persistent_volume_spec:
+        spec["volumeName"] = pv_name(suggestion)
+        spec.setdefault(
+            "storageClassName", entry.persistent_volume_spec.get("storageClassName") or ""
+        )
+    meta = _meta(suggestion, pvc_name(suggestion))
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec}
+
+
+def pv(suggestion: Suggestion, entry: SuggestionConfig) -> Obj:
+    """The PV pre-bound to the claim; a hostPath in the config is a prefix (path = prefix + name).
+
+    Cluster-scoped: no owner reference (the garbage collector ignores namespaced owners of
+    cluster-scoped objects); the Suggestion's finalizer deletes it.
+    """
+    name = pv_name(suggestion)
+    claim = pvc(suggestion, entry)["spec"]
+    spec: Obj = copy.deepcopy(entry.persistent_volume_spec or {})
+    spec.setdefault("accessModes", claim["accessModes"])
+    spec.setdefault("capacity", {"storage": claim["resources"]["requests"]["storage"]})
+    spec.setdefault("storageClassName", "")
+    spec["persistentVolumeReclaimPolicy"] = "Delete"
+    spec["claimRef"] = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "namespace": _namespace(suggestion),
+        "name": pvc_name(suggestion),
+    }
+    annotations: dict[str, str] = {}
+    if "hostPath" in spec:
+        prefix = (spec["hostPath"] or {}).get("path") or naming.DEFAULT_PV_HOST_PREFIX
+        path = naming.suggestion_pv_host_path(name, prefix)
+        spec["hostPath"] = {**(spec["hostPath"] or {}), "path": path}
+        spec["hostPath"].setdefault("type", "DirectoryOrCreate")
+        annotations[CREATED_DIR] = path
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {
+            "name": name,
+            "labels": {
+                **(entry.persistent_volume_labels or {}),
+                naming.LABEL_SUGGESTION: naming.label_value(_name(suggestion)),
+                naming.LABEL_EXPERIMENT: naming.label_value(_name(suggestion)),
+            },
+            "annotations": annotations,
+        },
+        "spec": spec,
+    }
+
+
+def service_account(namespace: str) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": ALGORITHM_SA, "namespace": namespace},
+    }
+
+
+def role_binding(namespace: str) -> Obj:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": ALGORITHM_SA, "namespace": namespace},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": ALGORITHM_CLUSTER_ROLE,
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": ALGORITHM_SA, "namespace": namespace}],
+    }

@@ -1,0 +1,137 @@
+"""The objects behind a Suggestion, and the pure decisions of the reconciler."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kubetune import config
+from kubetune.api.experiment import Experiment
+from kubetune.api.suggestion import Suggestion
+from kubetune_suggestion_controller import composing, reconciling
+
+
+def _suggestion(name: str = "exp", namespace: str = "team") -> Suggestion:
+    return Suggestion.model_validate(
+        {
+            "metadata": {"name": name, "namespace": namespace, "uid": "u-1", "labels": {"a": "b"}},
+            "spec": {"algorithm": {"algorithmName": "tpe"}, "requests": 3},
+        }
+    )
+
+
+def _entry(**extra: Any) -> config.SuggestionConfig:
+    return config.SuggestionConfig.model_validate(
+        {"algorithmName": "tpe", "image": "img:1", **extra}
+    )
+
+
+def test_deployment_runs_the_algorithm_with_the_contract_flags() -> None:
+    body = composing.deployment(
+        _suggestion(), _entry(resources={"limits": {"memory": "1Gi"}}), False
+    )
+    assert body["metadata"]["name"] == "exp-tpe"
+    assert body["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    assert body["metadata"]["labels"]["a"] == "b"
+    assert body["spec"]["strategy"] == {"type": "Recreate"}
+    template = body["spec"]["template"]
+    assert template["metadata"]["labels"]["sidecar.istio.io/inject"] == "false"
+    assert template["metadata"]["annotations"]["sidecar.istio.io/inject"] == "false"
+    assert template["spec"]["serviceAccountName"] == "kubetune-suggestion-algorithm"
+    (container,) = template["spec"]["containers"]
+    assert container["name"] == "suggestion"
+    assert container["command"] == ["suggestion-algorithm"]
+    assert container["args"] == [
+        "--suggestion",
+        "exp",
+        "--algorithm",
+        "tpe",
+        "--data-dir",
+        "/opt/katib/data",
+    ]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["KUBETUNE_SUGGESTION"]["value"] == "exp"
+    assert env["KUBETUNE_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    assert container["ports"] == [{"name": "suggestion-api", "containerPort": 6789}]
+    assert container["resources"] == {"limits": {"memory": "1Gi"}}
+    assert template["spec"]["volumes"] == [{"name": "suggestion-volume", "emptyDir": {}}]
+
+
+def test_from_volume_mounts_the_claim_and_config_overrides() -> None:
+    entry = _entry(
+        volumeMountPath="/state", command=["python", "-m", "x"], serviceAccountName="mine"
+    )
+    body = composing.deployment(_suggestion(), entry, True)
+    spec = body["spec"]["template"]["spec"]
+    assert spec["serviceAccountName"] == "mine"
+    assert spec["volumes"] == [
+        {"name": "suggestion-volume", "persistentVolumeClaim": {"claimName": "exp-tpe"}}
+    ]
+    (container,) = spec["containers"]
+    assert container["volumeMounts"] == [{"name": "suggestion-volume", "mountPath": "/state"}]
+    assert container["command"] == ["python", "-m", "x"]
+    assert "/state" in container["args"]
+
+
+def test_pvc_defaults_and_cluster_default_storage_class() -> None:
+    claim = composing.pvc(_suggestion(), _entry())
+    assert claim["metadata"]["name"] == "exp-tpe"
+    assert claim["spec"] == {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "1Gi"}},
+    }  # no storageClassName: the cluster's default class
+
+
+def test_pv_is_prebound_with_a_host_path_under_the_prefix() -> None:
+    entry = _entry(
+        persistentVolumeClaimSpec={
+            "storageClassName": "local",
+            "resources": {"requests": {"storage": "2Gi"}},
+        },
+        persistentVolumeSpec={"storageClassName": "local", "hostPath": {"path": "/data/pv/"}},
+        persistentVolumeLabels={"type": "local"},
+    )
+    volume = composing.pv(_suggestion(), entry)
+    assert volume["metadata"]["name"] == "exp-tpe-team"
+    assert "ownerReferences" not in volume["metadata"]
+    assert volume["metadata"]["labels"]["type"] == "local"
+    assert volume["spec"]["hostPath"] == {
+        "path": "/data/pv/exp-tpe-team",
+        "type": "DirectoryOrCreate",
+    }
+    assert volume["spec"]["claimRef"]["name"] == "exp-tpe"
+    assert volume["spec"]["claimRef"]["namespace"] == "team"
+    assert volume["spec"]["capacity"] == {"storage": "2Gi"}
+    assert volume["spec"]["persistentVolumeReclaimPolicy"] == "Delete"
+    claim = composing.pvc(_suggestion(), entry)
+    assert claim["spec"]["volumeName"] == "exp-tpe-team"
+    assert claim["spec"]["storageClassName"] == "local"
+
+
+def _experiment(*conditions: tuple[str, str]) -> Experiment:
+    return Experiment.model_validate(
+        {"status": {"conditions": [{"type": t, "status": s} for t, s in conditions]}}
+    )
+
+
+@pytest.mark.parametrize(
+    ("conditions", "state"),
+    [
+        ((("Created", "True"), ("Running", "True")), ""),
+        ((("Running", "False"), ("Succeeded", "True")), "completed"),
+        ((("Failed", "True"),), "completed"),
+        ((("Succeeded", "True"), ("Restarting", "True")), "restarting"),
+        ((("Succeeded", "True"), ("Restarting", "True"), ("Running", "True")), ""),
+    ],
+)
+def test_experiment_state(conditions: tuple[tuple[str, str], ...], state: str) -> None:
+    assert reconciling.experiment_state(_experiment(*conditions)) == state
+
+
+def test_deployment_availability() -> None:
+    assert not reconciling.deployment_available(None)
+    assert not reconciling.deployment_available({"status": {}})
+    assert reconciling.deployment_available(
+        {"status": {"readyReplicas": 1, "conditions": [{"type": "Available", "status": "True"}]}}
+    )
