@@ -27,9 +27,8 @@ BATCH = _p("batch", "discrete", list=["16", "32"])
 
 @pytest.mark.parametrize("algorithm", algorithmsettings.ALGORITHMS)
 def test_every_algorithm_runs_with_no_settings(algorithm: str) -> None:
-    assert algorithmsettings.validate(algorithm, None, [LR, LAYERS, OPT, BATCH]) == [] or (
-        algorithm == "grid"
-    )
+    stepped = _p("lr", "double", min="0.01", max="0.05", step="0.01")
+    assert algorithmsettings.validate(algorithm, None, [stepped, LAYERS, OPT, BATCH]) == []
     parsed = algorithmsettings.parse(algorithm, [], None)
     assert set(parsed) == {s.name for s in algorithmsettings.SETTINGS[algorithm]}
 

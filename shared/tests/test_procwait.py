@@ -287,3 +287,31 @@ def test_invalid_arguments(log_dir: Path) -> None:
         wait_for_training(log_dir, poll=0)
     with pytest.raises(ValueError):
         wait_for_training(log_dir, expected=0)
+
+
+def test_wrapper_tees_output_to_the_metrics_file_and_keeps_the_exit_status(
+    log_dir: Path,
+) -> None:
+    script = procwait.sh_wrap(
+        "echo loss=0.5; echo err >&2; exit 4", str(log_dir), metrics_file=str(log_dir / "m.log")
+    )
+    p = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = p.communicate(timeout=10)
+    assert (p.returncode, out, err) == (4, b"loss=0.5\nerr\n", b"")
+    assert (log_dir / "m.log").read_bytes() == b"loss=0.5\nerr\n"
+    assert procwait.read_record(log_dir, p.pid) == parse_record("exit 4")
+    assert sorted(x.name for x in log_dir.iterdir()) == sorted(["m.log", f"{p.pid}.pid"])
+
+
+def test_sigterm_to_the_wrapper_reaches_the_command(
+    log_dir: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    ready = log_dir.parent / "ready"
+    p = run_wrapped(procs, log_dir, f"trap 'exit 7' TERM; : > {ready}; sleep 30 & wait")
+    deadline = time.monotonic() + 5
+    while not ready.exists():
+        assert time.monotonic() < deadline, "the command never started"
+        time.sleep(0.005)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(10) == 7
+    assert procwait.read_record(log_dir, p.pid) == parse_record("exit 7")

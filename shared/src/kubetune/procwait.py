@@ -34,10 +34,12 @@ The waiter's reading of it:
   which is only accurate to about a second, hence :data:`_CREATE_TIME_SLACK`).
 
 The shell side of the protocol is :func:`sh_register` and :func:`sh_record_end` (or
-:func:`sh_wrap` for both around a command). They contain ``$$``, ``$?`` and ``$(...)``; when the
-webhook puts them into a container's ``command``/``args`` it must write every ``$`` of these
-fragments as ``$$`` so Kubernetes' ``$(VAR)`` expansion hands them to ``sh`` unchanged (a
-``$$`` left as is would reach ``sh`` as a bare ``$``).
+:func:`sh_wrap` for both around a command, run by :func:`sh_run`: SIGTERM passed on to the
+command, and for the StdOut collector its output teed into the metrics file). They contain
+``$$``, ``$?`` and ``$(...)``; when the webhook puts them into a container's
+``command``/``args`` it must write every ``$`` of these fragments as ``$$`` so Kubernetes'
+``$(VAR)`` expansion hands them to ``sh`` unchanged (a ``$$`` left as is would reach ``sh`` as
+a bare ``$``).
 """
 
 from __future__ import annotations
@@ -303,15 +305,17 @@ def _sh_run_body(command: str, log_dir: str, metrics_file: str | None) -> str:
         "exec 3<&-" + (" 4>&-" if out else ""),
         'if [ -n "$katib_term" ]; then kill -TERM $katib_child 2>/dev/null; fi',
         "wait $katib_child; katib_rc=$?",
-        # wait returns early (>128) when a trapped signal arrives: wait again for the real end.
-        "while kill -0 $katib_child 2>/dev/null; do wait $katib_child; katib_rc=$?; done",
-        f"trap - TERM INT HUP; rm -f {term}",
+        # A trapped signal makes wait return early (128+n): wait again for the real status. A
+        # child already waited for makes wait answer 127 ("not a child"): keep what we have.
+        'while [ -n "$katib_term" ]; do katib_term=; wait $katib_child; katib_w=$?;'
+        " [ $katib_w -ne 127 ] && katib_rc=$katib_w; done",
     ]
     if out:
         lines.append(
             'if [ -n "$katib_tee" ]; then wait $katib_tee;'
             f" while kill -0 $katib_tee 2>/dev/null; do wait $katib_tee; done; rm -f {fifo}; fi"
         )
+    lines.append(f"trap - TERM INT HUP; rm -f {term}")
     lines.append("(exit $katib_rc)")
     return "\n".join(lines)
 

@@ -1,0 +1,180 @@
+"""Benchmark the pns-collector: parse rate, memory on a 1 GiB log, last exit to report written.
+
+1. Lines/s parsed for the default TEXT format (target 500,000/s): a metrics file of
+   `--lines` lines like `epoch 12: loss=0.2345 accuracy=0.9123`, streamed through the
+   collector's real path (FileTail -> TextParser -> RunningSummary), best of `--repeat`.
+2. Peak RSS reading a `--gib` GiB log of such lines (target < 50 MiB), in a fresh process.
+3. With `KUBECONFIG` set (e.g. the dev cluster): time from the last training process writing
+   its end record (the record file's mtime) to the final `status.observation` patch returning,
+   over `--runs` runs (target < 200 ms), collector in-process with the real Reporter.
+
+Run: `python bench/collector_throughput.py [--lines 2000000] [--gib 1] [--runs 10]`.
+Prints figures; no asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from kubetune import procwait
+from kubetune.api.common import ObjectiveSpec
+from kubetune.kube import NAMESPACES, TRIALS, Kube, connect
+from kubetune_pns_collector import collecting, parsing, reporting, summaries
+
+SPEC = ObjectiveSpec(
+    type="minimize", objective_metric_name="loss", additional_metric_names=["accuracy"]
+)
+
+
+def block(start: int, count: int) -> bytes:
+    return "".join(
+        f"epoch {i}: loss={(i % 9973) / 9973:.4f} accuracy={(i % 997) / 997:.4f}\n"
+        for i in range(start, start + count)
+    ).encode()
+
+
+def parse_rate(lines: int, repeat: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "metrics.log"
+        with open(path, "wb") as fh:
+            for start in range(0, lines, 100_000):
+                fh.write(block(start, min(100_000, lines - start)))
+        size = path.stat().st_size
+        best = 0.0
+        for _ in range(repeat):
+            summary = summaries.RunningSummary(SPEC)
+            source = collecting.TextSource(path, parsing.TextParser(summary.names))
+            t0 = time.perf_counter()
+            for runs in source.read(final=True):
+                summary.add_runs(runs)
+            elapsed = time.perf_counter() - t0
+            source.close()
+            assert summary.count("loss") == lines
+            best = max(best, lines / elapsed)
+        print(
+            f"parse rate (default format, file -> summary): {best:,.0f} lines/s "
+            f"({best * size / lines / 1e6:.1f} MB/s, {lines:,} lines, best of {repeat}); "
+            "target 500,000 lines/s"
+        )
+
+
+_RSS = """
+import json, sys, time
+import psutil
+def hwm():  # this process's peak RSS (ru_maxrss would include the pre-exec parent's)
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+from kubetune.api.common import ObjectiveSpec
+from kubetune_pns_collector import collecting, parsing, summaries
+spec = ObjectiveSpec(
+    type="minimize", objective_metric_name="loss", additional_metric_names=["accuracy"]
+)
+summary = summaries.RunningSummary(spec)
+source = collecting.TextSource(sys.argv[1], parsing.TextParser(summary.names))
+before = psutil.Process().memory_info().rss
+t0 = time.perf_counter()
+for runs in source.read(final=True):
+    summary.add_runs(runs)
+print(json.dumps({"seconds": time.perf_counter() - t0, "before": before,
+                  "peak": hwm(),
+                  "lines": summary.count("loss"), "bytes": source.tail.bytes_read}))
+"""
+
+
+def rss(gib: float) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "metrics.log"
+        chunk = block(0, 25_000)
+        target = int(gib * (1 << 30))
+        with open(path, "wb") as fh:
+            written = 0
+            while written < target:
+                fh.write(chunk)
+                written += len(chunk)
+        out = subprocess.run(
+            [sys.executable, "-c", _RSS, str(path)], capture_output=True, text=True, check=True
+        )
+        f = json.loads(out.stdout)
+        print(
+            f"memory on a {f['bytes'] / (1 << 30):.2f} GiB log ({f['lines']:,} lines, "
+            f"{f['seconds']:.1f}s): peak RSS {f['peak'] / (1 << 20):.1f} MiB "
+            f"(interpreter + imports before reading: {f['before'] / (1 << 20):.1f} MiB, "
+            f"growth {(f['peak'] - f['before']) / (1 << 20):.1f} MiB); target < 50 MiB"
+        )
+
+
+def latency(runs: int) -> None:
+    kube = Kube(connect(os.environ.get("KUBECONFIG")))
+    ns = f"bench-collector-{uuid.uuid4().hex[:6]}"
+    kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    try:
+        kube.create(
+            TRIALS,
+            {
+                "apiVersion": "kubeflow.org/v1beta1",
+                "kind": "Trial",
+                "metadata": {"name": "bench"},
+                "spec": {"objective": SPEC.to_wire()},
+            },
+            ns,
+        )
+        samples = []
+        for _ in range(runs):
+            with tempfile.TemporaryDirectory() as tmp:
+                log_dir = Path(tmp)
+                code = "import time\nfor i in range(5): print(f'loss={i}'); time.sleep(0.05)"
+                cmd = f"{shlex.quote(sys.executable)} -u -c {shlex.quote(code)}"
+                script = procwait.sh_wrap(cmd, str(log_dir), metrics_file=f"{tmp}/metrics.log")
+                p = subprocess.Popen(["sh", "-c", script], stdout=subprocess.DEVNULL)
+                summary = summaries.RunningSummary(SPEC)
+                source = collecting.TextSource(
+                    log_dir / "metrics.log", parsing.TextParser(summary.names)
+                )
+                settings = collecting.Settings(log_dir=log_dir, register_timeout=10, timeout=30)
+                reporter = reporting.Reporter(kube, "bench", ns)
+                outcome = collecting.Collector(settings, source, summary, reporter).run()
+                reported = time.time_ns()
+                p.wait()
+                ended = procwait.pid_file(log_dir, p.pid).stat().st_mtime_ns
+                assert outcome.code is collecting.ExitCode.OK, outcome
+                samples.append((reported - ended) / 1e6)
+        samples.sort()
+        p95 = samples[min(len(samples) - 1, int(len(samples) * 0.95))]
+        print(
+            f"last exit -> report written (local cluster, {runs} runs): median "
+            f"{statistics.median(samples):.0f} ms, p95 {p95:.0f} ms, max {samples[-1]:.0f} ms; "
+            "target < 200 ms"
+        )
+    finally:
+        kube.delete(NAMESPACES, ns)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--lines", type=int, default=2_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--gib", type=float, default=1.0)
+    ap.add_argument("--runs", type=int, default=10)
+    args = ap.parse_args()
+    parse_rate(args.lines, args.repeat)
+    if args.gib > 0:
+        rss(args.gib)
+    if os.environ.get("KUBECONFIG") and args.runs > 0:
+        latency(args.runs)
+    else:
+        print("last exit -> report written: skipped (set KUBECONFIG to a cluster)")
+
+
+if __name__ == "__main__":
+    main()

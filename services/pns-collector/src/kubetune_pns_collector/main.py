@@ -1,0 +1,187 @@
+"""`pns-collector`: the metrics collector sidecar's command line.
+
+Accepts exactly the flags the webhook passes (contracts: Pod injection), each with an env-var
+fallback (`KUBETUNE_<FLAG>`), plus tuning flags. Exit codes: 0 every training process ended
+well (or SIGTERM) and the report is written; 1 a training process failed; 2 bad flags, filter
+regex or early-stopping rule; 3 the report could not be written; 4 no training process
+registered in time, or `--timeout` expired.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from kubetune import logs, procwait
+from kubetune.api.common import MetricStrategy, MetricStrategyType, ObjectiveSpec, ObjectiveType
+from kubetune.kube import Kube, connect
+from kubetune.runtime.running import EnvDefault
+from kubetune_pns_collector import collecting, parsing, reporting, stopping, summaries
+
+log = logging.getLogger("pns-collector")
+
+KINDS = ("StdOut", "File", "TensorFlowEvent", "None", "Push")
+_SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def _env(flag: str) -> str:
+    return "KUBETUNE_" + flag.upper().replace("-", "_")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="pns-collector",
+        description="Wait for every training process of this pod, collect its metrics while "
+        "it runs and report them in the Trial's status.observation.",
+    )
+
+    def flag(name: str, **kw: object) -> None:
+        p.add_argument(f"--{name}", action=EnvDefault, env=_env(name), **kw)  # type: ignore[arg-type]
+
+    flag("trial-name", required=True, help="the Trial to report to")
+    flag("namespace", default=None, help="the Trial's namespace (default: the pod's)")
+    flag("objective-metric", required=True, help="objective metric name")
+    flag("objective-type", default="", choices=["minimize", "maximize", ""], help="goal type")
+    flag("additional-metrics", default="", help="more metric names, ';'-separated")
+    flag("metric-strategies", default="", help="name=min|max|latest, ';'-separated")
+    flag("collector-kind", default="StdOut", choices=KINDS, help="where metrics come from")
+    flag("metrics-path", default="", help="metrics file (StdOut, File) or event directory")
+    flag("format", default="TEXT", choices=["TEXT", "JSON"], help="metrics file format")
+    p.add_argument(
+        "--filter",
+        action="append",
+        default=[],
+        help="metrics-format regex with two groups (name, value); repeatable",
+    )
+    flag("log-dir", default=procwait.DEFAULT_LOG_DIR, help="shared dir of the PID records")
+    flag("expected-processes", type=int, default=1, help="number of wrapped containers")
+    p.add_argument(
+        "--early-stop-rule",
+        action="append",
+        default=[],
+        help="name;value;comparison;startStep; repeatable",
+    )
+    flag("register-timeout", type=float, default=600.0, help="seconds to wait for registration")
+    flag("timeout", type=float, default=0.0, help="seconds to wait in all (0 = no limit)")
+    flag("report-interval", type=float, default=10.0, help="min seconds between reports")
+    flag("report-timeout", type=float, default=60.0, help="seconds to retry the final report")
+    flag("history", type=int, default=summaries.DEFAULT_HISTORY, help="recent values kept")
+    p.add_argument(
+        "--kubeconfig", action=EnvDefault, env="KUBECONFIG", help="(default: in-cluster)"
+    )
+    flag("log-format", default="text", choices=["text", "json"], help="log line format")
+    flag("log-level", default="info", help="log level")
+    return p
+
+
+def _names(text: str) -> list[str]:
+    return [n.strip() for n in text.split(";") if n.strip()]
+
+
+def objective_from(args: argparse.Namespace) -> ObjectiveSpec:
+    strategies = []
+    for item in _names(args.metric_strategies):
+        name, _, value = item.partition("=")
+        try:
+            strategies.append(MetricStrategy(name=name.strip(), value=MetricStrategyType(value)))
+        except ValueError as e:
+            raise ValueError(f"--metric-strategies {item!r}: want name=min|max|latest") from e
+    return ObjectiveSpec(
+        type=ObjectiveType(args.objective_type),
+        objective_metric_name=args.objective_metric,
+        additional_metric_names=_names(args.additional_metrics),
+        metric_strategies=strategies,
+    )
+
+
+def _namespace(args: argparse.Namespace) -> str:
+    if args.namespace:
+        return str(args.namespace)
+    try:
+        return Path(_SA_NAMESPACE).read_text().strip()
+    except OSError:
+        return "default"
+
+
+def build_source(args: argparse.Namespace, names: list[str]) -> collecting.Source | None:
+    """The metric source of the collector kind (None for None/Push: nothing to collect)."""
+    kind = args.collector_kind
+    if kind in ("None", "Push"):
+        return None
+    log_dir = Path(args.log_dir)
+    if kind == "TensorFlowEvent":
+        return collecting.EventSource(Path(args.metrics_path or log_dir / "tfevent"), names)
+    path = Path(args.metrics_path or log_dir / "metrics.log")
+    parser: parsing.Parser
+    if kind == "File" and args.format == "JSON":
+        if args.filter:
+            raise parsing.FilterError("--filter cannot be used with --format JSON")
+        parser = parsing.JsonParser(names)
+    else:
+        parser = parsing.TextParser(names, args.filter)
+    return collecting.TextSource(path, parser)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    stop = threading.Event()
+
+    def _stop(signum: int, frame: FrameType | None) -> None:
+        log.info("signal %d: reporting what was collected and exiting", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    logs.configure(args.log_format, args.log_level)
+    logging.getLogger("watchfiles").setLevel(logging.WARNING)
+    try:
+        objective = objective_from(args)
+        summary = summaries.RunningSummary(objective, args.history)
+        names = sorted(summary.names)
+        source = build_source(args, names)
+        rules = [stopping.parse_rule(r) for r in args.early_stop_rule]
+    except (ValueError, parsing.FilterError, stopping.RuleError) as e:
+        log.error("%s", e)
+        return collecting.ExitCode.USAGE
+    stopper = None
+    if rules:
+        stopper = stopping.EarlyStopper(
+            rules, objective.objective_metric_name, objective.type or ObjectiveType.UNKNOWN
+        )
+    reporter = None
+    if source is not None:
+        kube = Kube(connect(args.kubeconfig))
+        reporter = reporting.Reporter(kube, args.trial_name, _namespace(args))
+    settings = collecting.Settings(
+        log_dir=Path(args.log_dir),
+        expected=args.expected_processes,
+        register_timeout=args.register_timeout,
+        timeout=args.timeout or None,
+        report_interval=args.report_interval,
+        report_timeout=args.report_timeout,
+    )
+    collector = collecting.Collector(settings, source, summary, reporter, stopper, stop)
+    log.info(
+        "collecting %s for trial %s (%s, %d training process(es) expected)",
+        ", ".join(names),
+        args.trial_name,
+        args.collector_kind,
+        settings.expected,
+    )
+    outcome = collector.run()
+    if outcome.code is collecting.ExitCode.OK:
+        done = "observation reported" if reporter is not None else "nothing to collect"
+        log.info("%s; %s", outcome.message, done)
+    else:
+        log.error("%s", outcome.message)
+    return int(outcome.code)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,247 @@
+"""Text to metric values: the TEXT format (default or user filter regexes) and JSON lines.
+
+Pure functions over blocks of *complete* lines (`tailing` hands them over); what comes out is
+`(name, value, timestamp)` triples in the order written, for `summaries`. Upstream behaviour
+(reference §7.4) with these deliberate differences, each because a streaming collector must
+not lose a whole trial's metrics over one odd line:
+
+* a captured value that is empty (the default regex matches `loss=nan` with an empty value)
+  is skipped rather than reported as an empty string;
+* a JSON line that is not an object is skipped with a warning instead of aborting the
+  collection, and JSON numbers are accepted as well as JSON strings (upstream ignores them).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Protocol
+
+log = logging.getLogger(__name__)
+
+DEFAULT_FORMAT = r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)"
+# The default format made safe to run over many lines at once: `\s` may not cross a line end
+# (on a single line it is the same regex), and the groups nobody reads are non-capturing.
+_DEFAULT_BLOCK = re.compile(r"([\w|-]+)[^\S\n]*=[^\S\n]*([+-]?\d*(?:\.\d+)?(?:[Ee][+-]?\d+)?)")
+# 1.5x faster: a name may not start right after a name character. That gives the same matches
+# unless a match starts where the previous one ended (`loss=1epoch=2`: upstream also finds
+# `epoch`), i.e. unless some value is directly followed by a name character; blocks where
+# `_ADJACENT` (no backtracking, a cheap scan for `=`) finds that use the exact regex.
+_DEFAULT_FAST = re.compile(
+    r"(?<![\w|-])([\w|-]+)[^\S\n]*=[^\S\n]*([+-]?\d*(?:\.\d+)?(?:[Ee][+-]?\d+)?)"
+)
+_ADJACENT = re.compile(r"=[^\S\n]*+[+-]?+\d*+(?:\.\d+)?+(?:[Ee][+-]?\d+)?+[\w|-]")
+# A line that may start with an RFC 3339 timestamp (checked once per block, so blocks without
+# any skip the per-line look-up); the leading `\n` makes the scan a fast literal search.
+_TIMESTAMP_START = re.compile(r"\n\d{4}-\d\d-\d\dT")
+
+
+def _has_timestamp(text: str) -> bool:
+    return bool(_TIMESTAMP_START.search(text)) or (
+        text[:4].isdigit() and text[4:5] == "-" and text[10:11] == "T"
+    )
+
+
+Triple = tuple[str, str, float]
+# (name, timestamp, values in order): what the summary takes in bulk.
+Run = tuple[str, float, list[str]]
+
+
+class FilterError(ValueError):
+    """A `--filter` regex that cannot be used; the message names it."""
+
+
+class Parser(Protocol):
+    """Turns a block of complete lines (decoded, `\\n`-separated) into metric values: `parse`
+    gives `(name, value, timestamp)` in the order written, `parse_runs` the same grouped into
+    runs of one name and timestamp (order kept per name; the fast path for big logs)."""
+
+    def parse(self, text: str) -> list[Triple]: ...
+
+    def parse_runs(self, text: str) -> list[Run]: ...
+
+
+def runs_of(triples: list[Triple]) -> list[Run]:
+    """Group triples into runs of one name and timestamp, keeping each name's order."""
+    by_name: dict[str, list[Run]] = {}
+    for name, value, stamp in triples:
+        runs = by_name.get(name)
+        if runs is None:
+            by_name[name] = [(name, stamp, [value])]
+        elif runs[-1][1] == stamp:
+            runs[-1][2].append(value)
+        else:
+            runs.append((name, stamp, [value]))
+    return [run for runs in by_name.values() for run in runs]
+
+
+def compile_filters(filters: Sequence[str]) -> list[re.Pattern[str]]:
+    """Compile the user's metrics-format regexes; each needs two groups (name, value).
+
+    Raises:
+        FilterError: naming every bad filter (upstream's webhook demands the same).
+    """
+    compiled: list[re.Pattern[str]] = []
+    problems: list[str] = []
+    for text in filters:
+        try:
+            pattern = re.compile(text)
+        except re.error as e:
+            problems.append(f"filter {text!r} is not a valid regular expression: {e}")
+            continue
+        if pattern.groups < 2:
+            problems.append(
+                f"filter {text!r} needs two groups, the metric name and its value "
+                f"(it has {pattern.groups})"
+            )
+            continue
+        compiled.append(pattern)
+    if problems:
+        raise FilterError("; ".join(problems))
+    return compiled
+
+
+def parse_timestamp(token: str) -> float | None:
+    """Epoch seconds of an RFC 3339 timestamp with a zone (as Go's RFC3339Nano), else None."""
+    if len(token) < 20 or token[4:5] != "-" or token[10:11] not in "Tt":
+        return None
+    try:
+        stamp = datetime.fromisoformat(token)
+    except ValueError:
+        return None
+    if stamp.tzinfo is None:
+        return None
+    return stamp.timestamp()
+
+
+def _line_timestamp(text: str, start: int) -> float:
+    end = text.find(" ", start, start + 64)
+    token = text[start : end if end >= 0 else min(len(text), start + 64)].rstrip("\n")
+    return parse_timestamp(token.split("\n", 1)[0]) or 0.0
+
+
+class TextParser:
+    """TEXT lines: every match of every filter, kept when its name is a wanted metric.
+
+    The timestamp of a value is its line's first space-separated token when that is an
+    RFC 3339 time, else 0 (upstream's zero time), so `latest` is then the last value written.
+    """
+
+    def __init__(self, names: Iterable[str], filters: Sequence[str] = ()) -> None:
+        self.names = frozenset(names)
+        self.default = not filters or list(filters) == [DEFAULT_FORMAT]
+        self.filters = [] if self.default else compile_filters(filters)
+
+    def parse(self, text: str) -> list[Triple]:
+        if "\r" in text:
+            text = text.replace("\r\n", "\n")
+        if self.default:
+            return self._parse_default(text)
+        return self._parse_filters(text)
+
+    def parse_runs(self, text: str) -> list[Run]:
+        if self.default and "=" in text:
+            if "\r" in text:
+                text = text.replace("\r\n", "\n")
+            text = "\n".join([line for line in text.split("\n") if "=" in line])
+            if not _has_timestamp(text):
+                pattern = _DEFAULT_BLOCK if _ADJACENT.search(text) else _DEFAULT_FAST
+                pairs = pattern.findall(text)
+                runs: list[Run] = []
+                for name in self.names:
+                    values = [v for n, v in pairs if n == name and v]
+                    if values:
+                        runs.append((name, 0.0, values))
+                return runs
+        return runs_of(self.parse(text))
+
+    def _parse_default(self, text: str) -> list[Triple]:
+        names = self.names
+        # Every match holds a `=`: lines without one are dropped before the regex scans them
+        # (cheap in C, and a big saving on logs full of progress bars or binary noise).
+        if "=" not in text:
+            return []
+        text = "\n".join([line for line in text.split("\n") if "=" in line])
+        pattern = _DEFAULT_BLOCK if _ADJACENT.search(text) else _DEFAULT_FAST
+        if not _has_timestamp(text):
+            return [(n, v, 0.0) for n, v in pattern.findall(text) if v and n in names]
+        out: list[Triple] = []
+        line_start = line_end = -1
+        stamp = 0.0
+        for m in pattern.finditer(text):
+            name, value = m.group(1), m.group(2)
+            if not value or name not in names:
+                continue
+            pos = m.start()
+            if not line_start <= pos < line_end:
+                line_start = text.rfind("\n", 0, pos) + 1
+                found = text.find("\n", pos)
+                line_end = len(text) if found < 0 else found
+                stamp = _line_timestamp(text, line_start)
+            out.append((name, value, stamp))
+        return out
+
+    def _parse_filters(self, text: str) -> list[Triple]:
+        out: list[Triple] = []
+        names = self.names
+        for line in text.split("\n"):
+            if not any(n in line for n in names):
+                continue
+            stamp: float | None = None
+            for pattern in self.filters:
+                for m in pattern.finditer(line):
+                    name, value = (m.group(1) or "").strip(), (m.group(2) or "").strip()
+                    if not value or name not in names:
+                        continue
+                    if stamp is None:
+                        stamp = _line_timestamp(line, 0)
+                    out.append((name, value, stamp))
+        return out
+
+
+class JsonParser:
+    """JSON lines: one object a line; wanted keys with string or number values."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self.names = frozenset(names)
+
+    def parse_runs(self, text: str) -> list[Run]:
+        return runs_of(self.parse(text))
+
+    def parse(self, text: str) -> list[Triple]:
+        out: list[Triple] = []
+        for line in text.split("\n"):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                log.warning("skipping a metrics line that is not JSON: %.200r", line)
+                continue
+            if not isinstance(obj, dict):
+                log.warning("skipping a JSON metrics line that is not an object: %.200r", line)
+                continue
+            stamp = _json_timestamp(obj.get("timestamp"))
+            for name in self.names.intersection(obj):
+                value = obj[name]
+                if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+                    continue
+                text_value = value.strip() if isinstance(value, str) else json.dumps(value)
+                if text_value:
+                    out.append((name, text_value, stamp))
+        return out
+
+
+def _json_timestamp(value: object) -> float:
+    """RFC 3339 string or epoch seconds (upstream), else 0."""
+    if isinstance(value, bool):
+        return 0.0
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        return parse_timestamp(value.strip()) or 0.0
+    return 0.0

@@ -1,0 +1,94 @@
+"""Write an `Observation` to the Trial: a merge patch of `status.observation` only, on the
+status subresource (DESIGN, "Who writes what": the trial-controller owns the conditions).
+
+Intermediate reports are best effort (one attempt, rate-limited by the caller); the final one
+retries with exponential backoff until its deadline. A missing Trial (NotFound) or a patch the
+server rejects as invalid cannot get better by retrying; anything else (5xx, connection
+errors, a RoleBinding not there yet: Forbidden) is retried.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kubetune import errors
+from kubetune.api.common import Observation
+from kubetune.kube import TRIALS, Kube
+
+log = logging.getLogger(__name__)
+
+
+class ReportError(Exception):
+    """The observation could not be written; the message says why and how often we tried."""
+
+
+def observation_patch(observation: Observation) -> dict[str, Any]:
+    """The merge patch: `metrics` is a list, so it replaces the previous one whole."""
+    return {"status": {"observation": observation.to_wire()}}
+
+
+class Reporter:
+    """Patches one Trial's `status.observation`."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        trial: str,
+        namespace: str,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.kube = kube
+        self.trial = trial
+        self.namespace = namespace
+        self.clock = clock
+        self.sleep = sleep
+        self.reports = 0
+
+    def _patch(self, observation: Observation) -> None:
+        self.kube.patch(
+            TRIALS, self.trial, observation_patch(observation), self.namespace, subresource="status"
+        )
+        self.reports += 1
+
+    def try_report(self, observation: Observation) -> bool:
+        """One attempt; False (logged) on any error."""
+        try:
+            self._patch(observation)
+        except Exception as e:  # noqa: BLE001 - an intermediate report must not stop collection
+            log.warning("intermediate report to trial %s failed: %s", self.trial, e)
+            return False
+        return True
+
+    def report(self, observation: Observation, timeout: float = 60.0) -> None:
+        """Write it, retrying with backoff (0.1 s doubling to 5 s) for up to `timeout` seconds.
+
+        Raises:
+            ReportError: not written (terminal answer, or still failing at the deadline).
+        """
+        deadline = self.clock() + timeout
+        delay = 0.1
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                self._patch(observation)
+                return
+            except (errors.NotFound, errors.Invalid) as e:
+                raise ReportError(
+                    f"cannot write the observation of trial {self.namespace}/{self.trial}: {e}"
+                ) from e
+            except Exception as e:
+                left = deadline - self.clock()
+                if left <= 0:
+                    raise ReportError(
+                        f"cannot write the observation of trial {self.namespace}/{self.trial} "
+                        f"after {attempt} attempts in {timeout:g}s: {e}"
+                    ) from e
+                log.warning("report attempt %d failed (%s); retrying in %.1fs", attempt, e, delay)
+                self.sleep(min(delay, left))
+                delay = min(delay * 2, 5.0)

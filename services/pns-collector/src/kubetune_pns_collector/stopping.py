@@ -1,0 +1,106 @@
+"""Early-stopping rules (`--early-stop-rule name;value;comparison;startStep`), evaluated as
+values stream in (reference §8).
+
+A rule fires once its metric, from its `startStep`-th report on, compares to `value` as asked;
+for the objective metric the best value so far (by the objective type) is compared, as
+upstream does for the median-stop algorithm. When every rule has fired the trial is stopped.
+Deliberate difference: upstream checks a rule with a start step only at exactly that report
+(its countdown goes negative afterwards and never matches again); we check every report from
+that step on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kubetune.api.common import ComparisonType, ObjectiveType
+
+
+class RuleError(ValueError):
+    """An early-stopping rule flag that cannot be parsed; the message names it."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    value: float
+    comparison: ComparisonType
+    start_step: int = 0
+
+    def holds(self, number: float) -> bool:
+        if self.comparison is ComparisonType.LESS:
+            return number < self.value
+        if self.comparison is ComparisonType.GREATER:
+            return number > self.value
+        return number == self.value
+
+
+def parse_rule(text: str) -> Rule:
+    """`name;value;comparison[;startStep]`."""
+    parts = text.split(";")
+    if len(parts) not in (3, 4) or not parts[0]:
+        raise RuleError(f"early-stop rule {text!r}: want name;value;comparison;startStep")
+    try:
+        value = float(parts[1])
+    except ValueError as e:
+        raise RuleError(f"early-stop rule {text!r}: value {parts[1]!r} is not a number") from e
+    try:
+        comparison = ComparisonType(parts[2])
+    except ValueError as e:
+        raise RuleError(
+            f"early-stop rule {text!r}: comparison must be equal, less or greater"
+        ) from e
+    try:
+        start = int(parts[3]) if len(parts) == 4 and parts[3] else 0
+    except ValueError as e:
+        raise RuleError(f"early-stop rule {text!r}: startStep {parts[3]!r} is no integer") from e
+    if start < 0:
+        raise RuleError(f"early-stop rule {text!r}: startStep must be >= 0")
+    return Rule(parts[0], value, comparison, start)
+
+
+class EarlyStopper:
+    """Feeds on metric values in order; `triggered` once every rule has fired."""
+
+    def __init__(self, rules: Sequence[Rule], objective: str, objective_type: ObjectiveType):
+        self.pending = list(rules)
+        self.objective = objective
+        self.objective_type = objective_type
+        self.names = frozenset(r.name for r in rules)
+        self._counts: dict[str, int] = {}
+        self._best: float | None = None
+        self.fired: list[Rule] = []
+
+    @property
+    def triggered(self) -> bool:
+        return bool(self.fired) and not self.pending
+
+    def observe(self, name: str, value: str) -> bool:
+        """Take one value; True when this value made the last rule fire."""
+        if name not in self.names or not self.pending:
+            return False
+        try:
+            number = float(value)
+        except ValueError:
+            return False
+        if math.isnan(number):
+            return False
+        count = self._counts.get(name, 0) + 1
+        self._counts[name] = count
+        if name == self.objective:
+            best = self._best
+            if (
+                best is None
+                or (self.objective_type == ObjectiveType.MAXIMIZE and number > best)
+                or (self.objective_type == ObjectiveType.MINIMIZE and number < best)
+            ):
+                self._best = number
+            assert self._best is not None
+            number = self._best
+        for rule in [r for r in self.pending if r.name == name]:
+            if count >= rule.start_step and rule.holds(number):
+                self.pending.remove(rule)
+                self.fired.append(rule)
+        return self.triggered

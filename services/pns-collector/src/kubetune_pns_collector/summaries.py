@@ -1,0 +1,127 @@
+"""The running summary of every metric, in memory that does not grow with the log.
+
+`kubetune.observations.summarise` computes min, max and latest from *all* values; a 1 GiB log
+cannot be kept, so per metric this keeps only the values summarise would pick (the first
+minimum, the first maximum, the latest by timestamp, later wins ties) and hands those to it,
+which gives the same answer. Beside that, a bounded log of the most recent values per metric
+(for early stopping); the Trial's `status.observation` has no field for it, so it is never
+reported.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from kubetune import observations
+from kubetune.api.common import ObjectiveSpec, Observation
+from kubetune.observations import MetricLog
+from kubetune_pns_collector import parsing
+
+DEFAULT_HISTORY = 100
+
+
+@dataclass
+class _Picks:
+    """summarise's candidates for one metric, each with its position in the stream."""
+
+    min: tuple[int, float, MetricLog] | None = None
+    max: tuple[int, float, MetricLog] | None = None
+    latest: tuple[int, MetricLog] | None = None
+    count: int = 0
+    recent: deque[tuple[str, float]] = field(default_factory=deque)
+
+
+class RunningSummary:
+    """Values in, `Observation` out; `changed` says whether a report would differ."""
+
+    def __init__(self, objective: ObjectiveSpec, history: int = DEFAULT_HISTORY) -> None:
+        self.objective = objective
+        self.names = frozenset(observations.strategies(objective))
+        self._picks = {n: _Picks(recent=deque(maxlen=max(1, history))) for n in self.names}
+        self.changed = False
+
+    def count(self, name: str) -> int:
+        picks = self._picks.get(name)
+        return picks.count if picks else 0
+
+    def recent(self, name: str) -> list[tuple[str, float]]:
+        """The most recent (value, timestamp) pairs of `name`, oldest first."""
+        picks = self._picks.get(name)
+        return list(picks.recent) if picks else []
+
+    def add(self, name: str, value: str, timestamp: float = 0.0) -> None:
+        picks = self._picks.get(name)
+        if picks is None:
+            return
+        seq = picks.count
+        picks.count += 1
+        picks.recent.append((value, timestamp))
+        self.changed = True
+        entry = MetricLog(name, value, timestamp)
+        number = observations.parse_number(value)
+        if number is not None:
+            if picks.min is None or number < picks.min[1]:
+                picks.min = (seq, number, entry)
+            if picks.max is None or number > picks.max[1]:
+                picks.max = (seq, number, entry)
+        if picks.latest is None or timestamp >= picks.latest[1].timestamp:
+            picks.latest = (seq, entry)
+
+    def add_many(self, name: str, values: Sequence[str], timestamp: float) -> None:
+        """Values of one metric sharing one timestamp, in order; the fast path for big logs."""
+        picks = self._picks.get(name)
+        if picks is None or not values:
+            return
+        try:
+            numbers = list(map(float, values))
+        except ValueError:
+            numbers = []
+        low = min(numbers) if numbers else math.nan
+        high = max(numbers) if numbers else math.nan
+        if not (math.isfinite(low) and math.isfinite(high)):
+            for v in values:  # text, NaN or infinities among them: one by one
+                self.add(name, v, timestamp)
+            return
+        base = picks.count
+        if picks.min is None or low < picks.min[1]:
+            i = numbers.index(low)
+            picks.min = (base + i, low, MetricLog(name, values[i], timestamp))
+        if picks.max is None or high > picks.max[1]:
+            i = numbers.index(high)
+            picks.max = (base + i, high, MetricLog(name, values[i], timestamp))
+        if picks.latest is None or timestamp >= picks.latest[1].timestamp:
+            picks.latest = (base + len(values) - 1, MetricLog(name, values[-1], timestamp))
+        picks.count += len(values)
+        maxlen = picks.recent.maxlen or 1
+        picks.recent.extend((v, timestamp) for v in values[-maxlen:])
+        self.changed = True
+
+    def add_runs(self, runs: Iterable[tuple[str, float, list[str]]]) -> None:
+        """Runs of one metric and timestamp (order kept per metric), as parsers group them."""
+        for name, stamp, values in runs:
+            self.add_many(name, values, stamp)
+
+    def add_triples(self, triples: Iterable[tuple[str, str, float]]) -> None:
+        """Parser output in the order written."""
+        self.add_runs(parsing.runs_of(list(triples)))
+
+    def observation(self) -> Observation:
+        """summarise() of the kept picks; every metric `unavailable` when the objective never
+        came (upstream reports only an `unavailable` objective then, reference §7.4)."""
+        objective = self.objective.objective_metric_name
+        if not self.count(objective):
+            return observations.summarise(self.objective, [])
+        logs: list[tuple[int, MetricLog]] = []
+        for picks in self._picks.values():
+            seen: set[int] = set()
+            for pick in (picks.min, picks.max):
+                if pick is not None and pick[0] not in seen:
+                    seen.add(pick[0])
+                    logs.append((pick[0], pick[2]))
+            if picks.latest is not None and picks.latest[0] not in seen:
+                logs.append(picks.latest)
+        logs.sort(key=lambda item: item[0])
+        return observations.summarise(self.objective, [entry for _, entry in logs])

@@ -1,0 +1,270 @@
+"""A trial pod built the way the webhook builds it, on a real cluster (localcluster).
+
+The pod shares its process namespace and has: the training container with its command wrapped
+by `kubetune.procwait.sh_wrap` (StdOut: tee to the metrics log; every `$` escaped as `$$` for
+Kubernetes' `$(VAR)` expansion), an Argo-style `wait` container that never exits unless killed,
+and the collector sidecar running this package's console script (on the local cluster pods run
+their `command` on the host). The pod's service account may only get and patch trials/status.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubetune import procwait
+from kubetune.kube import PODS, TRIALS, Kube, Resource
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[3]
+COLLECTOR = str(Path(sys.executable).parent / "pns-collector")
+LOG_DIR = "/var/log/katib"
+ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
+ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
+
+TRAIN = """
+import sys, time
+for epoch in range(4):
+    print(f"epoch {epoch}: loss={1 - epoch / 10:.2f} accuracy={epoch / 5:.2f}", flush=True)
+    time.sleep(0.2)
+print("training done", file=sys.stderr)
+"""
+
+
+@pytest.fixture
+def kube(cluster: Any) -> Kube:
+    cluster.kubectl("apply", "-k", str(ROOT / "kustomize" / "base" / "crds"))
+    cluster.kubectl("wait", "--for=condition=Established", "crd/trials.kubeflow.org")
+    return Kube(cluster.api_client())
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 90.0) -> Any:
+    end = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < end, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def collector_rbac(kube: Kube, namespace: str) -> None:
+    """What the trial-controller grants (contracts): get and patch trials/status, nothing else."""
+    kube.create(
+        ROLES,
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": "kubetune-pns-collector"},
+            "rules": [
+                {
+                    "apiGroups": ["kubeflow.org"],
+                    "resources": ["trials/status"],
+                    "verbs": ["get", "patch"],
+                }
+            ],
+        },
+        namespace,
+    )
+    kube.create(
+        ROLE_BINDINGS,
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "kubetune-pns-collector"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": "kubetune-pns-collector",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}],
+        },
+        namespace,
+    )
+
+
+def trial(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeflow.org/v1beta1",
+        "kind": "Trial",
+        "metadata": {"name": name},
+        "spec": {
+            "objective": {
+                "type": "minimize",
+                "objectiveMetricName": "loss",
+                "additionalMetricNames": ["accuracy"],
+                "metricStrategies": [
+                    {"name": "loss", "value": "min"},
+                    {"name": "accuracy", "value": "max"},
+                ],
+            },
+            "primaryContainerName": "main",
+            "metricsCollector": {"collector": {"kind": "StdOut"}},
+            "runSpec": {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}},
+        },
+    }
+
+
+def wrapped_command(argv: list[str]) -> list[str]:
+    """The webhook's wrapping of the primary container (StdOut collector)."""
+    script = procwait.sh_wrap(
+        " ".join(shlex.quote(a) for a in argv), LOG_DIR, metrics_file=f"{LOG_DIR}/metrics.log"
+    )
+    return ["sh", "-c", script.replace("$", "$$")]
+
+
+def trial_pod(
+    name: str, trial_name: str, train: str = TRAIN, extra: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    mount = [{"name": "metrics-volume", "mountPath": LOG_DIR}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": {"katib.kubeflow.org/trial": trial_name},
+            "annotations": {"sidecar.istio.io/inject": "false"},
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "shareProcessNamespace": True,
+            "terminationGracePeriodSeconds": 2,
+            "volumes": [{"name": "metrics-volume", "emptyDir": {}}],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "python:3.11",
+                    "command": wrapped_command(["python3", "-c", train]),
+                    "env": [{"name": "KATIB_TRIAL_NAME", "value": trial_name}],
+                    "volumeMounts": mount,
+                },
+                {
+                    # Argo's `wait`: nobody registers it, and it only ends when killed.
+                    "name": "wait",
+                    "image": "python:3.11",
+                    "command": ["sleep", "100000"],
+                },
+                {
+                    "name": "metrics-logger-and-collector",
+                    "image": "ghcr.io/kubetune/pns-collector:0.1.0",
+                    "command": [
+                        COLLECTOR,
+                        "--trial-name",
+                        trial_name,
+                        "--namespace",
+                        "$(POD_NAMESPACE)",
+                        "--objective-metric",
+                        "loss",
+                        "--objective-type",
+                        "minimize",
+                        "--additional-metrics",
+                        "accuracy",
+                        "--metric-strategies",
+                        "loss=min;accuracy=max",
+                        "--collector-kind",
+                        "StdOut",
+                        "--format",
+                        "TEXT",
+                        "--metrics-path",
+                        f"{LOG_DIR}/metrics.log",
+                        "--log-dir",
+                        LOG_DIR,
+                        "--expected-processes",
+                        "1",
+                        "--log-format",
+                        "json",
+                        *extra,
+                    ],
+                    "env": [
+                        {
+                            "name": "POD_NAMESPACE",
+                            "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+                        }
+                    ],
+                    "volumeMounts": mount,
+                },
+            ],
+        },
+    }
+
+
+def container_state(pod: dict[str, Any], name: str) -> dict[str, Any]:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status["name"] == name:
+            return dict(status.get("state") or {})
+    return {}
+
+
+def test_collector_reports_metrics_to_the_trial_and_exits_0(
+    cluster: Any, kube: Kube, namespace: str
+) -> None:
+    collector_rbac(kube, namespace)
+    kube.create(TRIALS, trial("trial-1"), namespace)
+    kube.create(PODS, trial_pod("trial-1-pod", "trial-1"), namespace)
+
+    def collector_done() -> dict[str, Any] | None:
+        pod = kube.get(PODS, "trial-1-pod", namespace)
+        return container_state(pod, "metrics-logger-and-collector").get("terminated")
+
+    done = wait_for("the collector to end", collector_done)
+    logs = cluster.kubectl(
+        "logs", "-n", namespace, "trial-1-pod", "-c", "metrics-logger-and-collector", check=False
+    ).stdout
+    assert done["exitCode"] == 0, logs
+    messages = [json.loads(line)["message"] for line in logs.splitlines() if line.startswith("{")]
+    assert any("completed; observation reported" in m for m in messages), messages
+
+    observation = kube.get(TRIALS, "trial-1", namespace)["status"]["observation"]
+    assert observation == {
+        "metrics": [
+            {"name": "loss", "min": "0.70", "max": "1.00", "latest": "0.70"},
+            {"name": "accuracy", "min": "0.00", "max": "0.60", "latest": "0.60"},
+        ]
+    }
+    pod = kube.get(PODS, "trial-1-pod", namespace)
+    assert container_state(pod, "main")["terminated"]["exitCode"] == 0
+    assert "running" in container_state(pod, "wait"), "the unregistered sidecar was not waited for"
+    main_logs = cluster.kubectl("logs", "-n", namespace, "trial-1-pod", "-c", "main").stdout
+    assert "epoch 3: loss=0.70" in main_logs and "training done" in main_logs
+
+    # The pod completes once the `wait` container is killed, as Argo's controller would.
+    kube.delete(PODS, "trial-1-pod", namespace, grace_seconds=1)
+    wait_for("the pod to go", lambda: kube.get_or_none(PODS, "trial-1-pod", namespace) is None)
+
+
+def test_intermediate_reports_while_training_runs(
+    cluster: Any, kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    """Pods run on the host here, so the training process can wait for a host file."""
+    go = tmp_path / "go"
+    train = (
+        "import os, time\n"
+        "print('loss=0.9', flush=True)\n"
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.05)\n"
+        "print('loss=0.4', flush=True)\n"
+    )
+    collector_rbac(kube, namespace)
+    kube.create(TRIALS, trial("trial-2"), namespace)
+    pod = trial_pod("trial-2-pod", "trial-2", train, ("--report-interval", "0.2"))
+    kube.create(PODS, pod, namespace)
+
+    def loss() -> dict[str, Any] | None:
+        status = kube.get(TRIALS, "trial-2", namespace).get("status") or {}
+        metrics = (status.get("observation") or {}).get("metrics") or []
+        return next((m for m in metrics if m["name"] == "loss"), None)
+
+    first = wait_for("an intermediate report", loss)
+    assert first == {"name": "loss", "min": "0.9", "max": "0.9", "latest": "0.9"}
+    assert "running" in container_state(kube.get(PODS, "trial-2-pod", namespace), "main")
+    go.touch()
+    wait_for("the final report", lambda: (loss() or {}).get("latest") == "0.4")
+    assert loss() == {"name": "loss", "min": "0.4", "max": "0.9", "latest": "0.4"}
+    kube.delete(PODS, "trial-2-pod", namespace, grace_seconds=1)

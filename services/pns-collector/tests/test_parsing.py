@@ -1,0 +1,151 @@
+"""TEXT (default format and user filters) and JSON lines to metric values."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kubetune_pns_collector import parsing
+from kubetune_pns_collector.parsing import DEFAULT_FORMAT, JsonParser, TextParser
+
+NAMES = ("loss", "accuracy", "val-loss", "test/accuracy")
+STAMP = 1638454071.5  # 2021-12-02T14:07:51.5Z
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("epoch 1: loss=0.5 accuracy=0.9\n", [("loss", "0.5"), ("accuracy", "0.9")]),
+        ("loss = -1.5e-3\n", [("loss", "-1.5e-3")]),
+        ("loss=1E+10 accuracy=.5\n", [("loss", "1E+10"), ("accuracy", ".5")]),
+        ("val-loss=0.25\n", [("val-loss", "0.25")]),
+        ("train-loss=9 loss=1\n", [("loss", "1")]),  # whole names only
+        ("loss=nan accuracy=inf\n", []),  # the default format captures no value: skipped
+        ("loss=NaN\nloss=3\n", [("loss", "3")]),
+        ("nothing here\n", []),
+        ("Loss=1\n", []),  # names are case-sensitive
+        ("loss=1\r\naccuracy=2\r\n", [("loss", "1"), ("accuracy", "2")]),
+        ("loss\n=1\n", []),  # a metric never spans lines
+        # `/` is not in the default name pattern: the name is what follows it (as upstream)
+        ("test/accuracy=0.7\n", [("accuracy", "0.7")]),
+        ("loss=1\ufffd\ufffd accuracy=2\n", [("loss", "1"), ("accuracy", "2")]),
+        ("loss=1accuracy=2 x=1-val-loss=3\n", [("loss", "1"), ("accuracy", "2")]),
+    ],
+    ids=[
+        "two",
+        "spaces-exponent",
+        "exponent-E",
+        "dashes",
+        "prefix",
+        "nan-inf",
+        "nan-then-number",
+        "none",
+        "case",
+        "crlf",
+        "no-span",
+        "slash",
+        "replacement-chars",
+        "adjacent",
+    ],
+)
+def test_default_format(text: str, expected: list[tuple[str, str]]) -> None:
+    got = TextParser(NAMES).parse(text)
+    assert [(n, v) for n, v, _ in got] == expected
+    assert all(stamp == 0.0 for _, _, stamp in got)
+
+
+def test_line_timestamps_are_rfc3339_first_tokens() -> None:
+    text = (
+        "2021-12-02T14:07:51.5Z epoch 1 loss=0.5\n"
+        "no stamp loss=0.4\n"
+        "2021-12-02T14:07:51.5 loss=0.3\n"  # no zone: not RFC 3339
+        "2021-12-02T15:07:51.500000000+01:00 accuracy=0.1 loss=0.2\n"
+    )
+    got = TextParser(NAMES).parse(text)
+    assert got == [
+        ("loss", "0.5", STAMP),
+        ("loss", "0.4", 0.0),
+        ("loss", "0.3", 0.0),
+        ("accuracy", "0.1", STAMP),
+        ("loss", "0.2", STAMP),
+    ]
+
+
+def test_user_filters_names_with_slashes_and_special_values() -> None:
+    filters = [r"([\w/-]+)\s*:\s*(\S+)", r"\{metricName: ([\w|-]+), metricValue: (\S+)\}"]
+    text = (
+        "test/accuracy: 0.75\n"
+        "{metricName: loss, metricValue: nan}\n"
+        "{metricName: val-loss, metricValue: -inf}\n"
+        "irrelevant: 1\n"
+    )
+    got = TextParser(NAMES, filters).parse(text)
+    assert [(n, v) for n, v, _ in got] == [
+        ("test/accuracy", "0.75"),
+        ("loss", "nan"),
+        ("val-loss", "-inf"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("filters", "message"),
+    [
+        (["(unclosed"], "is not a valid regular expression"),
+        ([r"(\w+)=\d+"], "needs two groups"),
+        ([DEFAULT_FORMAT, "[z-a](x)(y)"], "'[z-a](x)(y)' is not a valid regular expression"),
+    ],
+    ids=["syntax", "one-group", "second-of-two"],
+)
+def test_invalid_filters_are_a_clear_error(filters: list[str], message: str) -> None:
+    with pytest.raises(parsing.FilterError, match=re.escape(message)):
+        TextParser(NAMES, filters)
+
+
+def test_json_lines() -> None:
+    text = (
+        '{"loss": "0.5", "accuracy": 0.25, "timestamp": 1638454071.5}\n'
+        "\n"
+        '{"loss": "0.4", "timestamp": "2021-12-02T14:07:51.5Z", "epoch": "3"}\n'
+        "not json at all\n"
+        "[1, 2]\n"
+        '{"loss": true, "accuracy": null, "val-loss": {"x": 1}}\n'
+        '{"loss": NaN}\n'
+        '{"loss": "1e-3", "timestamp": "yesterday"}\n'
+    )
+    got = sorted(JsonParser(NAMES).parse(text), key=lambda t: (t[2], t[0], t[1]))
+    assert got == sorted(
+        [
+            ("loss", "0.5", STAMP),
+            ("accuracy", "0.25", STAMP),
+            ("loss", "0.4", STAMP),
+            ("loss", "NaN", 0.0),
+            ("loss", "1e-3", 0.0),
+        ],
+        key=lambda t: (t[2], t[0], t[1]),
+    )
+
+
+_line = st.lists(
+    st.sampled_from(
+        ["loss", "accuracy", "val-loss", "x", "=", " ", "\t", "\r", "0", "1.5", "-", "e3", "E", "."]
+    ),
+    max_size=12,
+).map("".join)
+
+
+@settings(max_examples=500)
+@given(st.lists(_line, max_size=8))
+def test_block_parsing_equals_upstream_line_by_line(lines: list[str]) -> None:
+    """The many-lines-at-once fast path gives what upstream's per-line regex gives."""
+    text = "\n".join(lines) + "\n"
+    expected = []
+    upstream = re.compile(DEFAULT_FORMAT)
+    for line in text.replace("\r\n", "\n").split("\n"):
+        for m in upstream.finditer(line):
+            name, value = m.group(1).strip(), m.group(2).strip()
+            if value and name in NAMES:
+                expected.append((name, value, 0.0))
+    assert TextParser(NAMES).parse(text) == expected

@@ -1,0 +1,132 @@
+"""The POSIX sh command wrapper (kubetune.procwait.sh_wrap) run by real shells."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kubetune import procwait
+
+SHELLS = [s for s in ("dash", "bash", "busybox") if shutil.which(s)]
+
+
+def run(
+    log_dir: Path, argv: list[str], shell: str, *, tee: bool = True, stdin: bytes = b""
+) -> tuple[subprocess.CompletedProcess[bytes], str]:
+    command = " ".join(shlex.quote(a) for a in argv)
+    metrics = str(log_dir / "metrics.log") if tee else None
+    script = procwait.sh_wrap(command, str(log_dir), metrics_file=metrics)
+    sh = [shell, "sh"] if shell == "busybox" else [shell]
+    p = subprocess.run([*sh, "-c", script], input=stdin, capture_output=True, timeout=20)
+    (pid_file,) = log_dir.glob("*.pid")
+    return p, pid_file.read_text()
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_args_exit_status_and_both_outputs_are_preserved(log_dir: Path, shell: str) -> None:
+    code = (
+        "import sys\n"
+        "print('argv', sys.argv[1:], flush=True)\n"
+        "print('loss=0.5', file=sys.stderr, flush=True)\n"
+        "print('in', sys.stdin.read().strip(), flush=True)\n"
+        "sys.exit(7)"
+    )
+    args = ["a b", "it's", "$HOME", "$(echo no)", "*", ""]
+    p, record = run(log_dir, [sys.executable, "-c", code, *args], shell, stdin=b"fed\n")
+    assert p.returncode == 7
+    assert record == "exit 7\n"
+    expected = f"argv {args!r}\nloss=0.5\nin fed\n"
+    assert p.stdout.decode() == expected, "stdout and stderr go to the container's output"
+    assert (log_dir / "metrics.log").read_text() == expected, "and to the metrics log"
+    leftovers = sorted(x.name for x in log_dir.iterdir() if x.name != "metrics.log")
+    assert len(leftovers) == 1 and leftovers[0].endswith(".pid"), "no FIFO or temp file left"
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_without_tee_output_stays_on_the_container(log_dir: Path, shell: str) -> None:
+    p, record = run(log_dir, ["sh", "-c", "echo out; echo err >&2; exit 0"], shell, tee=False)
+    assert (p.returncode, record) == (0, "completed\n")
+    assert (p.stdout, p.stderr) == (b"out\n", b"err\n")
+    assert not (log_dir / "metrics.log").exists()
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_signal_that_kills_the_command_is_recorded(log_dir: Path, shell: str) -> None:
+    p, record = run(log_dir, ["sh", "-c", "kill -KILL $$"], shell)
+    assert (p.returncode, record) == (137, "signal 9\n")
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_sigterm_to_the_wrapper_reaches_the_training_process(
+    log_dir: Path, shell: str, tmp_path: Path
+) -> None:
+    seen = tmp_path / "got-term"
+    code = (
+        "import signal, sys, time\n"
+        "def on_term(*_):\n"
+        f"    open({str(seen)!r}, 'w').write('term')\n"
+        "    print('saving checkpoint', flush=True)\n"
+        "    sys.exit(5)\n"
+        "signal.signal(signal.SIGTERM, on_term)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    command = shlex.join([sys.executable, "-c", code])
+    script = procwait.sh_wrap(command, str(log_dir), metrics_file=str(log_dir / "metrics.log"))
+    sh = [shell, "sh"] if shell == "busybox" else [shell]
+    p = subprocess.Popen([*sh, "-c", script], stdout=subprocess.PIPE)
+    try:
+        assert p.stdout is not None
+        assert p.stdout.readline() == b"ready\n"
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(10) == 5, "the training process's own exit status"
+    finally:
+        p.kill()
+        p.wait()
+        if p.stdout is not None:
+            p.stdout.close()
+    assert seen.read_text() == "term"
+    assert procwait.read_record(log_dir, p.pid) == procwait.parse_record("exit 5")
+    assert "saving checkpoint" in (log_dir / "metrics.log").read_text()
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_sigterm_default_action_is_recorded_as_signal_15(log_dir: Path, shell: str) -> None:
+    script = procwait.sh_wrap("sleep 60", str(log_dir), metrics_file=str(log_dir / "m.log"))
+    sh = [shell, "sh"] if shell == "busybox" else [shell]
+    p = subprocess.Popen([*sh, "-c", script])
+    try:
+        end_registered = procwait.pid_file(log_dir, p.pid)
+        for _ in range(500):
+            if end_registered.exists():
+                break
+            subprocess.run(["sleep", "0.01"], check=True)
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(10) == 143
+    finally:
+        p.kill()
+        p.wait()
+    assert end_registered.read_text() == "signal 15\n"
+
+
+def test_every_line_is_in_the_metrics_log_when_the_end_is_recorded(log_dir: Path) -> None:
+    """The wrapper waits for tee to drain before recording the end, so a collector that reads
+    after seeing the end record never misses the last lines."""
+    code = "import sys\nfor i in range(20000): sys.stdout.write(f'step={i} loss={i}\\n')"
+    script = procwait.sh_wrap(
+        shlex.join([sys.executable, "-c", code]),
+        str(log_dir),
+        metrics_file=str(log_dir / "metrics.log"),
+    )
+    p = subprocess.Popen(["sh", "-c", script], stdout=subprocess.DEVNULL)
+    result = procwait.wait_for_training(log_dir, timeout=20, register_timeout=10)
+    lines = (log_dir / "metrics.log").read_text().splitlines()
+    p.wait(10)
+    assert result.succeeded
+    assert len(lines) == 20000 and lines[-1] == "step=19999 loss=19999"
