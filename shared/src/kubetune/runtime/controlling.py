@@ -144,7 +144,7 @@ class Controller:
         return None
 
     def synced(self) -> bool:
-        return all(i.synced.is_set() for i in self.informers)
+        return bool(self.informers) and all(i.synced.is_set() for i in self.informers)
 
     def _handle(self, key: Key) -> None:
         reconcile_id = uuid.uuid4().hex[:8]

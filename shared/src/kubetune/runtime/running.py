@@ -163,6 +163,11 @@ class Process:
             for controller in self.controllers:
                 controller.workers = int(self.args.workers)
                 controller.start_informers(self.kube, self.stop)
+            # Reconcile only from full caches: a worker that started early would see a partial
+            # world (and list everything from the API server to make up for it).
+            while not self.stop.is_set() and not all(c.synced() for c in self.controllers):
+                self.stop.wait(0.05)
+            for controller in self.controllers:
                 workers += controller.start_workers(self.stop)
             self.started.set()
             log.info("started %s", ", ".join(c.name for c in self.controllers))

@@ -1,0 +1,404 @@
+"""experiment-controller figures: reconcile time, RSS and object sizes at scale; control overhead.
+
+Scale (`--trials 1000 10000`): in a fresh namespace, an Experiment (Running, maxTrialCount above
+the trial count so it stays running) gets N Trials created directly with Succeeded statuses and
+observations, and its Suggestion N assignments (standing in for the algorithm). Then the real
+`experiment-controller` process starts (namespace-scoped): time to the first status counting N,
+mean reconcile time over `--touches` reconciles (from its /metrics histogram), its RSS, and the
+stored sizes of the Experiment and the Suggestion.
+
+Overhead (`--overhead-trials 500 --parallel 50`): an Experiment whose assignments are all handed
+out up front, so only the controller is measured. The bench plays the trial-controller: each Trial
+"runs" `--run-time` s after it appears and is marked Succeeded. Per trial: time from a trial
+finishing to the next Trial being created (p50, p99); the whole Experiment against the sum of the
+trials' own run times.
+
+    python bench/experiment_controller.py --kubeconfig $KUBECONFIG [--trials 1000 10000]
+        [--overhead-trials 500] [--parallel 50] [--run-time 0.2] [--skip-scale] [--skip-overhead]
+
+Needs the CRDs installed and `experiment-controller` (services/experiment-controller) on PATH or
+importable by this Python. Targets (issue 8): overhead p50 < 300 ms; Experiment and Suggestion
+< 256 KiB at 10,000 trials; controller < 200 MiB RSS at 10,000 trials.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import psutil
+
+from kubetune import errors, naming
+from kubetune.kube import EXPERIMENTS, NAMESPACES, SUGGESTIONS, TRIALS, Kube, connect
+
+Obj = dict[str, Any]
+
+
+def experiment(name: str, namespace: str, max_trials: int, parallel: int) -> Obj:
+    return {
+        "apiVersion": "kubeflow.org/v1beta1",
+        "kind": "Experiment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "objective": {
+                "type": "maximize",
+                "objectiveMetricName": "accuracy",
+                "metricStrategies": [{"name": "accuracy", "value": "max"}],
+            },
+            "algorithm": {"algorithmName": "random"},
+            "parallelTrialCount": parallel,
+            "maxTrialCount": max_trials,
+            "resumePolicy": "Never",
+            "parameters": [
+                {
+                    "name": "lr",
+                    "parameterType": "double",
+                    "feasibleSpace": {"min": "0.01", "max": "0.1"},
+                }
+            ],
+            "metricsCollectorSpec": {"collector": {"kind": "StdOut"}},
+            "trialTemplate": {
+                "primaryContainerName": "main",
+                "trialParameters": [{"name": "lr", "reference": "lr"}],
+                "trialSpec": {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "spec": {
+                        "template": {
+                            "spec": {
+                                "restartPolicy": "Never",
+                                "containers": [
+                                    {
+                                        "name": "main",
+                                        "image": "busybox",
+                                        "command": ["echo", "${trialParameters.lr}"],
+                                    }
+                                ],
+                            }
+                        }
+                    },
+                },
+            },
+        },
+    }
+
+
+def assignment(exp: str, index: int) -> Obj:
+    return {
+        "name": naming.trial_name(exp, str(index)),
+        "parameterAssignments": [{"name": "lr", "value": f"{0.01 + (index % 90) / 1000:.3f}"}],
+    }
+
+
+def observation(value: float) -> Obj:
+    text = f"{value:.6f}"
+    return {"metrics": [{"name": "accuracy", "min": text, "max": text, "latest": text}]}
+
+
+def succeeded_status(value: float) -> Obj:
+    now = "2026-01-01T00:00:00Z"
+    return {
+        "startTime": now,
+        "completionTime": now,
+        "conditions": [
+            {"type": "Created", "status": "True", "reason": "TrialCreated", "message": "m"},
+            {"type": "Running", "status": "False", "reason": "TrialRunning", "message": "m"},
+            {"type": "Succeeded", "status": "True", "reason": "TrialSucceeded", "message": "m"},
+        ],
+        "observation": observation(value),
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def start_controller(kubeconfig: str | None, namespace: str, port: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kubetune_experiment_controller.main",
+            *([f"--kubeconfig={kubeconfig}"] if kubeconfig else []),
+            f"--namespace={namespace}",
+            "--leader-elect=false",
+            f"--probe-port={port}",
+            "--probe-address=127.0.0.1",
+            "--log-level=warning",
+        ],
+    )
+
+
+def reconcile_metrics(port: int) -> tuple[float, float]:
+    """(sum of seconds, count) of the controller's reconcile histogram."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    total = count = 0.0
+    for line in text.splitlines():
+        if line.startswith("kubetune_reconcile_duration_seconds_sum{"):
+            total = float(line.rsplit(" ", 1)[1])
+        elif line.startswith("kubetune_reconcile_duration_seconds_count{"):
+            count = float(line.rsplit(" ", 1)[1])
+    return total, count
+
+
+def wait_until(what: str, probe: Any, timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = probe()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise SystemExit(f"timed out waiting for {what}")
+
+
+def make_namespace(kube: Kube, prefix: str) -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    return name
+
+
+def size(kube: Kube, res: Any, name: str, namespace: str) -> int:
+    return len(json.dumps(kube.get(res, name, namespace), separators=(",", ":")))
+
+
+def scale(kube: Kube, kubeconfig: str | None, n: int, touches: int) -> None:
+    namespace = make_namespace(kube, f"bench-exp-{n}")
+    name = "bench"
+    try:
+        created = kube.create(EXPERIMENTS, experiment(name, namespace, n + 10, 5), namespace)
+        owner = {
+            "apiVersion": "kubeflow.org/v1beta1",
+            "kind": "Experiment",
+            "name": name,
+            "uid": created["metadata"]["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+        started = time.monotonic()
+
+        def one(index: int) -> None:
+            a = assignment(name, index)
+            body = {
+                "apiVersion": "kubeflow.org/v1beta1",
+                "kind": "Trial",
+                "metadata": {
+                    "name": a["name"],
+                    "labels": {naming.LABEL_EXPERIMENT: name},
+                    "ownerReferences": [owner],
+                },
+                "spec": {"parameterAssignments": a["parameterAssignments"]},
+            }
+            kube.create(TRIALS, body, namespace)
+            status = {"status": succeeded_status(random.random())}
+            kube.patch(TRIALS, a["name"], status, namespace, subresource="status")
+
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(one, range(n)))
+        suggestions = [assignment(name, i) for i in range(n)]
+        kube.create(
+            SUGGESTIONS,
+            {
+                "apiVersion": "kubeflow.org/v1beta1",
+                "kind": "Suggestion",
+                "metadata": {
+                    "name": name,
+                    "labels": {naming.LABEL_EXPERIMENT: name},
+                    "ownerReferences": [owner],
+                },
+                "spec": {"algorithm": {"algorithmName": "random"}, "requests": n},
+            },
+            namespace,
+        )
+        kube.patch(
+            SUGGESTIONS,
+            name,
+            {"status": {"suggestions": suggestions, "suggestionCount": n}},
+            namespace,
+            subresource="status",
+        )
+        setup = time.monotonic() - started
+
+        port = free_port()
+        t0 = time.monotonic()
+        process = start_controller(kubeconfig, namespace, port)
+        try:
+            wait_until(
+                f"status counting {n} trials",
+                lambda: (
+                    ((kube.get(EXPERIMENTS, name, namespace).get("status") or {}).get("trials"))
+                    == n
+                ),
+                timeout=600,
+            )
+            first = time.monotonic() - t0
+            before = reconcile_metrics(port)
+            for i in range(touches):
+                kube.patch(
+                    EXPERIMENTS, name, {"metadata": {"annotations": {"bench": str(i)}}}, namespace
+                )
+                wait_until(
+                    "the reconcile",
+                    lambda i=i: reconcile_metrics(port)[1] >= before[1] + i + 1,
+                    timeout=120,
+                )
+            after = reconcile_metrics(port)
+            per = (after[0] - before[0]) / max(1.0, after[1] - before[1])
+            rss = psutil.Process(process.pid).memory_info().rss / 2**20
+        finally:
+            process.terminate()
+            process.wait(30)
+        exp_size = size(kube, EXPERIMENTS, name, namespace)
+        sug_size = size(kube, SUGGESTIONS, name, namespace)
+        print(
+            f"trials={n:>6}  setup={setup:6.1f}s  start->status={first:5.1f}s  "
+            f"reconcile={per * 1000:7.1f}ms (mean of {int(after[1] - before[1])})  "
+            f"rss={rss:6.1f}MiB  experiment={exp_size / 1024:6.1f}KiB  "
+            f"suggestion={sug_size / 1024:6.1f}KiB",
+            flush=True,
+        )
+    finally:
+        kube.delete(NAMESPACES, namespace)
+
+
+def overhead(kube: Kube, kubeconfig: str | None, n: int, parallel: int, run_time: float) -> None:
+    namespace = make_namespace(kube, "bench-overhead")
+    name = "over"
+    created_at: dict[str, float] = {}
+    finished_at: list[float] = []
+    done = threading.Event()
+    lock = threading.Lock()
+    try:
+        kube.create(EXPERIMENTS, experiment(name, namespace, n, parallel), namespace)
+        port = free_port()
+        process = start_controller(kubeconfig, namespace, port)
+        try:
+            wait_until(
+                "the Suggestion",
+                lambda: kube.get_or_none(SUGGESTIONS, name, namespace),
+                timeout=60,
+            )
+            rv = kube.list(TRIALS, namespace)["metadata"]["resourceVersion"]
+            pending: list[tuple[float, str]] = []
+
+            def finisher() -> None:
+                while not done.is_set():
+                    now = time.monotonic()
+                    with lock:
+                        due = [p for p in pending if p[0] <= now]
+                        pending[:] = [p for p in pending if p[0] > now]
+                    for _, trial in due:
+                        kube.patch(
+                            TRIALS,
+                            trial,
+                            {"status": succeeded_status(random.random())},
+                            namespace,
+                            subresource="status",
+                        )
+                        with lock:
+                            finished_at.append(time.monotonic())
+                    time.sleep(0.005)
+
+            worker = threading.Thread(target=finisher, daemon=True)
+            worker.start()
+            t0 = time.monotonic()
+            # Every assignment up front: from here on only the controller is measured.
+            kube.patch(
+                SUGGESTIONS,
+                name,
+                {
+                    "status": {
+                        "suggestions": [assignment(name, i) for i in range(n)],
+                        "suggestionCount": n,
+                    }
+                },
+                namespace,
+                subresource="status",
+            )
+            while len(created_at) < n:
+                try:
+                    for event in kube.watch(TRIALS, namespace, resource_version=rv):
+                        obj = event.get("object") or {}
+                        rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                        if event.get("type") != "ADDED":
+                            continue
+                        trial = obj["metadata"]["name"]
+                        now = time.monotonic()
+                        created_at.setdefault(trial, now)
+                        with lock:
+                            pending.append((now + run_time, trial))
+                        if len(created_at) >= n:
+                            break
+                except errors.Gone:
+                    rv = kube.list(TRIALS, namespace)["metadata"]["resourceVersion"]
+            wait_until(
+                "completion",
+                lambda: any(
+                    c.get("type") == "Succeeded" and c.get("status") == "True"
+                    for c in (kube.get(EXPERIMENTS, name, namespace).get("status") or {}).get(
+                        "conditions"
+                    )
+                    or []
+                ),
+                timeout=600,
+            )
+            whole = time.monotonic() - t0
+            done.set()
+            worker.join(10)
+        finally:
+            process.terminate()
+            process.wait(30)
+        creations = sorted(created_at.values())[parallel:]
+        finishes = sorted(finished_at)
+        gaps = [c - f for c, f in zip(creations, finishes, strict=False) if c >= f]
+        gaps.sort()
+        p50 = statistics.median(gaps) * 1000 if gaps else float("nan")
+        p99 = gaps[min(len(gaps) - 1, int(len(gaps) * 0.99))] * 1000 if gaps else float("nan")
+        serial = n * run_time
+        print(
+            f"overhead: trials={n} parallel={parallel} run_time={run_time}s  "
+            f"finish->next created p50={p50:.0f}ms p99={p99:.0f}ms  "
+            f"whole={whole:.1f}s  sum of run times={serial:.1f}s  "
+            f"ideal={serial / parallel:.1f}s",
+            flush=True,
+        )
+    finally:
+        kube.delete(NAMESPACES, namespace)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"), required=False)
+    p.add_argument("--trials", type=int, nargs="*", default=[1000, 10000])
+    p.add_argument("--touches", type=int, default=10, help="reconciles timed per scale point")
+    p.add_argument("--overhead-trials", type=int, default=500)
+    p.add_argument("--parallel", type=int, default=50)
+    p.add_argument("--run-time", type=float, default=0.2)
+    p.add_argument("--skip-scale", action="store_true")
+    p.add_argument("--skip-overhead", action="store_true")
+    args = p.parse_args()
+    kube = Kube(connect(args.kubeconfig))
+    if not args.skip_overhead:
+        overhead(kube, args.kubeconfig, args.overhead_trials, args.parallel, args.run_time)
+    if not args.skip_scale:
+        for n in args.trials:
+            scale(kube, args.kubeconfig, n, args.touches)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""The `experiment-controller` process: flags, configuration, watches, run.
+
+Watches Experiments (own key), and Suggestions and Trials mapped to their controlling
+Experiment. The Trial informer is label-selected (`katib.kubeflow.org/experiment`) and keeps only
+`summaries.slim` of each Trial, so 10,000 Trials cost a few MiB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from kubetune import config, naming
+from kubetune.kube import EXPERIMENTS, SUGGESTIONS, TRIALS, Kube, connect
+from kubetune.runtime import Controller, owner_keys, running
+from kubetune_experiment_controller import planning, reconciling, summaries
+
+SERVICE = "experiment-controller"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=SERVICE,
+        description="kubetune experiment-controller: drives Experiments (Katib v1beta1).",
+    )
+    running.add_flags(p, SERVICE)
+    p.add_argument(
+        "--katib-config",
+        action=running.EnvDefault,
+        env="KUBETUNE_KATIB_CONFIG",
+        default=None,
+        help="katib-config file (default: built-in configuration)",
+    )
+    p.add_argument(
+        "--max-listed-trials",
+        action=running.EnvDefault,
+        env="KUBETUNE_MAX_LISTED_TRIALS",
+        type=int,
+        default=planning.DEFAULT_MAX_LISTED,
+        help="names kept per trial list in Experiment status (newest); counts stay exact",
+    )
+    p.add_argument(
+        "--namespace",
+        action=running.EnvDefault,
+        env="KUBETUNE_WATCH_NAMESPACE",
+        default=None,
+        help="watch only this namespace (default: all namespaces)",
+    )
+    p.add_argument(
+        "--resync-period",
+        action=running.EnvDefault,
+        env="KUBETUNE_RESYNC_PERIOD",
+        type=float,
+        default=300.0,
+        help="seconds between full resyncs of the caches",
+    )
+    return p
+
+
+def build(
+    kube: Kube,
+    katib_config: config.KatibConfig,
+    *,
+    max_listed: int = planning.DEFAULT_MAX_LISTED,
+    resync_period: float = 300.0,
+    namespace: str | None = None,
+) -> Controller:
+    """The controller with its watches (also used by tests and the bench)."""
+    reconciler = reconciling.Reconciler(kube, katib_config, max_listed=max_listed)
+    controller = Controller(SERVICE, reconciler.reconcile, resync_period=resync_period)
+    reconciler.controller = controller
+    by_owner = owner_keys("Experiment", "kubeflow.org/v1beta1")
+    controller.watch(EXPERIMENTS, namespace=namespace)
+    controller.watch(SUGGESTIONS, by_owner, namespace=namespace)
+    controller.watch(
+        TRIALS,
+        by_owner,
+        namespace=namespace,
+        label_selector=naming.LABEL_EXPERIMENT,
+        transform=summaries.cached,
+    )
+    return controller
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        katib_config = config.load(args.katib_config)
+    except (OSError, config.ConfigError) as e:
+        print(f"{SERVICE}: {e}", file=sys.stderr)
+        return 2
+    # The runtime opens its own client for leader election and probes; this one reconciles.
+    kube = Kube(connect(args.kubeconfig))
+    controller = build(
+        kube,
+        katib_config,
+        max_listed=int(args.max_listed_trials),
+        resync_period=float(args.resync_period),
+        namespace=args.namespace or None,
+    )
+    return running.run([controller], args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

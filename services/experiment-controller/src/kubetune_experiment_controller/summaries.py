@@ -1,0 +1,242 @@
+"""Trials reduced to what the experiment-controller needs: state, assignments, observation.
+
+At 10,000 trials a cache of whole Trial objects (each with its rendered runSpec) costs hundreds
+of MiB, so the Trial informer keeps only `cached(trial)`: the metadata the runtime needs and a
+compact `TrialSummary`. `count` buckets the summaries into upstream's states and `optimal`
+picks the best trial by the objective's type and metric strategy (reference §4.2).
+Neighbours: `planning` turns counts into conditions and requests.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from kubetune import naming, observations
+from kubetune.api.common import (
+    Metric,
+    MetricStrategyType,
+    ObjectiveSpec,
+    Observation,
+    ParameterAssignment,
+)
+from kubetune.conditions import TRUE, TrialCondition
+from kubetune.kube import Obj
+
+RENDER_ERROR_ANNOTATION = "kubetune.io/render-error"
+"""Set on a Trial whose template could not be rendered; the Trial is marked Failed with it."""
+
+
+class TrialState(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    KILLED = "Killed"
+    EARLY_STOPPED = "EarlyStopped"
+    METRICS_UNAVAILABLE = "MetricsUnavailable"
+
+
+# Upstream buckets a trial by the first true condition in this order, else Pending.
+_ORDER = (
+    TrialCondition.KILLED,
+    TrialCondition.FAILED,
+    TrialCondition.SUCCEEDED,
+    TrialCondition.EARLY_STOPPED,
+    TrialCondition.RUNNING,
+    TrialCondition.METRICS_UNAVAILABLE,
+)
+
+
+SUMMARY_KEY = "kubetune.summary"
+
+Metrics = tuple[tuple[str, str | None, str | None, str | None], ...]
+"""An observation as (name, min, max, latest) tuples: far smaller than the dicts."""
+
+
+@dataclass(frozen=True, slots=True)
+class TrialSummary:
+    name: str
+    state: TrialState
+    created: str = ""
+    assignments: tuple[tuple[str, str], ...] = ()
+    metrics: Metrics | None = None
+    render_error: str | None = None
+
+
+def state_of(true_types: Iterable[str]) -> TrialState:
+    present = set(true_types)
+    for condition in _ORDER:
+        if condition in present:
+            return TrialState(str(condition))
+    return TrialState.PENDING
+
+
+def _intern(value: Any) -> Any:
+    return sys.intern(value) if isinstance(value, str) else value
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def summarise(trial: Obj) -> TrialSummary:
+    """A Trial as a summary."""
+    meta = trial.get("metadata") or {}
+    status = trial.get("status") or {}
+    true_types = [
+        str(c.get("type")) for c in status.get("conditions") or [] if c.get("status") == TRUE
+    ]
+    observed = (status.get("observation") or {}).get("metrics") or []
+    metrics: Metrics | None = None
+    if observed:
+        metrics = tuple(
+            (
+                _intern(str(m.get("name"))),
+                _text(m.get("min")),
+                _text(m.get("max")),
+                _text(m.get("latest")),
+            )
+            for m in observed
+        )
+    return TrialSummary(
+        name=str(meta.get("name") or ""),
+        state=state_of(true_types),
+        created=str(meta.get("creationTimestamp") or ""),
+        assignments=tuple(
+            (_intern(str(a.get("name"))), str(a.get("value")))
+            for a in (trial.get("spec") or {}).get("parameterAssignments") or ()
+        ),
+        metrics=metrics,
+        render_error=(meta.get("annotations") or {}).get(RENDER_ERROR_ANNOTATION),
+    )
+
+
+def cached(trial: Obj) -> Obj:
+    """The informer transform: the metadata the runtime and the filter need, and the summary.
+
+    A few hundred bytes per Trial instead of the whole object with its rendered runSpec.
+    Strings every Trial of an experiment repeats (namespace, label, owner) are interned.
+    """
+    meta = trial.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    slim_labels = {}
+    if naming.LABEL_EXPERIMENT in labels:
+        slim_labels[naming.LABEL_EXPERIMENT] = _intern(labels[naming.LABEL_EXPERIMENT])
+    slim_meta: dict[str, Any] = {
+        "name": meta.get("name"),
+        "namespace": _intern(meta.get("namespace")),
+        "resourceVersion": meta.get("resourceVersion"),
+        "labels": slim_labels,
+        "ownerReferences": [
+            {
+                "apiVersion": _intern(r.get("apiVersion")),
+                "kind": _intern(r.get("kind")),
+                "name": _intern(r.get("name")),
+            }
+            for r in meta.get("ownerReferences") or []
+            if r.get("controller")
+        ],
+    }
+    return {"metadata": slim_meta, SUMMARY_KEY: summarise(trial)}
+
+
+def summary_of(trial: Obj) -> TrialSummary:
+    """The summary a `cached` object carries, else computed now."""
+    found = trial.get(SUMMARY_KEY)
+    return found if isinstance(found, TrialSummary) else summarise(trial)
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Trials per state, and the names per state, newest last."""
+
+    total: int
+    by_state: dict[TrialState, int]
+    names: dict[TrialState, list[str]]
+
+    def __getitem__(self, state: TrialState) -> int:
+        return self.by_state.get(state, 0)
+
+    @property
+    def active(self) -> int:
+        return self[TrialState.PENDING] + self[TrialState.RUNNING]
+
+    @property
+    def finished(self) -> int:
+        """Every completed trial, MetricsUnavailable included (upstream's max-trials count)."""
+        return self.total - self.active
+
+
+def in_creation_order(trials: Iterable[TrialSummary]) -> list[TrialSummary]:
+    """Oldest first (creation time, then name): the order `count` and `optimal` expect."""
+    return sorted(trials, key=lambda t: (t.created, t.name))
+
+
+def count(trials: Sequence[TrialSummary]) -> Counts:
+    """Bucket the trials (given `in_creation_order`); names keep that order, oldest first."""
+    by_state: dict[TrialState, int] = {}
+    names: dict[TrialState, list[str]] = {}
+    for trial in trials:
+        by_state[trial.state] = by_state.get(trial.state, 0) + 1
+        names.setdefault(trial.state, []).append(trial.name)
+    return Counts(total=len(trials), by_state=by_state, names=names)
+
+
+@dataclass(frozen=True)
+class Optimum:
+    name: str
+    value: float
+    assignments: list[ParameterAssignment]
+    observation: Observation
+
+
+_MISSING = (None, "", observations.UNAVAILABLE)
+_FIELDS = {"min": 1, "max": 2, "latest": 3}
+
+
+def _objective_value(name: str, field: int, metrics: Metrics) -> float | None:
+    """The objective's value: the strategy's field, else `latest` (as `metric_value` does).
+
+    On tuples, not models: this runs for every trial on every reconcile (10,000 of them).
+    """
+    for metric in metrics:
+        if metric[0] == name:
+            chosen = metric[field]
+            if chosen in _MISSING:
+                chosen = metric[3]
+            return None if chosen in _MISSING else observations.parse_number(str(chosen))
+    return None
+
+
+def optimal(objective: ObjectiveSpec, trials: Sequence[TrialSummary]) -> Optimum | None:
+    """The best trial by the objective metric's strategy; ties keep the first (trials given
+    `in_creation_order`, so the earliest created).
+
+    Trials whose objective value is unavailable or not a number are skipped (upstream made a
+    non-numeric value the best trial; kubetune cannot rank text, so it ignores it).
+    """
+    name = objective.objective_metric_name
+    strategy = observations.strategies(objective).get(name, MetricStrategyType.LATEST)
+    field = _FIELDS[str(strategy)]
+    best: TrialSummary | None = None
+    best_value: float | None = None
+    for trial in trials:
+        if not trial.metrics:
+            continue
+        value = _objective_value(name, field, trial.metrics)
+        if value is not None and observations.better(objective, value, best_value):
+            best, best_value = trial, value
+    if best is None or best_value is None or best.metrics is None:
+        return None
+    return Optimum(
+        name=best.name,
+        value=best_value,
+        assignments=[ParameterAssignment(name=n, value=v) for n, v in best.assignments],
+        observation=Observation(
+            metrics=[Metric(name=n, min=lo, max=hi, latest=la) for n, lo, hi, la in best.metrics]
+        ),
+    )

@@ -1,0 +1,317 @@
+"""The controller against a real API server; the test plays algorithm and trial-controller."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kubetune import naming
+from kubetune.kube import EXPERIMENTS, SUGGESTIONS, Kube, Resource
+from tests.standins import (
+    RunningController,
+    StandInAlgorithm,
+    experiment_manifest,
+    experiment_status,
+    last_condition,
+    set_trial,
+    trials_of,
+    wait_for,
+)
+
+pytestmark = pytest.mark.integration
+
+EVENTS = Resource("", "v1", "events", "Event")
+
+
+def _state(trial: dict[str, Any]) -> str:
+    true = {
+        c["type"]
+        for c in (trial.get("status") or {}).get("conditions") or []
+        if c["status"] == "True"
+    }
+    for state in ("Killed", "Failed", "Succeeded", "EarlyStopped", "Running", "MetricsUnavailable"):
+        if state in true:
+            return state
+    return "Pending"
+
+
+def _finished(status: dict[str, Any]) -> int:
+    return int(status.get("trialsSucceeded") or 0) + int(status.get("trialsFailed") or 0)
+
+
+def _drive(
+    kube: Kube,
+    namespace: str,
+    name: str,
+    accuracies: dict[int, float],
+    *,
+    parallel: int,
+    stop: tuple[str, str, str],
+    extra: int = 0,
+    failing: frozenset[int] = frozenset(),
+) -> int:
+    """Play algorithm and trial-controller until the Experiment's last condition is `stop`.
+
+    Each round: hand out what is requested (plus `extra` unrequested assignments), wait for the
+    Trials, check parallelism, finish every open trial (Failed if its index is in `failing`).
+    Returns the most trials seen active at once.
+    """
+    algorithm = StandInAlgorithm(kube, namespace, name)
+    names = {naming.trial_name(name, str(i)): i for i in range(200)}
+    finished: set[str] = set()
+    peak = 0
+    for _ in range(60):
+        if last_condition(kube, namespace, name) == stop:
+            return peak
+        wait_for(
+            "open trials or completion",
+            lambda: (
+                last_condition(kube, namespace, name) == stop
+                or algorithm.fulfil(extra) < 0  # hands out what is requested by now; never true
+                or any(
+                    t["metadata"]["name"] not in finished for t in trials_of(kube, namespace, name)
+                )
+            ),
+        )
+        trials = trials_of(kube, namespace, name)
+        active = [t for t in trials if _state(t) in ("Pending", "Running")]
+        peak = max(peak, len(active))
+        assert len(active) <= parallel, f"{len(active)} active trials > parallel {parallel}"
+        for trial in active:
+            trial_name = trial["metadata"]["name"]
+            index = names[trial_name]
+            if index in failing:
+                set_trial(kube, namespace, trial_name, "Failed")
+            else:
+                set_trial(kube, namespace, trial_name, "Succeeded", accuracies.get(index, 0.1))
+            finished.add(trial_name)
+        wait_for(
+            "the controller to count the finished trials",
+            lambda: (
+                last_condition(kube, namespace, name) == stop
+                or _finished(experiment_status(kube, namespace, name)) >= len(finished)
+            ),
+        )
+    raise AssertionError(
+        f"experiment never reached {stop}: {last_condition(kube, namespace, name)}"
+    )
+
+
+def test_runs_to_max_trials_with_counts_optimum_and_parallelism(
+    kube: Kube, namespace: str, controller: RunningController
+) -> None:
+    kube.create(
+        EXPERIMENTS, experiment_manifest("exp", namespace, max_trials=12, parallel=3), namespace
+    )
+    wait_for("Created", lambda: last_condition(kube, namespace, "exp"))
+    suggestion = wait_for("the Suggestion", lambda: kube.get_or_none(SUGGESTIONS, "exp", namespace))
+    assert suggestion["spec"]["requests"] == 3
+    assert suggestion["spec"]["algorithm"] == {"algorithmName": "random"}
+    assert suggestion["metadata"]["ownerReferences"][0]["kind"] == "Experiment"
+    assert suggestion["metadata"]["labels"] == {"team": "ml", naming.LABEL_EXPERIMENT: "exp"}
+
+    accuracies = {i: 0.5 + i / 100 for i in range(12)}
+    accuracies[7] = 0.99
+    peak = _drive(
+        kube,
+        namespace,
+        "exp",
+        accuracies,
+        parallel=3,
+        extra=2,  # the algorithm over-delivers: the controller must not over-create
+        stop=("Succeeded", "True", "ExperimentMaxTrialsReached"),
+    )
+    assert peak == 3
+    status = experiment_status(kube, namespace, "exp")
+    assert status["trials"] == 12 and status["trialsSucceeded"] == 12
+    assert len(status["succeededTrialList"]) == 12
+    assert status["currentOptimalTrial"]["bestTrialName"] == naming.trial_name("exp", "7")
+    assert status["currentOptimalTrial"]["observation"]["metrics"][0]["max"] == "0.99"
+    assert status["startTime"] and status["completionTime"]
+    types = [c["type"] for c in status["conditions"]]
+    assert types == ["Created", "Running", "Succeeded"]
+    assert status["conditions"][1]["status"] == "False"
+    trials = trials_of(kube, namespace, "exp")
+    assert len(trials) == 12
+    assert kube.get(SUGGESTIONS, "exp", namespace)["spec"]["requests"] == 12
+
+    trial = next(t for t in trials if t["metadata"]["name"] == naming.trial_name("exp", "7"))
+    run = trial["spec"]["runSpec"]
+    assert run["metadata"] == {"name": trial["metadata"]["name"], "namespace": namespace}
+    assert run["spec"]["template"]["spec"]["containers"][0]["command"][-1] == "echo lr=0.08"
+    assert run["spec"]["template"]["metadata"]["annotations"] == {
+        "sidecar.istio.io/inject": "false"
+    }
+    assert trial["spec"]["successCondition"].startswith("status.conditions.#(type==")
+    assert trial["metadata"]["ownerReferences"][0]["controller"] is True
+
+
+def test_goal_reached_stops_early(
+    kube: Kube, namespace: str, controller: RunningController
+) -> None:
+    kube.create(
+        EXPERIMENTS,
+        experiment_manifest("goal", namespace, max_trials=12, parallel=2, goal=0.9),
+        namespace,
+    )
+    _drive(
+        kube,
+        namespace,
+        "goal",
+        {0: 0.5, 1: 0.6, 2: 0.95},
+        parallel=2,
+        stop=("Succeeded", "True", "ExperimentGoalReached"),
+    )
+    status = experiment_status(kube, namespace, "goal")
+    assert status["trials"] <= 4
+    assert status["currentOptimalTrial"]["bestTrialName"] == naming.trial_name("goal", "2")
+
+
+def test_max_failed_trials_fails_the_experiment(
+    kube: Kube, namespace: str, controller: RunningController
+) -> None:
+    kube.create(
+        EXPERIMENTS,
+        experiment_manifest("fails", namespace, max_trials=10, parallel=2, max_failed=2),
+        namespace,
+    )
+    _drive(
+        kube,
+        namespace,
+        "fails",
+        {},
+        parallel=2,
+        failing=frozenset({1, 2, 3}),
+        stop=("Failed", "True", "ExperimentFailed"),
+    )
+    status = experiment_status(kube, namespace, "fails")
+    assert status["conditions"][-1]["message"] == (
+        "Experiment has failed because max failed count has reached"
+    )
+    assert status["trialsFailed"] >= 2
+
+
+def test_suggestion_failed_fails_the_experiment(
+    kube: Kube, namespace: str, controller: RunningController
+) -> None:
+    kube.create(EXPERIMENTS, experiment_manifest("sugfail", namespace), namespace)
+    wait_for("the Suggestion", lambda: kube.get_or_none(SUGGESTIONS, "sugfail", namespace))
+    StandInAlgorithm(kube, namespace, "sugfail").set_conditions(
+        [
+            {"type": "Created", "status": "True", "reason": "SuggestionCreated"},
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": "SuggestionFailed",
+                "message": "Validation failed: random_state must be >= 0",
+            },
+        ]
+    )
+    wait_for(
+        "Failed",
+        lambda: (
+            last_condition(kube, namespace, "sugfail") == ("Failed", "True", "ExperimentFailed")
+        ),
+    )
+    status = experiment_status(kube, namespace, "sugfail")
+    assert status["conditions"][-1]["message"] == "Suggestion has failed"
+
+
+def test_restart_long_running_continues_to_the_new_max(
+    kube: Kube, namespace: str, controller: RunningController
+) -> None:
+    kube.create(
+        EXPERIMENTS,
+        experiment_manifest("again", namespace, max_trials=3, parallel=2, resume="LongRunning"),
+        namespace,
+    )
+    done = ("Succeeded", "True", "ExperimentMaxTrialsReached")
+    _drive(kube, namespace, "again", {}, parallel=2, stop=done)
+    assert len(trials_of(kube, namespace, "again")) == 3
+
+    kube.patch(EXPERIMENTS, "again", {"spec": {"maxTrialCount": 5}}, namespace)
+    wait_for(
+        "Restarting",
+        lambda: any(
+            c["type"] == "Restarting" and c["status"] == "True"
+            for c in experiment_status(kube, namespace, "again").get("conditions") or []
+        ),
+    )
+    wait_for(
+        "requests raised to 5",
+        lambda: kube.get(SUGGESTIONS, "again", namespace)["spec"]["requests"] == 5,
+    )
+    _drive(kube, namespace, "again", {4: 0.9}, parallel=2, stop=done)
+    status = experiment_status(kube, namespace, "again")
+    assert status["trials"] == 5 and status["trialsSucceeded"] == 5
+    assert status["currentOptimalTrial"]["bestTrialName"] == naming.trial_name("again", "4")
+    assert len(trials_of(kube, namespace, "again")) == 5
+
+
+def test_restart_refused_with_never(
+    kube: Kube, namespace: str, controller: RunningController
+) -> None:
+    kube.create(
+        EXPERIMENTS, experiment_manifest("never", namespace, max_trials=2, parallel=2), namespace
+    )
+    done = ("Succeeded", "True", "ExperimentMaxTrialsReached")
+    _drive(kube, namespace, "never", {}, parallel=2, stop=done)
+    kube.patch(EXPERIMENTS, "never", {"spec": {"maxTrialCount": 4}}, namespace)
+    wait_for(
+        "a RestartRefused event",
+        lambda: [
+            e for e in kube.list_all(EVENTS, namespace) if e.get("reason") == "RestartRefused"
+        ],
+    )
+    assert last_condition(kube, namespace, "never") == done
+    assert len(trials_of(kube, namespace, "never")) == 2
+
+
+def test_template_error_fails_that_trial_with_a_message(
+    kube: Kube, namespace: str, controller: RunningController
+) -> None:
+    manifest = experiment_manifest("broken", namespace, max_trials=2, parallel=1, max_failed=1)
+    container = manifest["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    container["command"] = ["echo", "${trialParameters.learningRate}", "${trialParameters.typo}"]
+    kube.create(EXPERIMENTS, manifest, namespace)
+    wait_for("the Suggestion", lambda: kube.get_or_none(SUGGESTIONS, "broken", namespace))
+    StandInAlgorithm(kube, namespace, "broken").fulfil()
+    trial = wait_for(
+        "a failed trial",
+        lambda: [t for t in trials_of(kube, namespace, "broken") if _state(t) == "Failed"],
+    )[0]
+    message = trial["status"]["conditions"][-1]["message"]
+    assert "unresolved placeholder(s) ${trialParameters.typo}" in message
+    assert "runSpec" not in trial["spec"]
+    wait_for(
+        "the experiment to fail",
+        lambda: last_condition(kube, namespace, "broken") == ("Failed", "True", "ExperimentFailed"),
+    )
+    events = [
+        e for e in kube.list_all(EVENTS, namespace) if e.get("reason") == "TrialTemplateError"
+    ]
+    assert events and "typo" in events[0]["message"]
+
+
+def test_deleting_the_experiment_takes_suggestion_and_trials(
+    kube: Kube, namespace: str, controller: RunningController
+) -> None:
+    kube.create(
+        EXPERIMENTS, experiment_manifest("gone", namespace, max_trials=2, parallel=2), namespace
+    )
+    wait_for("the Suggestion", lambda: kube.get_or_none(SUGGESTIONS, "gone", namespace))
+    StandInAlgorithm(kube, namespace, "gone").fulfil()
+    wait_for("2 trials", lambda: len(trials_of(kube, namespace, "gone")) == 2)
+    kube.delete(EXPERIMENTS, "gone", namespace, propagation="Foreground")
+    wait_for(
+        "everything gone",
+        lambda: (
+            kube.get_or_none(EXPERIMENTS, "gone", namespace) is None
+            and kube.get_or_none(SUGGESTIONS, "gone", namespace) is None
+            and not trials_of(kube, namespace, "gone")
+        ),
+        timeout=60,
+    )

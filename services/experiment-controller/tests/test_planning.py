@@ -1,0 +1,200 @@
+"""The pure decisions of one reconcile: requests, trials to create, conditions, restart."""
+
+from __future__ import annotations
+
+from kubetune import conditions, naming
+from kubetune.api.experiment import ExperimentStatus
+from kubetune_experiment_controller import planning
+from kubetune_experiment_controller.planning import plan
+from tests.helpers import experiment, suggestion, trial
+
+NOW = "2026-01-01T01:00:00Z"
+
+
+def _last(p: planning.Plan) -> tuple[str, str, str | None]:
+    last = (p.status.conditions or [])[-1]
+    return last.type, last.status, last.reason
+
+
+def _status_after(p: planning.Plan) -> dict[str, object]:
+    return {"status": p.status.model_dump(mode="json", by_alias=True, exclude_none=True)}
+
+
+def test_new_experiment_is_created_and_asks_for_parallel_trials() -> None:
+    p = plan(experiment(), [], None, NOW)
+    assert _last(p) == ("Created", "True", "ExperimentCreated")
+    assert p.status.start_time == NOW
+    assert p.create_suggestion and p.requests == 3
+    assert p.new_trials == []
+    assert p.status.trials == 0
+
+
+def test_assignments_become_trials_within_parallelism() -> None:
+    exp = experiment(status=_status_after(plan(experiment(), [], None, NOW))["status"])  # type: ignore[arg-type]
+    p = plan(exp, [], suggestion(5, requests=3), NOW)
+    # the algorithm handed out too many: only `parallel` become trials
+    assert [t.name for t in p.new_trials] == [naming.trial_name("exp", str(i)) for i in range(3)]
+    assert p.requests is None  # already 3
+
+
+def test_requests_grow_as_trials_finish_and_never_pass_max() -> None:
+    trials = [trial(i, "Succeeded") for i in range(10)] + [trial(10, "Running")]
+    p = plan(experiment(max_trials=12), trials, suggestion(11, requests=11), NOW)
+    assert p.requests == 12  # one more, not parallel (3) more
+    assert [t.name for t in p.new_trials] == []  # the 12th assignment is not there yet
+    p = plan(experiment(max_trials=12), trials, suggestion(14, requests=12), NOW)
+    assert [t.name for t in p.new_trials] == [naming.trial_name("exp", "11")]
+
+
+def test_never_more_than_max_even_when_the_algorithm_overshoots() -> None:
+    trials = [trial(i, "Succeeded") for i in range(8)] + [
+        trial(i, "MetricsUnavailable") for i in (8, 9)
+    ]
+    p = plan(experiment(max_trials=12, parallel=5), trials, suggestion(20, requests=12), NOW)
+    assert len(trials) + len(p.new_trials) == 12
+    assert p.requests is None
+
+
+def test_requests_never_shrink() -> None:
+    p = plan(experiment(), [trial(0, "Running")], suggestion(3, requests=6), NOW)
+    assert p.requests is None
+
+
+def test_parallelism_reduction_waits_instead_of_deleting() -> None:
+    trials = [trial(i, "Running") for i in range(5)]
+    p = plan(experiment(parallel=2), trials, suggestion(8, requests=5), NOW)
+    assert p.new_trials == [] and p.requests is None
+
+
+def test_counts_exact_and_lists_bounded() -> None:
+    trials = [trial(i, "Succeeded") for i in range(30)] + [trial(30, "Running"), trial(31)]
+    p = plan(experiment(max_trials=None), trials, suggestion(32, requests=32), NOW, max_listed=10)
+    s = p.status
+    assert (s.trials, s.trials_succeeded, s.trials_running, s.trials_pending) == (32, 30, 1, 1)
+    assert s.succeeded_trial_list == [trials[i].name for i in range(20, 30)]
+    assert s.running_trial_list == [trials[30].name]
+    assert s.failed_trial_list is None
+    assert _last(p) == ("Running", "True", "ExperimentRunning")
+
+
+def test_max_trials_reached_succeeds_after_running_goes_false() -> None:
+    running = plan(experiment(max_trials=2), [trial(0, "Running")], suggestion(2, requests=2), NOW)
+    exp = experiment(max_trials=2, status=_status_after(running)["status"])  # type: ignore[arg-type]
+    done = [
+        trial(0, "Succeeded", accuracy={"min": "0.1", "max": "0.8", "latest": "0.8"}),
+        trial(1, "Succeeded", accuracy={"min": "0.1", "max": "0.9", "latest": "0.9"}),
+    ]
+    p = plan(exp, done, suggestion(2, requests=2), NOW)
+    assert _last(p) == ("Succeeded", "True", "ExperimentMaxTrialsReached")
+    assert conditions.find(p.status.conditions, "Running").status == "False"  # type: ignore[union-attr]
+    assert p.status.completion_time == NOW
+    assert p.status.current_optimal_trial.best_trial_name == done[1].name  # type: ignore[union-attr]
+    assert p.new_trials == [] and p.requests is None
+
+
+def test_goal_reached() -> None:
+    trials = [trial(0, "Succeeded", accuracy={"min": "0.5", "max": "0.99", "latest": "0.9"})]
+    p = plan(experiment(goal=0.95), trials, suggestion(3, requests=3), NOW)
+    assert _last(p) == ("Succeeded", "True", "ExperimentGoalReached")
+    p = plan(
+        experiment(goal=0.95, strategies=[{"name": "accuracy", "value": "latest"}]),
+        trials,
+        suggestion(3, requests=3),
+        NOW,
+    )
+    assert _last(p)[0] == "Running"
+
+
+def test_goal_reached_minimize() -> None:
+    trials = [trial(0, "Succeeded", accuracy={"min": "0.04", "max": "0.3", "latest": "0.1"})]
+    p = plan(
+        experiment(objective_type="minimize", goal=0.05), trials, suggestion(3, requests=3), NOW
+    )
+    assert _last(p) == ("Succeeded", "True", "ExperimentGoalReached")
+
+
+def test_max_failed_trials_fails_with_message() -> None:
+    trials = [trial(0, "Failed"), trial(1, "MetricsUnavailable"), trial(2, "Running")]
+    p = plan(experiment(max_failed=2), trials, suggestion(3, requests=3), NOW)
+    assert _last(p) == ("Failed", "True", "ExperimentFailed")
+    assert p.status.conditions[-1].message == planning.MSG_MAX_FAILED  # type: ignore[index]
+    assert (
+        plan(experiment(max_failed=3), trials, suggestion(3, requests=3), NOW)
+        .status.conditions[-1]
+        .type
+        == "Running"
+    )  # type: ignore[index]
+
+
+def test_max_failed_zero_fails_on_first_failure_only() -> None:
+    assert _last(plan(experiment(max_failed=0), [trial(0, "Running")], None, NOW))[0] == "Running"
+    assert _last(plan(experiment(max_failed=0), [trial(0, "Failed")], None, NOW))[0] == "Failed"
+
+
+def test_suggestion_failed_fails_the_experiment() -> None:
+    p = plan(experiment(), [], suggestion(0, requests=3, failed=True), NOW)
+    assert _last(p) == ("Failed", "True", "ExperimentFailed")
+    assert p.status.conditions[-1].message == "Suggestion has failed"  # type: ignore[index]
+
+
+def test_search_exhausted_succeeds_once_everything_finished() -> None:
+    annotated = suggestion(2, requests=3, annotations={"kubetune.io/search-exhausted": "true"})
+    p = plan(experiment(), [trial(0, "Succeeded"), trial(1, "Running")], annotated, NOW)
+    assert _last(p)[0] == "Running"
+    p = plan(experiment(), [trial(0, "Succeeded"), trial(1, "Succeeded")], annotated, NOW)
+    assert _last(p) == ("Succeeded", "True", "ExperimentSuggestionEndReached")
+    by_setting = suggestion(2, requests=3, settings=[{"name": "search_exhausted", "value": "true"}])
+    p = plan(experiment(), [trial(0, "Succeeded"), trial(1, "Failed")], by_setting, NOW)
+    assert _last(p)[1:] == ("True", "ExperimentSuggestionEndReached")
+
+
+def _completed(max_trials: int, resume: str | None) -> planning.Plan:
+    trials = [trial(i, "Succeeded") for i in range(max_trials)]
+    first = plan(experiment(max_trials=max_trials, resume=resume), [trial(0, "Running")], None, NOW)
+    exp = experiment(max_trials=max_trials, resume=resume, status=_status_after(first)["status"])  # type: ignore[arg-type]
+    done = plan(exp, trials, suggestion(max_trials, requests=max_trials), NOW)
+    assert _last(done)[2] == "ExperimentMaxTrialsReached"
+    return done
+
+
+def test_restart_long_running_then_running_with_more_requests() -> None:
+    done = _completed(3, "LongRunning")
+    trials = [trial(i, "Succeeded") for i in range(3)]
+    raised = experiment(max_trials=5, resume="LongRunning", status=_status_after(done)["status"])  # type: ignore[arg-type]
+    p = plan(raised, trials, suggestion(3, requests=3), NOW)
+    assert _last(p) == ("Restarting", "True", "ExperimentRestarting")
+    assert conditions.find(p.status.conditions, "Succeeded") is None
+    assert p.status.completion_time is None and p.requests is None and p.requeue_after
+    again = experiment(max_trials=5, resume="LongRunning", status=_status_after(p)["status"])  # type: ignore[arg-type]
+    p = plan(again, trials, suggestion(3, requests=3), NOW)
+    assert _last(p) == ("Running", "True", "ExperimentRunning")
+    assert p.requests == 5
+
+
+def test_no_restart_with_never_but_an_event() -> None:
+    done = _completed(3, "Never")
+    raised = experiment(max_trials=5, resume="Never", status=_status_after(done)["status"])  # type: ignore[arg-type]
+    p = plan(raised, [trial(i, "Succeeded") for i in range(3)], suggestion(3, requests=3), NOW)
+    assert _last(p)[2] == "ExperimentMaxTrialsReached"
+    assert [e.reason for e in p.events] == ["RestartRefused"]
+    assert p.requests is None and p.new_trials == []
+
+
+def test_completed_experiment_keeps_counting_but_creates_nothing() -> None:
+    done = _completed(3, "LongRunning")
+    exp = experiment(max_trials=3, resume="LongRunning", status=_status_after(done)["status"])  # type: ignore[arg-type]
+    p = plan(
+        exp,
+        [trial(i, "Succeeded") for i in range(3)] + [trial(3, "Running")],
+        suggestion(5, requests=5),
+        NOW,
+    )
+    assert p.status.trials == 4 and p.new_trials == [] and p.requests is None
+
+
+def test_plan_is_stable_when_nothing_changes() -> None:
+    first = plan(experiment(), [trial(0, "Running")], suggestion(3, requests=3), NOW)
+    exp = experiment(status=_status_after(first)["status"])  # type: ignore[arg-type]
+    second = plan(exp, [trial(0, "Running")], suggestion(3, requests=3), "2026-01-01T02:00:00Z")
+    assert second.status == first.status
+    assert isinstance(second.status, ExperimentStatus)

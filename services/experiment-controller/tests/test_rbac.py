@@ -1,0 +1,115 @@
+"""The ClusterRole of kustomize/base/experiment-controller is enough, and the controller works
+with a trial template from a ConfigMap, when it runs as its service account (impersonated)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from kubetune import config, errors
+from kubetune.kube import CONFIGMAPS, EXPERIMENTS, SUGGESTIONS, Kube, Resource, connect
+from kubetune.runtime import running
+from kubetune_experiment_controller import main
+from tests.conftest import REPO
+from tests.standins import (
+    JOB_TEMPLATE,
+    StandInAlgorithm,
+    experiment_manifest,
+    experiment_status,
+    last_condition,
+    set_trial,
+    trials_of,
+    wait_for,
+)
+
+pytestmark = pytest.mark.integration
+
+CLUSTERROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False)
+CLUSTERROLEBINDINGS = Resource(
+    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False
+)
+BASE = REPO / "kustomize" / "base" / "experiment-controller"
+
+
+@pytest.fixture
+def service_account_kube(kube: Kube, cluster: Any, namespace: str) -> Iterator[Kube]:
+    """A client impersonating a service account bound (only) to the shipped ClusterRole."""
+    suffix = uuid.uuid4().hex[:6]
+    role = yaml.safe_load((BASE / "clusterrole.yaml").read_text())
+    role["metadata"]["name"] = f"kubetune-experiment-controller-test-{suffix}"
+    binding = yaml.safe_load((BASE / "clusterrolebinding.yaml").read_text())
+    binding["metadata"]["name"] = role["metadata"]["name"]
+    binding["roleRef"]["name"] = role["metadata"]["name"]
+    user = f"system:serviceaccount:{namespace}:experiment-controller"
+    binding["subjects"] = [
+        {"kind": "ServiceAccount", "name": "experiment-controller", "namespace": namespace}
+    ]
+    kube.create(CLUSTERROLES, role)
+    kube.create(CLUSTERROLEBINDINGS, binding)
+    api = connect(cluster.kubeconfig)
+    api.set_default_header("Impersonate-User", user)
+    try:
+        yield Kube(api)
+    finally:
+        for res, name in ((CLUSTERROLEBINDINGS, binding), (CLUSTERROLES, role)):
+            with contextlib.suppress(errors.NotFound):
+                kube.delete(res, name["metadata"]["name"])
+
+
+def test_runs_as_its_service_account_with_a_config_map_template(
+    kube: Kube, service_account_kube: Kube, namespace: str, crds: None
+) -> None:
+    kube.create(
+        CONFIGMAPS,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "trial-templates", "namespace": namespace},
+            "data": {"job.yaml": yaml.safe_dump(JOB_TEMPLATE)},
+        },
+        namespace,
+    )
+    manifest = experiment_manifest("rbac", namespace, max_trials=2, parallel=2)
+    template = manifest["spec"]["trialTemplate"]
+    del template["trialSpec"]
+    template["configMap"] = {
+        "configMapName": "trial-templates",
+        "configMapNamespace": namespace,
+        "templatePath": "job.yaml",
+    }
+    kube.create(EXPERIMENTS, manifest, namespace)
+    args = main.parser().parse_args(
+        ["--leader-elect=false", "--probe-port=0", "--probe-address=127.0.0.1"]
+    )
+    controller = main.build(service_account_kube, config.default(), namespace=namespace)
+    process = running.Process(service_account_kube, [controller], args)
+    thread = threading.Thread(target=process.run, daemon=True)
+    thread.start()
+    try:
+        wait_for("the Suggestion", lambda: kube.get_or_none(SUGGESTIONS, "rbac", namespace))
+        StandInAlgorithm(kube, namespace, "rbac").fulfil()
+        trials = wait_for(
+            "2 trials",
+            lambda: len(found := trials_of(kube, namespace, "rbac")) == 2 and found,
+        )
+        command = trials[0]["spec"]["runSpec"]["spec"]["template"]["spec"]["containers"][0]
+        assert command["command"][-1].startswith("echo lr=0.0")
+        for trial in trials:
+            set_trial(kube, namespace, trial["metadata"]["name"], "Succeeded", 0.5)
+        wait_for(
+            "MaxTrialsReached",
+            lambda: (
+                last_condition(kube, namespace, "rbac")
+                == ("Succeeded", "True", "ExperimentMaxTrialsReached")
+            ),
+        )
+        assert experiment_status(kube, namespace, "rbac")["trialsSucceeded"] == 2
+    finally:
+        process.stop.set()
+        thread.join(30)
