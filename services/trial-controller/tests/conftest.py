@@ -26,7 +26,10 @@ from kubetune.kube import TRIALS, Kube, Resource, connect
 REPO = Path(__file__).resolve().parents[3]
 CRDS = REPO / "kustomize" / "base" / "crds"
 COLLECTOR_ROLE = REPO / "kustomize" / "base" / "trial-controller" / "collector-clusterrole.yaml"
-THIRDPARTY = Path(os.environ.get("KUBETUNE_THIRDPARTY_CRDS", "/work/shared/thirdparty-crds"))
+# The real operators' CRDs, kept in the reference folder beside the repository (../shared).
+THIRDPARTY = Path(
+    os.environ.get("KUBETUNE_THIRDPARTY_CRDS", str(REPO.parent / "shared" / "thirdparty-crds"))
+)
 CRD_RESOURCE = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
 )
