@@ -201,33 +201,31 @@ def test_leader_election_hands_over_between_processes(
 ) -> None:
     script = tmp_path / "elector.py"
     script.write_text(ELECTOR_SCRIPT)
-    kubeconfig = cluster.kubeconfig
-    first = subprocess.Popen(
-        [sys.executable, str(script), kubeconfig, namespace, "first"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert first.stdout is not None and first.stdout.readline().strip() == "leader"
-        second = subprocess.Popen(
-            [sys.executable, str(script), kubeconfig, namespace, "second"],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+
+    def candidate(name: str) -> subprocess.Popen[str]:
+        command = [sys.executable, str(script), cluster.kubeconfig, namespace, name]
+        return subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+
+    with candidate("first") as first:
         try:
-            time.sleep(1.5)
-            assert _holder(kube, namespace) == "first"  # the standby waits while the leader renews
-            first.kill()  # no release: the standby must wait for the lease to expire
-            first.wait(10)
-            wait_for(lambda: _holder(kube, namespace) == "second", timeout=20, what="take-over")
-            assert second.stdout is not None and second.stdout.readline().strip() == "leader"
-            second.terminate()  # a clean stop releases the lease at once
-            assert second.wait(10) == 0
-            assert _holder(kube, namespace) == ""
+            assert first.stdout is not None and first.stdout.readline().strip() == "leader"
+            with candidate("second") as second:
+                try:
+                    time.sleep(1.5)
+                    # The standby waits while the leader renews.
+                    assert _holder(kube, namespace) == "first"
+                    first.kill()  # no release: the standby must wait for the lease to expire
+                    first.wait(10)
+                    wait_for(lambda: _holder(kube, namespace) == "second", 20, "take-over")
+                    assert second.stdout is not None
+                    assert second.stdout.readline().strip() == "leader"
+                    second.terminate()  # a clean stop releases the lease at once
+                    assert second.wait(10) == 0
+                    assert _holder(kube, namespace) == ""
+                finally:
+                    second.kill()
         finally:
-            second.kill()
-    finally:
-        first.kill()
+            first.kill()
 
 
 def test_elector_refuses_a_lease_held_by_a_live_leader(kube: Kube, namespace: str) -> None:
