@@ -121,8 +121,11 @@ def _experiment(*conditions: tuple[str, str]) -> Experiment:
         ((("Created", "True"), ("Running", "True")), ""),
         ((("Running", "False"), ("Succeeded", "True")), "completed"),
         ((("Failed", "True"),), "completed"),
-        ((("Succeeded", "True"), ("Restarting", "True")), "restarting"),
-        ((("Succeeded", "True"), ("Restarting", "True"), ("Running", "True")), ""),
+        # A restart removes Succeeded; the experiment-controller then moves on to Running at
+        # once, which must still read as restarting (the bug an e2e test found).
+        ((("Created", "True"), ("Restarting", "True")), "restarting"),
+        ((("Created", "True"), ("Restarting", "True"), ("Running", "True")), "restarting"),
+        ((("Restarting", "True"), ("Running", "False"), ("Succeeded", "True")), "completed"),
     ],
 )
 def test_experiment_state(conditions: tuple[tuple[str, str], ...], state: str) -> None:

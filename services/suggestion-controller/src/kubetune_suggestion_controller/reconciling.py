@@ -53,17 +53,19 @@ MSG_FROM_VOLUME = "Suggestion is succeeded, suggestion volume is not deleted, ca
 
 
 def experiment_state(experiment: Experiment | None) -> str:
-    """ "completed", "restarting" or "" from the Experiment's conditions (last one wins)."""
+    """ "completed", "restarting" or "" from the Experiment's conditions.
+
+    Level-based: a restart removes Succeeded/Failed and leaves Restarting=True for good, and the
+    experiment-controller moves on to Running within milliseconds, so "restarting" means "not
+    completed and restarted at some point", never "Restarting is the last condition".
+    """
     conds = experiment.status.conditions if experiment and experiment.status else None
-    if not conds:
-        return ""
-    last = conds[-1]
-    if last.type == ExperimentCondition.RESTARTING and last.status == TRUE:
-        return "restarting"
-    if last.type in (ExperimentCondition.SUCCEEDED, ExperimentCondition.FAILED) and (
-        last.status == TRUE
+    if conditions.is_true(conds, ExperimentCondition.SUCCEEDED) or conditions.is_true(
+        conds, ExperimentCondition.FAILED
     ):
         return "completed"
+    if conditions.is_true(conds, ExperimentCondition.RESTARTING):
+        return "restarting"
     return ""
 
 

@@ -1,0 +1,319 @@
+"""kubetune as users meet it: whole Experiments on the deployed `local` overlay.
+
+Every service runs as a pod of the node agent (this repository's console scripts), the webhook
+is called by the API server, trial pods get the collector sidecar, and the trials run a real
+training script. Each test watches only the API, as a user would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import yaml
+from deploying import ROOT, apply_overlay, enable_injection, wait_available
+
+from localcluster.pytest_plugin import ClusterHandle
+
+pytestmark = pytest.mark.integration
+
+EXAMPLE = ROOT / "examples" / "random.yaml"
+TRAINING = ROOT / "examples" / "training" / "digits.py"
+Obj = dict[str, Any]
+SCORE_SCRIPT = "print('score=' + str(1 - abs(0.3 - ${trialParameters.x})))"
+
+
+@pytest.fixture(scope="module")
+def kubetune(cluster: ClusterHandle) -> ClusterHandle:
+    if (
+        os.environ.get("KUBETUNE_E2E_EXISTING_CLUSTER") == "1"
+        and os.environ.get("KUBETUNE_E2E_LOCAL_OVERLAY") != "1"
+    ):
+        pytest.skip("existing cluster: set KUBETUNE_E2E_LOCAL_OVERLAY=1 to deploy kubetune there")
+    apply_overlay(cluster)
+    wait_available(cluster)
+    return cluster
+
+
+@pytest.fixture
+def ns(kubetune: ClusterHandle, namespace: str) -> Iterator[str]:
+    enable_injection(kubetune, namespace)
+    yield namespace
+
+
+def get(cluster: ClusterHandle, *args: str) -> Any:
+    return json.loads(cluster.kubectl("get", *args, "-o", "json").stdout)
+
+
+def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def condition(obj: Obj, kind: str) -> Obj | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c["type"] == kind and c["status"] == "True":
+            return dict(c)
+    return None
+
+
+def experiment_done(cluster: ClusterHandle, name: str, ns: str) -> Callable[[], Obj | None]:
+    def check() -> Obj | None:
+        exp = get(cluster, "experiment", name, "-n", ns)
+        if condition(exp, "Failed"):
+            raise AssertionError(f"experiment {name} failed: {json.dumps(exp['status'])}")
+        return exp if condition(exp, "Succeeded") else None
+
+    return check
+
+
+def digits_experiment(ns: str, name: str, **spec: Any) -> Obj:
+    """The example manifest, running the script of this checkout (pods run on this host)."""
+    exp: Obj = yaml.safe_load(EXAMPLE.read_text())
+    exp["metadata"] = {"name": name, "namespace": ns}
+    container = exp["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]["containers"][
+        0
+    ]
+    container["command"] = [sys.executable, str(TRAINING), *container["command"][2:]]
+    exp["spec"].pop("objective")
+    exp["spec"]["objective"] = {
+        "type": "maximize",
+        "objectiveMetricName": "accuracy",
+        "additionalMetricNames": ["loss"],
+    }
+    exp["spec"]["trialTemplate"]["retain"] = True
+    exp["spec"].update(spec)
+    return exp
+
+
+def quick_experiment(ns: str, name: str, policy: str, max_trials: int) -> Obj:
+    """Trials that print a metric derived from their parameter and end at once."""
+    return {
+        "apiVersion": "kubeflow.org/v1beta1",
+        "kind": "Experiment",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "objective": {"type": "maximize", "objectiveMetricName": "score"},
+            "algorithm": {
+                "algorithmName": "random",
+                "algorithmSettings": [{"name": "random_state", "value": "3"}],
+            },
+            "parallelTrialCount": 2,
+            "maxTrialCount": max_trials,
+            "resumePolicy": policy,
+            "parameters": [
+                {"name": "x", "parameterType": "double", "feasibleSpace": {"min": "0", "max": "1"}}
+            ],
+            "trialTemplate": {
+                "primaryContainerName": "training",
+                "trialParameters": [{"name": "x", "reference": "x"}],
+                "trialSpec": {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "spec": {
+                        "backoffLimit": 0,
+                        "template": {
+                            "spec": {
+                                "restartPolicy": "Never",
+                                "containers": [
+                                    {
+                                        "name": "training",
+                                        "image": "python:3.11",
+                                        "command": [
+                                            sys.executable,
+                                            "-c",
+                                            SCORE_SCRIPT,
+                                        ],
+                                    }
+                                ],
+                            }
+                        },
+                    },
+                },
+            },
+        },
+    }
+
+
+def apply(cluster: ClusterHandle, obj: Obj, check: bool = True) -> Any:
+    return cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(obj), check=check)
+
+
+def trials_of(cluster: ClusterHandle, name: str, ns: str) -> list[Obj]:
+    items: list[Obj] = get(
+        cluster, "trials", "-n", ns, "-l", f"katib.kubeflow.org/experiment={name}"
+    )["items"]
+    return items
+
+
+def metric(trial: Obj, name: str, field: str) -> float:
+    for m in trial["status"]["observation"]["metrics"]:
+        if m["name"] == name:
+            return float(m[field])
+    raise KeyError(name)
+
+
+def test_random_search_with_batch_jobs_finds_the_best_trial(
+    kubetune: ClusterHandle, ns: str
+) -> None:
+    apply(kubetune, digits_experiment(ns, "digits", maxTrialCount=4, parallelTrialCount=2))
+    exp = wait_for(experiment_done(kubetune, "digits", ns), 420, "experiment digits to succeed")
+    status = exp["status"]
+    succeeded = condition(exp, "Succeeded")
+    assert succeeded is not None and succeeded["reason"] == "ExperimentMaxTrialsReached"
+    assert (status["trials"], status["trialsSucceeded"]) == (4, 4)
+    trials = trials_of(kubetune, "digits", ns)
+    assert len(trials) == 4
+    best = max(trials, key=lambda t: metric(t, "accuracy", "max"))
+    assert status["currentOptimalTrial"]["bestTrialName"] == best["metadata"]["name"]
+    # The metric the collector reported is the one the training printed.
+    pods = get(
+        kubetune, "pods", "-n", ns, "-l", f"katib.kubeflow.org/trial={best['metadata']['name']}"
+    )["items"]
+    assert pods, "the best trial's pod is gone although retain is true"
+    pod = pods[0]
+    assert pod["metadata"]["annotations"].get("sidecar.istio.io/inject") == "false"
+    assert {c["name"] for c in pod["spec"]["containers"]} >= {
+        "training",
+        "metrics-logger-and-collector",
+    }
+    log = kubetune.kubectl("logs", "-n", ns, pod["metadata"]["name"], "-c", "training").stdout
+    printed = [float(v) for v in re.findall(r"accuracy=([0-9.]+)", log)]
+    assert printed and max(printed) == metric(best, "accuracy", "max")
+    assert printed[-1] == metric(best, "accuracy", "latest")
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda s: s["algorithm"].update(algorithmName="no-such-algorithm"), "algorithm"),
+        (lambda s: s.update(parallelTrialCount=5, maxTrialCount=2), "parallelTrialCount"),
+        (lambda s: s["trialTemplate"].update(primaryContainerName=""), "primaryContainerName"),
+    ],
+    ids=["unknown-algorithm", "parallel-above-max", "no-primary-container"],
+)
+def test_invalid_experiment_is_refused_at_apply(
+    kubetune: ClusterHandle, ns: str, mutate: Callable[[Obj], None], message: str
+) -> None:
+    exp = quick_experiment(ns, "invalid", "Never", 2)
+    mutate(exp["spec"])
+    out = apply(kubetune, exp, check=False)
+    assert out.returncode != 0
+    assert "denied the request" in out.stderr and message in out.stderr, out.stderr
+    assert kubetune.kubectl("get", "experiment", "invalid", "-n", ns, check=False).returncode != 0
+
+
+def test_never_refuses_a_restart(kubetune: ClusterHandle, ns: str) -> None:
+    apply(kubetune, quick_experiment(ns, "never", "Never", 2))
+    wait_for(experiment_done(kubetune, "never", ns), 240, "experiment never to succeed")
+    out = kubetune.kubectl(
+        "patch",
+        "experiment",
+        "never",
+        "-n",
+        ns,
+        "--type=merge",
+        "-p",
+        '{"spec":{"maxTrialCount":3}}',
+        check=False,
+    )
+    assert out.returncode != 0 and "resumePolicy" in out.stderr, out.stderr
+
+
+def _assignments(cluster: ClusterHandle, name: str, ns: str) -> list[tuple[str, str]]:
+    suggestion = get(cluster, "suggestion", name, "-n", ns)
+    return [
+        (s["name"], s["parameterAssignments"][0]["value"])
+        for s in suggestion["status"]["suggestions"]
+    ]
+
+
+def test_resume_from_volume_continues_the_same_study(kubetune: ClusterHandle, ns: str) -> None:
+    apply(kubetune, quick_experiment(ns, "fromvol", "FromVolume", 2))
+    wait_for(experiment_done(kubetune, "fromvol", ns), 240, "first run to succeed")
+    deployment = "fromvol-random"
+    wait_for(
+        lambda: (
+            kubetune.kubectl("get", "deployment", deployment, "-n", ns, check=False).returncode != 0
+        ),
+        60,
+        "Deployment to go",
+    )
+    pvc = get(kubetune, "pvc", deployment, "-n", ns)
+    volume = pvc["spec"]["volumeName"]
+    first = _assignments(kubetune, "fromvol", ns)
+    kubetune.kubectl(
+        "patch",
+        "experiment",
+        "fromvol",
+        "-n",
+        ns,
+        "--type=merge",
+        "-p",
+        '{"spec":{"maxTrialCount":4}}',
+    )
+    wait_for(
+        lambda: (
+            (get(kubetune, "experiment", "fromvol", "-n", ns)["status"].get("trials") or 0) >= 3
+        ),
+        240,
+        "the restart to create new trials",
+    )
+    exp = wait_for(experiment_done(kubetune, "fromvol", ns), 240, "second run to succeed")
+    assert exp["status"]["trials"] == 4
+    after = _assignments(kubetune, "fromvol", ns)
+    assert after[:2] == first
+    # The same seed in a fresh study would draw the first two values again: a continued
+    # study draws new ones.
+    assert {v for _, v in after[2:]}.isdisjoint({v for _, v in first})
+    assert len({n for n, _ in after}) == 4
+    kubetune.kubectl("delete", "experiment", "fromvol", "-n", ns)
+    wait_for(
+        lambda: kubetune.kubectl("get", "pvc", deployment, "-n", ns, check=False).returncode != 0,
+        120,
+        "the PVC to go",
+    )
+    wait_for(
+        lambda: kubetune.kubectl("get", "pv", volume, check=False).returncode != 0,
+        120,
+        "the PV to go",
+    )
+
+
+def test_long_running_restart_keeps_the_algorithm(kubetune: ClusterHandle, ns: str) -> None:
+    apply(kubetune, quick_experiment(ns, "longrun", "LongRunning", 2))
+    wait_for(experiment_done(kubetune, "longrun", ns), 240, "first run to succeed")
+    pods = get(kubetune, "pods", "-n", ns, "-l", "katib.kubeflow.org/suggestion=longrun")["items"]
+    assert len(pods) == 1
+    kubetune.kubectl(
+        "patch",
+        "experiment",
+        "longrun",
+        "-n",
+        ns,
+        "--type=merge",
+        "-p",
+        '{"spec":{"maxTrialCount":3}}',
+    )
+    wait_for(
+        lambda: (
+            (get(kubetune, "experiment", "longrun", "-n", ns)["status"].get("trials") or 0) >= 3
+        ),
+        240,
+        "the restart to create a new trial",
+    )
+    exp = wait_for(experiment_done(kubetune, "longrun", ns), 240, "second run to succeed")
+    assert exp["status"]["trials"] == 3
+    after = get(kubetune, "pods", "-n", ns, "-l", "katib.kubeflow.org/suggestion=longrun")["items"]
+    assert [p["metadata"]["uid"] for p in after] == [pods[0]["metadata"]["uid"]]
