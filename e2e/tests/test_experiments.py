@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import sys
 import time
@@ -317,3 +318,39 @@ def test_long_running_restart_keeps_the_algorithm(kubetune: ClusterHandle, ns: s
     assert exp["status"]["trials"] == 3
     after = get(kubetune, "pods", "-n", ns, "-l", "katib.kubeflow.org/suggestion=longrun")["items"]
     assert [p["metadata"]["uid"] for p in after] == [pods[0]["metadata"]["uid"]]
+
+
+SERVICES = ("experiment-controller", "suggestion-controller", "trial-controller", "webhook")
+
+
+def _delete_pod(cluster: ClusterHandle, namespace: str, selector: str) -> str:
+    pods = get(cluster, "pods", "-n", namespace, "-l", selector)["items"]
+    running = [p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")]
+    if running:
+        cluster.kubectl("delete", "pod", "-n", namespace, running[0], "--wait=false")
+        return str(running[0])
+    return ""
+
+
+def test_chaos_every_service_pod_deleted_once(kubetune: ClusterHandle, ns: str) -> None:
+    """Each service's pod dies once at a random moment; the Experiment still ends right."""
+    exp = quick_experiment(ns, "chaos", "Never", 30)
+    exp["spec"]["parallelTrialCount"] = 5
+    apply(kubetune, exp)
+    rng = random.Random(20261130)
+    victims = [("kubeflow", f"app.kubernetes.io/name=kubetune-{name}") for name in SERVICES]
+    victims.append((ns, "katib.kubeflow.org/suggestion=chaos"))
+    schedule = sorted((rng.uniform(1.0, 20.0), target) for target in victims)
+    started = time.monotonic()
+    deleted: list[str] = []
+    for moment, (namespace, selector) in schedule:
+        time.sleep(max(0.0, started + moment - time.monotonic()))
+        deleted.append(_delete_pod(kubetune, namespace, selector) or f"(none for {selector})")
+    exp_done = wait_for(experiment_done(kubetune, "chaos", ns), 600, "the chaos experiment")
+    assert all(not d.startswith("(none") for d in deleted), deleted
+    trials = trials_of(kubetune, "chaos", ns)
+    assert len(trials) == 30
+    assert exp_done["status"]["trials"] == 30
+    scored = [t for t in trials if (t.get("status") or {}).get("observation")]
+    best = max(scored, key=lambda t: metric(t, "score", "max"))
+    assert exp_done["status"]["currentOptimalTrial"]["bestTrialName"] == best["metadata"]["name"]
