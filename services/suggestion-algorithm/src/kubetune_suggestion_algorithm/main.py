@@ -18,6 +18,7 @@ from types import FrameType
 
 from kubetune import logs
 from kubetune.kube import EXPERIMENTS, SUGGESTIONS, TRIALS, Kube, connect
+from kubetune.runtime import running
 from kubetune.runtime.running import EnvDefault
 from kubetune.runtime.serving import serve_probes
 from kubetune.runtime.watching import Event, Informer
@@ -62,7 +63,7 @@ def parser() -> argparse.ArgumentParser:
         default="/opt/katib/data",
         help="directory of the algorithm state ('' = in memory)",
     )
-    p.add_argument("--kubeconfig", action=EnvDefault, env="KUBECONFIG", help="kubeconfig path")
+    running.add_connection_flags(p)
     p.add_argument(
         "--port",
         action=EnvDefault,
@@ -78,17 +79,6 @@ def parser() -> argparse.ArgumentParser:
         type=float,
         default=30.0,
         help="seconds between passes when nothing changes",
-    )
-    p.add_argument(
-        "--log-format",
-        action=EnvDefault,
-        env="KUBETUNE_LOG_FORMAT",
-        default="text",
-        choices=["text", "json"],
-        help="log line format",
-    )
-    p.add_argument(
-        "--log-level", action=EnvDefault, env="KUBETUNE_LOG_LEVEL", default="info", help="log level"
     )
     return p
 

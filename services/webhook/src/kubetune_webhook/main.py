@@ -19,6 +19,7 @@ from types import FrameType
 from kubetune import config as katib_config
 from kubetune import logs
 from kubetune.kube import Kube, connect
+from kubetune.runtime import running
 from kubetune.runtime.running import EnvDefault
 from kubetune_webhook import certificates, reviewing, serving, validating
 from kubetune_webhook.lookups import KubeCluster
@@ -26,21 +27,6 @@ from kubetune_webhook.lookups import KubeCluster
 log = logging.getLogger("kubetune_webhook")
 
 DEFAULT_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"
-
-
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kubeconfig", action=EnvDefault, env="KUBECONFIG", help="kubeconfig path")
-    parser.add_argument(
-        "--log-format",
-        action=EnvDefault,
-        env="KUBETUNE_LOG_FORMAT",
-        default="text",
-        choices=["text", "json"],
-        help="log line format",
-    )
-    parser.add_argument(
-        "--log-level", action=EnvDefault, env="KUBETUNE_LOG_LEVEL", default="info", help="log level"
-    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the HTTPS admission server")
-    _common(serve)
+    running.add_connection_flags(serve)
     serve.add_argument(
         "--address",
         action=EnvDefault,
@@ -125,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     certs = sub.add_parser("certs", help="write a CA and a serving certificate; patch caBundle")
-    _common(certs)
+    running.add_connection_flags(certs)
     certs.add_argument(
         "--out-dir",
         action=EnvDefault,

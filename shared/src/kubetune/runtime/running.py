@@ -47,21 +47,26 @@ class EnvDefault(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
-def add_flags(parser: argparse.ArgumentParser, service: str) -> None:
-    """The flags every controller shares."""
-    prefix = "KUBETUNE_"
+def add_connection_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags every kubetune process shares: where the cluster is and how to log."""
     parser.add_argument("--kubeconfig", action=EnvDefault, env="KUBECONFIG", help="kubeconfig path")
     parser.add_argument(
         "--log-format",
         action=EnvDefault,
-        env=f"{prefix}LOG_FORMAT",
+        env="KUBETUNE_LOG_FORMAT",
         default="text",
         choices=["text", "json"],
         help="log line format",
     )
     parser.add_argument(
-        "--log-level", action=EnvDefault, env=f"{prefix}LOG_LEVEL", default="info", help="log level"
+        "--log-level", action=EnvDefault, env="KUBETUNE_LOG_LEVEL", default="info", help="log level"
     )
+
+
+def add_flags(parser: argparse.ArgumentParser, service: str) -> None:
+    """The flags every controller shares."""
+    prefix = "KUBETUNE_"
+    add_connection_flags(parser)
     parser.add_argument(
         "--probe-address",
         action=EnvDefault,
