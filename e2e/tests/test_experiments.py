@@ -12,6 +12,7 @@ import os
 import random
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -354,3 +355,61 @@ def test_chaos_every_service_pod_deleted_once(kubetune: ClusterHandle, ns: str) 
     scored = [t for t in trials if (t.get("status") or {}).get("observation")]
     best = max(scored, key=lambda t: metric(t, "score", "max"))
     assert exp_done["status"]["currentOptimalTrial"]["bestTrialName"] == best["metadata"]["name"]
+
+
+def argo_experiment(ns: str, name: str) -> Obj:
+    exp = quick_experiment(ns, name, "Never", 3)
+    template = exp["spec"]["trialTemplate"]
+    job = template["trialSpec"]["spec"]["template"]["spec"]["containers"][0]
+    template.update(
+        primaryContainerName="main",
+        primaryPodLabels={"katib.kubeflow.org/model-training": "true"},
+        successCondition='status.[@this].#(phase=="Succeeded")#',
+        failureCondition='status.[@this].#(phase=="Failed")#',
+        trialSpec={
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "Workflow",
+            "spec": {
+                "entrypoint": "train",
+                "templates": [
+                    {
+                        "name": "train",
+                        "metadata": {"labels": {"katib.kubeflow.org/model-training": "true"}},
+                        "container": {"image": "python:3.11", "command": job["command"]},
+                    }
+                ],
+            },
+        },
+    )
+    return exp
+
+
+def test_argo_workflow_trials_with_a_sidecar_that_never_exits(
+    kubetune: ClusterHandle, ns: str
+) -> None:
+    from argo_standin import ArgoControllerStandIn
+
+    from kubetune.kube import Kube, connect
+
+    crd = ROOT.parent / "shared" / "thirdparty-crds" / "argoproj.io_workflows.yaml"
+    kubetune.kubectl("apply", "--server-side", "-f", str(crd))
+    kubetune.kubectl(
+        "wait", "--for=condition=Established", "--timeout=60s", "crd/workflows.argoproj.io"
+    )
+    kube = Kube(connect(kubetune.kubeconfig))
+    standin = ArgoControllerStandIn(kube, ns, sys.executable)
+    stop = threading.Event()
+    standin.controller.start_informers(kube, stop)
+    threads = standin.controller.start_workers(stop)
+    try:
+        apply(kubetune, argo_experiment(ns, "argo"))
+        exp = wait_for(experiment_done(kubetune, "argo", ns), 300, "the Argo experiment")
+    finally:
+        stop.set()
+        standin.controller.queue.shutdown()
+        for thread in threads:
+            thread.join(10)
+    assert (exp["status"]["trials"], exp["status"]["trialsSucceeded"]) == (3, 3)
+    for trial in trials_of(kubetune, "argo", ns):
+        x = float(trial["spec"]["parameterAssignments"][0]["value"])
+        assert metric(trial, "score", "latest") == pytest.approx(1 - abs(0.3 - x))

@@ -1,0 +1,462 @@
+"""Deploy kustomize/overlays/local and check every Deployment becomes Available, then RBAC.
+
+The node agent runs each pod as host processes of this repository's console scripts (the
+session's image map, see conftest.py). When a Deployment does not become Available the failure
+names it and says why: its conditions, each pod's phase and container states, the pod's
+warning events and the tail of each container's log.
+
+Against an existing cluster (KUBETUNE_E2E_EXISTING_CLUSTER=1) this module is skipped unless
+KUBETUNE_E2E_LOCAL_OVERLAY=1: deploying kubetune there would reconcile everyone's objects, and
+the cluster must have been started with the rendered image map. KUBETUNE_E2E_KEEP=1 leaves the
+deployment in place afterwards; KUBETUNE_E2E_AVAILABLE_TIMEOUT (seconds, default 180) bounds
+each wait.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from localcluster.pytest_plugin import ClusterHandle
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+OVERLAY = ROOT / "kustomize" / "overlays" / "local"
+NAMESPACE = "kubeflow"
+AVAILABLE_TIMEOUT = float(os.environ.get("KUBETUNE_E2E_AVAILABLE_TIMEOUT", "180"))
+# Actions no kubetune service may perform (checked for every service account).
+FORBIDDEN_FOR_ALL = [
+    ("create", "pods", "default"),
+    ("delete", "experiments.kubeflow.org", "default"),
+    ("get", "secrets", "default"),
+    ("delete", "customresourcedefinitions.apiextensions.k8s.io", ""),
+    ("create", "clusterrolebindings.rbac.authorization.k8s.io", ""),
+]
+Obj = dict[str, Any]
+KEPT_KINDS = ("CustomResourceDefinition", "Namespace")
+
+
+def _render(cluster: ClusterHandle) -> list[Obj]:
+    out = cluster.kubectl("kustomize", str(OVERLAY))
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def _json(cluster: ClusterHandle, *args: str) -> Any:
+    return json.loads(cluster.kubectl(*args, "-o", "json").stdout)
+
+
+def _skip_on_shared_cluster() -> None:
+    if (
+        os.environ.get("KUBETUNE_E2E_EXISTING_CLUSTER") == "1"
+        and os.environ.get("KUBETUNE_E2E_LOCAL_OVERLAY") != "1"
+    ):
+        pytest.skip(
+            "existing cluster: set KUBETUNE_E2E_LOCAL_OVERLAY=1 to deploy the local overlay there"
+        )
+
+
+@pytest.fixture(scope="module")
+def rendered(cluster: ClusterHandle) -> list[Obj]:
+    _skip_on_shared_cluster()
+    return _render(cluster)
+
+
+@pytest.fixture(scope="module")
+def deployed(cluster: ClusterHandle, rendered: list[Obj]) -> Iterator[list[Obj]]:
+    """The overlay applied (server-side); afterwards its objects are deleted again, except the
+    CRDs and the namespace (on a shared cluster deleting them would delete others' objects)."""
+    out = cluster.kubectl(
+        "apply", "--server-side", "--force-conflicts", "-k", str(OVERLAY), check=False
+    )
+    assert out.returncode == 0, f"kubectl apply -k {OVERLAY} failed:\n{out.stderr}"
+    try:
+        yield rendered
+    finally:
+        if os.environ.get("KUBETUNE_E2E_KEEP") != "1":
+            ours = [o for o in rendered if o["kind"] not in KEPT_KINDS]
+            cluster.kubectl(
+                "delete", "--ignore-not-found", "--wait=false", "-f", "-",
+                stdin=yaml.safe_dump_all(ours), check=False,
+            )  # fmt: skip
+
+
+def _condition(obj: Obj, kind: str) -> Obj:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind:
+            return dict(c)
+    return {}
+
+
+def _available(dep: Obj) -> bool:
+    return _condition(dep, "Available").get("status") == "True" and int(
+        (dep.get("status") or {}).get("availableReplicas") or 0
+    ) >= int((dep.get("spec") or {}).get("replicas", 1))
+
+
+def _state(status: Obj) -> str:
+    for key, val in (status.get("state") or {}).items():
+        shown = [k for k in ("reason", "exitCode", "message") if val.get(k) not in (None, "")]
+        detail = " ".join(f"{k}={val[k]}" for k in shown)
+        return f"{key} {detail}".strip()
+    return "unknown"
+
+
+def _logs(cluster: ClusterHandle, pod: str, container: str, previous: bool) -> str:
+    args = ["logs", "-n", NAMESPACE, pod, "-c", container, "--tail=25"]
+    if previous:
+        args.append("--previous")
+    out = cluster.kubectl(*args, check=False)
+    return (out.stdout or out.stderr).rstrip()
+
+
+def explain(cluster: ClusterHandle, name: str) -> str:
+    """Why Deployment `name` is not Available: conditions, pods, events, log tails."""
+    lines = [f"Deployment {NAMESPACE}/{name} is not Available"]
+    got = cluster.kubectl("get", "deployment", "-n", NAMESPACE, name, "-o", "json", check=False)
+    if got.returncode != 0:
+        return f"{lines[0]}: it does not exist ({got.stderr.strip()})"
+    dep = json.loads(got.stdout)
+    for c in (dep.get("status") or {}).get("conditions") or []:
+        lines.append(f"  condition {c['type']}={c['status']} {c.get('reason')}: {c.get('message')}")
+    selector = ",".join(f"{k}={v}" for k, v in dep["spec"]["selector"]["matchLabels"].items())
+    pods = _json(cluster, "get", "pods", "-n", NAMESPACE, "-l", selector)["items"]
+    if not pods:
+        lines.append("  no pods (see the ReplicaSet events: quota, admission, service account?)")
+        rs = _json(cluster, "get", "events", "-n", NAMESPACE)["items"]
+        for ev in rs:
+            if ev.get("type") == "Warning" and name in ev["involvedObject"].get("name", ""):
+                lines.append(f"    event {ev.get('reason')}: {ev.get('message')}")
+    for pod in pods:
+        pname = pod["metadata"]["name"]
+        status = pod.get("status") or {}
+        lines.append(f"  pod {pname}: phase {status.get('phase')}")
+        for c in (status.get("initContainerStatuses") or []) + (
+            status.get("containerStatuses") or []
+        ):
+            last = c.get("lastState") or {}
+            lines.append(
+                f"    container {c['name']}: ready={c.get('ready')} "
+                f"restarts={c.get('restartCount')} state: {_state(c)}"
+                + (f"; last: {_state({'state': last})}" if last else "")
+            )
+            log = _logs(cluster, pname, c["name"], previous=bool(last) and not c.get("ready"))
+            if log:
+                lines.extend("      | " + line for line in log.splitlines())
+        events = _json(
+            cluster,
+            "get",
+            "events",
+            "-n",
+            NAMESPACE,
+            "--field-selector",
+            f"involvedObject.name={pname}",
+        )["items"]
+        for ev in events:
+            if ev.get("type") == "Warning":
+                lines.append(f"    event {ev.get('reason')}: {ev.get('message')}")
+    return "\n".join(lines)
+
+
+def test_every_deployment_becomes_available(cluster: ClusterHandle, deployed: list[Obj]) -> None:
+    wanted = sorted(d["metadata"]["name"] for d in deployed if d["kind"] == "Deployment")
+    assert wanted, "the local overlay renders no Deployment"
+    deadline = time.monotonic() + AVAILABLE_TIMEOUT
+    pending = set(wanted)
+    while pending and time.monotonic() < deadline:
+        items = _json(cluster, "get", "deployments", "-n", NAMESPACE)["items"]
+        pending -= {d["metadata"]["name"] for d in items if _available(d)}
+        if pending:
+            time.sleep(2)
+    assert not pending, (
+        f"{len(pending)} of {len(wanted)} Deployments not Available after "
+        f"{AVAILABLE_TIMEOUT:.0f}s:\n\n" + "\n\n".join(explain(cluster, n) for n in sorted(pending))
+    )
+
+
+def _groups(who: str) -> list[str]:
+    """The groups the API server gives a service account's token."""
+    ns = who.split(":")[2]
+    return ["system:serviceaccounts", f"system:serviceaccounts:{ns}", "system:authenticated"]
+
+
+def _can(cluster: ClusterHandle, who: str, verb: str, resource: str, namespace: str) -> bool:
+    """A SubjectAccessReview for `who`; resource as `plural.group[/subresource]`.
+
+    The review asks the RBAC authorizer directly (no discovery, unlike `kubectl auth can-i`),
+    so kinds whose CRDs are not installed (TFJob, Workflow, ...) are checked too.
+    """
+    resource, _, sub = resource.partition("/")
+    plural, _, group = resource.partition(".")
+    attrs = {"verb": verb, "group": group, "resource": plural, "subresource": sub}
+    if namespace:
+        attrs["namespace"] = namespace
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {"user": who, "groups": _groups(who), "resourceAttributes": attrs},
+    }
+    out = cluster.kubectl("create", "-o", "json", "-f", "-", stdin=json.dumps(review))
+    return bool(json.loads(out.stdout).get("status", {}).get("allowed"))
+
+
+def _service_accounts(deployed: list[Obj]) -> dict[str, str]:
+    """Deployment name -> its ServiceAccount."""
+    return {
+        d["metadata"]["name"]: d["spec"]["template"]["spec"].get("serviceAccountName", "default")
+        for d in deployed
+        if d["kind"] == "Deployment"
+    }
+
+
+def test_each_service_runs_under_its_own_service_account(
+    cluster: ClusterHandle, deployed: list[Obj]
+) -> None:
+    accounts = _service_accounts(deployed)
+    assert len(set(accounts.values())) == len(accounts), f"shared service accounts: {accounts}"
+    for name, sa in accounts.items():
+        dep = _json(cluster, "get", "deployment", "-n", NAMESPACE, name)
+        selector = ",".join(f"{k}={v}" for k, v in dep["spec"]["selector"]["matchLabels"].items())
+        for pod in _json(cluster, "get", "pods", "-n", NAMESPACE, "-l", selector)["items"]:
+            assert pod["spec"]["serviceAccountName"] == sa, f"pod {pod['metadata']['name']}"
+
+
+def _granted(deployed: list[Obj], sa: str) -> list[tuple[str, str, str]]:
+    """(verb, resource.group, namespace) samples of what the SA's roles grant it."""
+    bindings = [
+        b
+        for b in deployed
+        if b["kind"] in ("RoleBinding", "ClusterRoleBinding")
+        and any(
+            s.get("kind") == "ServiceAccount" and s.get("name") == sa
+            for s in b.get("subjects") or []
+        )
+    ]
+    out = []
+    for b in bindings:
+        ref = (b["roleRef"]["kind"], b["roleRef"]["name"])
+        role = next((r for r in deployed if (r["kind"], r["metadata"]["name"]) == ref), None)
+        if role is None:
+            continue
+        ns = b["metadata"].get("namespace", "default") if b["kind"] == "RoleBinding" else "default"
+        for rule in role.get("rules") or []:
+            if rule.get("resourceNames"):
+                continue
+            group = (rule.get("apiGroups") or [""])[0]
+            plural, _, sub = rule["resources"][0].partition("/")
+            res = plural + (f".{group}" if group else "") + (f"/{sub}" if sub else "")
+            out.append((rule["verbs"][0], res, ns))
+    return out
+
+
+def test_each_service_is_refused_what_its_role_does_not_grant(
+    cluster: ClusterHandle, deployed: list[Obj]
+) -> None:
+    problems = []
+    for name, sa in _service_accounts(deployed).items():
+        who = f"system:serviceaccount:{NAMESPACE}:{sa}"
+        granted = _granted(deployed, sa)
+        if not granted:
+            problems.append(f"{name}: no role grants {sa} anything")
+        for verb, res, ns in granted:
+            if not _can(cluster, who, verb, res, ns):
+                problems.append(f"{name} ({sa}) cannot {verb} {res}, which its role grants")
+        for verb, res, ns in FORBIDDEN_FOR_ALL:
+            if _can(cluster, who, verb, res, ns):
+                problems.append(f"{name} ({sa}) may {verb} {res}: outside any kubetune role")
+    assert problems == []
+
+
+def test_collector_rights_are_only_trial_status(
+    cluster: ClusterHandle, deployed: list[Obj], namespace: str
+) -> None:
+    """The binding the trial-controller makes for trial pods' service accounts, then can-i."""
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "kubetune-pns-collector", "namespace": namespace},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "kubetune-pns-collector",
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}],
+    }
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(binding))
+    who = f"system:serviceaccount:{namespace}:default"
+    assert _can(cluster, who, "patch", "trials.kubeflow.org/status", namespace)
+    assert _can(cluster, who, "get", "trials.kubeflow.org/status", namespace)
+    for verb, res in [
+        ("create", "pods"),
+        ("update", "trials.kubeflow.org"),
+        ("patch", "experiments.kubeflow.org/status"),
+        ("delete", "trials.kubeflow.org"),
+        ("get", "secrets"),
+    ]:
+        assert not _can(cluster, who, verb, res, namespace), f"collector may {verb} {res}"
+    # and nothing outside the Trial's namespace
+    assert not _can(cluster, who, "patch", "trials.kubeflow.org/status", "default")
+
+
+def test_image_map_renders_the_venv(tmp_path: Path) -> None:
+    from deploying import render_image_map
+
+    from localcluster.nodeagent.images import ImageMap
+
+    path = tmp_path / "map.yaml"
+    path.write_text(render_image_map(bin_dir="/some/venv/bin"))
+    entry = ImageMap.load(str(path)).lookup("ghcr.io/kubetune/pns-collector:0.1.0")
+    assert entry is not None
+    assert entry.entrypoint == ["pns-collector"] and entry.path == ["/some/venv/bin"]
+
+
+def test_api_server_calls_the_webhook_on_loopback(
+    cluster: ClusterHandle, deployed: list[Obj], namespace: str
+) -> None:
+    """URL + caBundle work: an Experiment comes back defaulted, a plain pod is admitted.
+
+    Server-side dry runs: the webhooks are called (sideEffects None) and nothing is stored.
+    """
+    test_every_deployment_becomes_available(cluster, deployed)
+    cluster.kubectl(
+        "label", "namespace", namespace, "katib.kubeflow.org/metrics-collector-injection=enabled"
+    )
+    example = ROOT / "shared" / "tests" / "manifests" / "random-job-stdout.yaml"
+    experiment = next(
+        d for d in yaml.safe_load_all(example.read_text()) if d["kind"] == "Experiment"
+    )
+    experiment["metadata"] = {"name": "webhook-probe", "namespace": namespace}
+    experiment["spec"].pop("metricsCollectorSpec", None)
+    out = cluster.kubectl(
+        "create", "--dry-run=server", "-o", "json", "-f", "-",
+        stdin=json.dumps(experiment), check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, f"Experiment dry run failed:\n{out.stderr}"
+    defaulted = json.loads(out.stdout)["spec"]
+    assert defaulted["metricsCollectorSpec"]["collector"]["kind"] == "StdOut", defaulted
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "not-a-trial", "namespace": namespace},
+        "spec": {"containers": [{"name": "c", "image": "python:3.11", "command": ["true"]}]},
+    }
+    out = cluster.kubectl(
+        "create", "--dry-run=server", "-o", "json", "-f", "-",
+        stdin=json.dumps(pod), check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, f"pod dry run failed (pod webhook):\n{out.stderr}"
+
+
+def _experiment(name: str, namespace: str, resume_policy: str) -> Obj:
+    """A 3-trial random search whose training container prints its own learning rate."""
+    script = "import sys; print('accuracy=' + sys.argv[1])"
+    return {
+        "apiVersion": "kubeflow.org/v1beta1",
+        "kind": "Experiment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "objective": {"type": "maximize", "goal": 0.99, "objectiveMetricName": "accuracy"},
+            "algorithm": {"algorithmName": "random"},
+            "resumePolicy": resume_policy,
+            "parallelTrialCount": 2,
+            "maxTrialCount": 3,
+            "maxFailedTrialCount": 1,
+            "parameters": [
+                {
+                    "name": "lr",
+                    "parameterType": "double",
+                    "feasibleSpace": {"min": "0.01", "max": "0.03"},
+                }
+            ],
+            "trialTemplate": {
+                "primaryContainerName": "training-container",
+                "trialParameters": [{"name": "learningRate", "reference": "lr"}],
+                "trialSpec": {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "spec": {
+                        "template": {
+                            "spec": {
+                                "restartPolicy": "Never",
+                                "containers": [
+                                    {
+                                        "name": "training-container",
+                                        "image": "python:3.11",
+                                        "command": [
+                                            "python3",
+                                            "-c",
+                                            script,
+                                            "${trialParameters.learningRate}",
+                                        ],
+                                    }
+                                ],
+                            }
+                        }
+                    },
+                },
+            },
+        },
+    }
+
+
+def _conditions(obj: Obj) -> str:
+    return ", ".join(
+        f"{c['type']}={c['status']} ({c.get('reason')}: {c.get('message')})"
+        for c in (obj.get("status") or {}).get("conditions") or []
+    )
+
+
+def _run_experiment(cluster: ClusterHandle, namespace: str, experiment: Obj) -> Obj:
+    """Create it, wait until Succeeded (or fail with every object's conditions)."""
+    cluster.kubectl(
+        "label", "namespace", namespace, "katib.kubeflow.org/metrics-collector-injection=enabled"
+    )
+    cluster.kubectl("create", "-f", "-", stdin=json.dumps(experiment))
+    name = experiment["metadata"]["name"]
+    deadline = time.monotonic() + AVAILABLE_TIMEOUT
+    exp: Obj = {}
+    while time.monotonic() < deadline:
+        exp = _json(cluster, "get", "experiment", "-n", namespace, name)
+        done = {
+            c["type"] for c in (exp.get("status") or {}).get("conditions") or []
+            if c["status"] == "True"
+        }  # fmt: skip
+        if done & {"Succeeded", "Failed"}:
+            break
+        time.sleep(2)
+    lines = [f"Experiment {name}: {_conditions(exp)}"]
+    for kind in ("suggestion", "trial"):
+        for obj in _json(cluster, "get", kind, "-n", namespace)["items"]:
+            lines.append(f"{kind} {obj['metadata']['name']}: {_conditions(obj)}")
+    assert _condition(exp, "Succeeded").get("status") == "True", "\n".join(lines)
+    return exp
+
+
+def test_from_volume_gets_a_host_path_volume(
+    cluster: ClusterHandle, deployed: list[Obj], namespace: str
+) -> None:
+    """The local katib-config: FromVolume suggestions get a hostPath PV, bound, kept at the end."""
+    test_every_deployment_becomes_available(cluster, deployed)
+    _run_experiment(cluster, namespace, _experiment("resumable", namespace, "FromVolume"))
+    pvcs = _json(cluster, "get", "pvc", "-n", namespace)["items"]
+    assert len(pvcs) == 1 and pvcs[0]["status"]["phase"] == "Bound"
+    pv = _json(cluster, "get", "pv", pvcs[0]["spec"]["volumeName"])
+    assert pv["spec"]["hostPath"]["path"].startswith("/tmp/katib/suggestions/")
+    assert pv["spec"]["storageClassName"] == "kubetune-local"
+    cluster.kubectl("delete", "experiment", "-n", namespace, "resumable", "--wait=true")
+    deadline = time.monotonic() + 60
+    while (
+        time.monotonic() < deadline
+        and cluster.kubectl(
+            "get", "pv", pv["metadata"]["name"], "--ignore-not-found", "-o", "name"
+        ).stdout.strip()
+    ):
+        time.sleep(1)
+    assert not Path(pv["spec"]["hostPath"]["path"]).exists(), "hostPath directory left behind"
