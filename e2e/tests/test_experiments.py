@@ -357,6 +357,21 @@ def test_chaos_every_service_pod_deleted_once(kubetune: ClusterHandle, ns: str) 
     assert exp_done["status"]["currentOptimalTrial"]["bestTrialName"] == best["metadata"]["name"]
 
 
+def install_thirdparty_crd(cluster: ClusterHandle, filename: str, name: str) -> None:
+    """Install a real operator's CRD (from ../shared/thirdparty-crds) and wait until served."""
+    path = ROOT.parent / "shared" / "thirdparty-crds" / filename
+    out = cluster.kubectl(
+        "apply", "--server-side", "--force-conflicts", "-f", str(path), check=False
+    )
+    assert out.returncode == 0, out.stderr
+
+    def established() -> bool:
+        got = cluster.kubectl("get", "crd", name, "-o", "json", check=False)
+        return got.returncode == 0 and condition(json.loads(got.stdout), "Established") is not None
+
+    wait_for(established, 60, f"CRD {name} to be established")
+
+
 def argo_experiment(ns: str, name: str) -> Obj:
     exp = quick_experiment(ns, name, "Never", 3)
     template = exp["spec"]["trialTemplate"]
@@ -391,11 +406,7 @@ def test_argo_workflow_trials_with_a_sidecar_that_never_exits(
 
     from kubetune.kube import Kube, connect
 
-    crd = ROOT.parent / "shared" / "thirdparty-crds" / "argoproj.io_workflows.yaml"
-    kubetune.kubectl("apply", "--server-side", "-f", str(crd))
-    kubetune.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/workflows.argoproj.io"
-    )
+    install_thirdparty_crd(kubetune, "argoproj.io_workflows.yaml", "workflows.argoproj.io")
     kube = Kube(connect(kubetune.kubeconfig))
     standin = ArgoControllerStandIn(kube, ns, sys.executable)
     stop = threading.Event()
@@ -413,3 +424,102 @@ def test_argo_workflow_trials_with_a_sidecar_that_never_exits(
     for trial in trials_of(kubetune, "argo", ns):
         x = float(trial["spec"]["parameterAssignments"][0]["value"])
         assert metric(trial, "score", "latest") == pytest.approx(1 - abs(0.3 - x))
+
+
+def tfjob_experiment(ns: str, name: str) -> Obj:
+    training = [
+        sys.executable,
+        str(TRAINING),
+        "--epochs=2",
+        "--lr=${trialParameters.learningRate}",
+        "--l2=${trialParameters.weightDecay}",
+        "--metrics-file=/var/log/katib/metrics.log",
+    ]
+
+    def replica(command: list[str]) -> Obj:
+        return {
+            "replicas": 1,
+            "restartPolicy": "Never",
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "tensorflow",
+                            "image": "docker.io/kubeflow/tf-mnist:latest",
+                            "command": command,
+                        }
+                    ]
+                }
+            },
+        }
+
+    return {
+        "apiVersion": "kubeflow.org/v1beta1",
+        "kind": "Experiment",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "objective": {
+                "type": "minimize",
+                "objectiveMetricName": "loss",
+                "additionalMetricNames": ["accuracy"],
+            },
+            "algorithm": {
+                "algorithmName": "tpe",
+                "algorithmSettings": [{"name": "random_state", "value": "5"}],
+            },
+            "parallelTrialCount": 2,
+            "maxTrialCount": 4,
+            "metricsCollectorSpec": {"collector": {"kind": "File"}},
+            "parameters": [
+                {
+                    "name": "lr",
+                    "parameterType": "double",
+                    "feasibleSpace": {"min": "0.01", "max": "1", "distribution": "logUniform"},
+                },
+                {
+                    "name": "l2",
+                    "parameterType": "double",
+                    "feasibleSpace": {"min": "0.00001", "max": "0.01"},
+                },
+            ],
+            "trialTemplate": {
+                "primaryContainerName": "tensorflow",
+                "trialParameters": [
+                    {"name": "learningRate", "reference": "lr"},
+                    {"name": "weightDecay", "reference": "l2"},
+                ],
+                "trialSpec": {
+                    "apiVersion": "kubeflow.org/v1",
+                    "kind": "TFJob",
+                    "spec": {
+                        "tfReplicaSpecs": {
+                            "Chief": replica(training),
+                            "Worker": replica([sys.executable, "-c", "print('worker done')"]),
+                        }
+                    },
+                },
+            },
+        },
+    }
+
+
+def test_tpe_over_tfjob_trials_with_the_file_collector(kubetune: ClusterHandle, ns: str) -> None:
+    # The training operator's stand-in of the trial-controller's tests (same behaviour towards
+    # pods and status); the real TFJob CRD comes from ../shared/thirdparty-crds.
+    sys.path.insert(0, str(ROOT / "services" / "trial-controller" / "tests"))
+    from standins import running  # type: ignore[import-not-found]
+    from standins.tfjob_operator import TFJobOperatorStandIn  # type: ignore[import-not-found]
+
+    from kubetune.kube import Kube, connect
+
+    install_thirdparty_crd(kubetune, "kubeflow.org_tfjobs.yaml", "tfjobs.kubeflow.org")
+    kube = Kube(connect(kubetune.kubeconfig))
+    with running(TFJobOperatorStandIn(kube, ns).controller, kube):
+        apply(kubetune, tfjob_experiment(ns, "tfjob"))
+        exp = wait_for(experiment_done(kubetune, "tfjob", ns), 420, "the TFJob experiment")
+    assert (exp["status"]["trials"], exp["status"]["trialsSucceeded"]) == (4, 4)
+    trials = trials_of(kubetune, "tfjob", ns)
+    best = min(trials, key=lambda t: metric(t, "loss", "min"))
+    assert exp["status"]["currentOptimalTrial"]["bestTrialName"] == best["metadata"]["name"]
+    for trial in trials:
+        assert 0.5 < metric(trial, "accuracy", "latest") <= 1.0

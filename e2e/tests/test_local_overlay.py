@@ -9,7 +9,7 @@ Against an existing cluster (KUBETUNE_E2E_EXISTING_CLUSTER=1) this module is ski
 KUBETUNE_E2E_LOCAL_OVERLAY=1: deploying kubetune there would reconcile everyone's objects, and
 the cluster must have been started with the rendered image map. KUBETUNE_E2E_KEEP=1 leaves the
 deployment in place afterwards; KUBETUNE_E2E_AVAILABLE_TIMEOUT (seconds, default 180) bounds
-each wait.
+the wait for the Deployments, KUBETUNE_E2E_EXPERIMENT_TIMEOUT (default 300) an Experiment's.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 OVERLAY = ROOT / "kustomize" / "overlays" / "local"
 NAMESPACE = "kubeflow"
 AVAILABLE_TIMEOUT = float(os.environ.get("KUBETUNE_E2E_AVAILABLE_TIMEOUT", "180"))
+EXPERIMENT_TIMEOUT = float(os.environ.get("KUBETUNE_E2E_EXPERIMENT_TIMEOUT", "300"))
 # Actions no kubetune service may perform (checked for every service account).
 FORBIDDEN_FOR_ALL = [
     ("create", "pods", "default"),
@@ -420,7 +421,7 @@ def _run_experiment(cluster: ClusterHandle, namespace: str, experiment: Obj) -> 
     )
     cluster.kubectl("create", "-f", "-", stdin=json.dumps(experiment))
     name = experiment["metadata"]["name"]
-    deadline = time.monotonic() + AVAILABLE_TIMEOUT
+    deadline = time.monotonic() + EXPERIMENT_TIMEOUT
     exp: Obj = {}
     while time.monotonic() < deadline:
         exp = _json(cluster, "get", "experiment", "-n", namespace, name)
