@@ -9,6 +9,7 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 IMAGE_TAG="${IMAGE_TAG:-dev}"
 ARGO_VERSION="${ARGO_VERSION:-v3.6.5}"
 TRAINING_OPERATOR_VERSION="${TRAINING_OPERATOR_VERSION:-v1.8.1}"
+CERT_MANAGER_VERSION="${CERT_MANAGER_VERSION:-v1.16.2}"
 SERVICES=(experiment-controller suggestion-controller suggestion-algorithm
           trial-controller webhook pns-collector)
 

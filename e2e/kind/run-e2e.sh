@@ -6,9 +6,9 @@ source "$(dirname "$0")/common.sh"
 need kubectl
 
 ctx="kind-${CLUSTER_NAME}"
-kubectl --context "${ctx}" apply -k "${REPO_ROOT}/kustomize/overlays/kind"
-kubectl --context "${ctx}" -n kubetune wait deployment --all --for=condition=Available \
-  --timeout=300s
+kubectl --context "${ctx}" apply --server-side -k "${REPO_ROOT}/kustomize/overlays/kind"
+kubectl --context "${ctx}" -n kubeflow wait deployment -l app.kubernetes.io/part-of=kubetune \
+  --for=condition=Available --timeout=300s
 
 kubeconfig="$(mktemp)"
 trap 'rm -f "${kubeconfig}"' EXIT
