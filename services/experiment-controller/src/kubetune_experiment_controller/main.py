@@ -27,6 +27,7 @@ def parser() -> argparse.ArgumentParser:
     running.add_flags(p, SERVICE)
     p.add_argument(
         "--katib-config",
+        "--config",  # the name the webhook and suggestion-controller use
         action=running.EnvDefault,
         env="KUBETUNE_KATIB_CONFIG",
         default=None,

@@ -30,6 +30,7 @@ def parser() -> argparse.ArgumentParser:
     env = running.EnvDefault
     p.add_argument(
         "--katib-config",
+        "--config",  # the name the webhook and suggestion-controller use
         action=env,
         env="KUBETUNE_KATIB_CONFIG",
         default=None,
