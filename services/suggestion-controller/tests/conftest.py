@@ -248,6 +248,26 @@ class StandIn:
             subresource="status",
         )
 
+    def restart_experiment(self) -> None:
+        """What the experiment-controller does on a restart: Restarting in, Succeeded/Failed out."""
+        current = (self.experiment().get("status") or {}).get("conditions") or []
+        kept = [c for c in current if c["type"] not in ("Succeeded", "Failed", "Restarting")]
+        kept.append(
+            {
+                "type": "Restarting",
+                "status": "True",
+                "reason": "ExperimentRestarting",
+                "message": "Experiment is restarted",
+            }
+        )
+        self.kube.patch(
+            EXPERIMENTS,
+            self.name,
+            {"status": {"conditions": kept}},
+            self.namespace,
+            subresource="status",
+        )
+
     def request(self, count: int) -> None:
         self.kube.patch(SUGGESTIONS, self.name, {"spec": {"requests": count}}, self.namespace)
 

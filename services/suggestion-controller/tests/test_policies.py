@@ -144,7 +144,7 @@ def test_policy_runs_to_the_end_then_restarts(
             assert kube.get_or_none(PVS, f"exp-tpe-{namespace}") is not None
 
     # restart by raising maxTrialCount: the Experiment goes Restarting, requests grow
-    standin.set_experiment([("Restarting", "True", "ExperimentRestarting")])
+    standin.restart_experiment()
     standin.request(5)
     if policy == "Never":
         _holds(
