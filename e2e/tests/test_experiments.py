@@ -341,11 +341,16 @@ def test_chaos_every_service_pod_deleted_once(kubetune: ClusterHandle, ns: str) 
     rng = random.Random(20261130)
     victims = [("kubeflow", f"app.kubernetes.io/name=kubetune-{name}") for name in SERVICES]
     victims.append((ns, "katib.kubeflow.org/suggestion=chaos"))
-    schedule = sorted((rng.uniform(1.0, 20.0), target) for target in victims)
-    started = time.monotonic()
+    # A moment is "once n trials exist" (n random, below 30): the experiment is still running
+    # then, so every deletion lands mid-experiment however fast the machine is.
+    schedule = sorted((rng.randint(2, 25), target) for target in victims)
     deleted: list[str] = []
     for moment, (namespace, selector) in schedule:
-        time.sleep(max(0.0, started + moment - time.monotonic()))
+
+        def reached(n: int = moment) -> bool:
+            return len(trials_of(kubetune, "chaos", ns)) >= n
+
+        wait_for(reached, 300, f"{moment} trials before deleting a pod of {selector}")
         deleted.append(_delete_pod(kubetune, namespace, selector) or f"(none for {selector})")
     exp_done = wait_for(experiment_done(kubetune, "chaos", ns), 600, "the chaos experiment")
     assert all(not d.startswith("(none") for d in deleted), deleted
