@@ -135,7 +135,7 @@ def _collect_deployment_ids() -> list[str]:
 @pytest.fixture(scope="module", params=_collect_deployment_ids() or ["none"])
 def deployment(request: pytest.FixtureRequest, aggregate: list[Obj]) -> Obj:
     if request.param == "none":
-        pytest.skip("no service base defines a Deployment yet")
+        pytest.fail("no service base defines a Deployment: the manifests lost their services")
     if request.param == "unrenderable":
         pytest.fail("kustomize/base does not render (see test_every_base_builds_alone)")
     return next(d for d in _deployments(aggregate) if _name(d) == request.param)
