@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kubetune.config import KatibConfig
-from kubetune_webhook import defaulting, injecting, patching, validating
+from kubetune_webhook import defaulting, injecting, patching, permissions, validating
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ KIND = "AdmissionReview"
 PATHS = ("/mutate-experiment", "/validate-experiment", "/mutate-pod")
 
 
-class Cluster(validating.Cluster, injecting.Owners, Protocol):
+class Cluster(validating.Cluster, injecting.Owners, permissions.Authorizer, Protocol):
     """Every read the endpoints make (`lookups.KubeCluster` in production)."""
 
 
@@ -156,6 +156,8 @@ class Admission:
             cluster=self.cluster,
             options=self.options,
         )
+        if not problems and review.operation == "CREATE":
+            problems = self._author_problems(review)
         if not problems:
             return respond(review.uid, allowed=True)
         name = review.name or _name(review.obj)
@@ -166,6 +168,15 @@ class Admission:
             code=500 if retry else 400,
             message=f"Experiment {name} is invalid: " + "; ".join(problems),
         )
+
+    def _author_problems(self, review: Review) -> list[str]:
+        """The author must hold the rights kubetune uses for them (`permissions`)."""
+        experiment, _ = validating.load(review.obj, "object")
+        user = review.raw.get("userInfo")
+        if experiment is None or not isinstance(user, dict):
+            return []
+        namespace = review.namespace or experiment.metadata.namespace or ""
+        return permissions.problems(experiment, namespace, user, self.cluster)
 
     def mutate_pod(self, review: Review) -> dict[str, Any]:
         wrong = self._wrong_kind(review, "Pod")
