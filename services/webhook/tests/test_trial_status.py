@@ -242,7 +242,9 @@ def _owner(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _pod(kube: Kube, ns: str, name: str, owner: dict[str, Any] | None) -> dict[str, Any]:
+def _pod(
+    kube: Kube, ns: str, name: str, owner: dict[str, Any] | None, account: str = "default"
+) -> dict[str, Any]:
     """A pod that never runs (scheduling gate), owned like a Job's pod."""
     meta: dict[str, Any] = {"name": name}
     if owner is not None:
@@ -255,6 +257,7 @@ def _pod(kube: Kube, ns: str, name: str, owner: dict[str, Any] | None) -> dict[s
             "kind": "Pod",
             "metadata": meta,
             "spec": {
+                "serviceAccountName": account,
                 "schedulingGates": [{"name": "kubetune.test/never"}],
                 "containers": [{"name": "training-container", "image": "python:3.12"}],
             },
@@ -336,7 +339,9 @@ def test_a_trial_pod_writes_its_own_observation_and_nothing_else(
     _, pod = _trial_with_pod(kube, ns, "mine", "exp-a")
     collector = as_token(cluster, _token(cluster, ns, pod))
     observation = {"metrics": [{"name": "loss", "latest": "0.25", "min": "0.25", "max": "0.5"}]}
-    collector.patch(TRIALS, "mine", {"status": {"observation": observation}}, ns, "status")
+    collector.patch(
+        TRIALS, "mine", {"status": {"observation": observation}}, ns, subresource="status"
+    )
     assert _observation(kube, ns, "mine") == observation
     # Conditions are the trial-controller's (EarlyStopped excepted).
     succeeded = {
@@ -367,7 +372,7 @@ def test_kubetune_and_people_are_not_checked(cluster: Any, kube: Kube, checked: 
         },
         ns,
     )
-    controller_pod = _pod(kube, ns, "trial-controller", None)
+    controller_pod = _pod(kube, ns, "trial-controller", None, "kubetune-trial-controller")
     controller = as_token(
         cluster, _token(cluster, ns, controller_pod, sa="kubetune-trial-controller")
     )
