@@ -116,3 +116,29 @@ def test_binding_only_grows() -> None:
     assert building.missing_subjects(binding, "ns", ["default", "x"]) == [
         {"kind": "ServiceAccount", "name": "x", "namespace": "ns"}
     ]
+
+
+def test_binding_is_owned_by_the_experiment_else_the_trial() -> None:
+    experiment_ref = {
+        "apiVersion": "kubeflow.org/v1beta1",
+        "kind": "Experiment",
+        "name": "e",
+        "uid": "u-e",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    owned = {"metadata": {"name": "t", "uid": "u-t", "ownerReferences": [experiment_ref]}}
+    owner = building.binding_owner(owned)
+    # Never a controller nor blocking: many Experiments own one binding.
+    assert owner == {
+        "apiVersion": "kubeflow.org/v1beta1",
+        "kind": "Experiment",
+        "name": "e",
+        "uid": "u-e",
+    }
+    standalone = building.binding_owner({"metadata": {"name": "t", "uid": "u-t"}})
+    assert (standalone["kind"], standalone["uid"]) == ("Trial", "u-t")
+    binding = building.collector_binding("ns", ["default"], owner)
+    assert binding["metadata"]["ownerReferences"] == [owner]
+    assert not building.missing_owner(binding, owner)
+    assert building.missing_owner(binding, standalone)
