@@ -25,9 +25,7 @@ EARLIER = "2025-12-31T00:00:00Z"
 PARAMETERS = [
     {"name": "lr", "parameterType": "double", "feasibleSpace": {"min": "0.01", "max": "0.1"}}
 ]
-READY = {
-    "status": {"readyReplicas": 1, "conditions": [{"type": "Available", "status": "True"}]}
-}
+READY = {"status": {"readyReplicas": 1, "conditions": [{"type": "Available", "status": "True"}]}}
 NOT_READY: dict[str, Any] = {"status": {}}
 
 C = ("Created", "True", "SuggestionCreated", "Suggestion is created")
@@ -37,7 +35,12 @@ RT = ("Running", "True", "SuggestionRunning", "Suggestion is running")
 RF_END = ("Running", "False", "Suggestion is succeeded", "Suggestion is succeeded")
 DRF_END = ("DeploymentReady", "False", "Suggestion is succeeded", "Suggestion is succeeded")
 ST = ("Succeeded", "True", "Experiment is succeeded", seed.FROM_VOLUME_END)
-ST_NEVER = ("Succeeded", "True", "Experiment is succeeded", "Suggestion is succeeded, can't be restarted")
+ST_NEVER = (
+    "Succeeded",
+    "True",
+    "Experiment is succeeded",
+    "Suggestion is succeeded, can't be restarted",
+)
 RF_RESTART = ("Running", "False", "Experiment is restarting", "Suggestion is not running")
 FAILED = ("Failed", "True", "SuggestionFailed", "x")
 RUNNING = [C, DRT, RT]
@@ -117,7 +120,9 @@ RESTARTED_EXP = _experiment(("Created", "True"), ("Restarting", "True"), ("Runni
 
 def _conds(decision: Decision) -> list[tuple[str, str, str, str]]:
     assert decision.status is not None
-    return [(c["type"], c["status"], c["reason"], c["message"]) for c in decision.status["conditions"]]
+    return [
+        (c["type"], c["status"], c["reason"], c["message"]) for c in decision.status["conditions"]
+    ]
 
 
 def _kinds(decision: Decision) -> list[str]:
@@ -173,11 +178,27 @@ def test_from_volume_with_a_pv_takes_the_finalizer_first_and_nothing_else() -> N
             Seen(RUNNING_EXP),
             ["PersistentVolumeClaim", "ServiceAccount", "RoleBinding", "Service", "Deployment"],
         ),
-        ("Never", True, Seen(RUNNING_EXP), ["ServiceAccount", "RoleBinding", "Service", "Deployment"]),
-        ("LongRunning", True, Seen(RUNNING_EXP, pvc=True, service=True), ["ServiceAccount", "RoleBinding", "Deployment"]),
+        (
+            "Never",
+            True,
+            Seen(RUNNING_EXP),
+            ["ServiceAccount", "RoleBinding", "Service", "Deployment"],
+        ),
+        (
+            "LongRunning",
+            True,
+            Seen(RUNNING_EXP, pvc=True, service=True),
+            ["ServiceAccount", "RoleBinding", "Deployment"],
+        ),
         ("FromVolume", True, Seen(RUNNING_EXP, NOT_READY, **EVERYTHING), []),
     ],
-    ids=["from-volume-pv", "from-volume-claim-only", "never", "long-running-some-exist", "all-exist"],
+    ids=[
+        "from-volume-pv",
+        "from-volume-claim-only",
+        "never",
+        "long-running-some-exist",
+        "all-exist",
+    ],
 )
 def test_what_is_missing_is_created_and_deployment_ready_is_false(
     policy: str, pv: bool, seen: Seen, kinds: list[str]
@@ -220,13 +241,31 @@ def test_a_deployment_that_stops_being_available_is_not_ready_again() -> None:
 @pytest.mark.parametrize(
     ("policy", "before", "seen", "after", "deleted"),
     [
-        ("FromVolume", RUNNING, Seen(ENDED_EXP, READY, **EVERYTHING), ENDED, ["Deployment", "Service"]),
-        ("Never", RUNNING, Seen(ENDED_EXP, READY, service=True), [C, RF_END, DRF_END, ST_NEVER], ["Deployment", "Service"]),
+        (
+            "FromVolume",
+            RUNNING,
+            Seen(ENDED_EXP, READY, **EVERYTHING),
+            ENDED,
+            ["Deployment", "Service"],
+        ),
+        (
+            "Never",
+            RUNNING,
+            Seen(ENDED_EXP, READY, service=True),
+            [C, RF_END, DRF_END, ST_NEVER],
+            ["Deployment", "Service"],
+        ),
         # the Experiment ended before the Deployment existed (Created is the last condition)
         ("FromVolume", [C], Seen(ENDED_EXP), ENDED, []),
         # ... or before the Suggestion was even Created: Created comes first
         ("FromVolume", [], Seen(ENDED_EXP), ENDED, []),
-        ("FromVolume", [C, DRF], Seen(ENDED_EXP, NOT_READY, service=True), ENDED, ["Deployment", "Service"]),
+        (
+            "FromVolume",
+            [C, DRF],
+            Seen(ENDED_EXP, NOT_READY, service=True),
+            ENDED,
+            ["Deployment", "Service"],
+        ),
     ],
     ids=["from-volume", "never", "ended-after-created", "ended-before-created", "ended-not-ready"],
 )
@@ -292,9 +331,7 @@ def test_a_finished_suggestion_only_loses_its_deployment_and_service(
 def test_invalid_settings_or_algorithm_fail_the_suggestion_without_objects(
     settings: dict[str, str], algorithm: str, message: str
 ) -> None:
-    decision = _decide(
-        _suggestion([C], settings=settings, algorithm=algorithm), Seen(RUNNING_EXP)
-    )
+    decision = _decide(_suggestion([C], settings=settings, algorithm=algorithm), Seen(RUNNING_EXP))
     conds = _conds(decision)
     assert conds[:-1] == [C]
     assert conds[-1][:3] == ("Failed", "True", "SuggestionFailed")
@@ -392,4 +429,3 @@ def test_restart_follows_the_seed_code() -> None:
     again = seed.history(world.versions)[len(seed.FIRST_RUN) :]
     assert again == seed.RESTART
     assert not any(c["type"] == "Restarting" for v in world.versions[first:] for c in v)
-

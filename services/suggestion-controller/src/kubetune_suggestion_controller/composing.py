@@ -1,10 +1,10 @@
 """The objects behind a Suggestion, as pure functions: Deployment, Service, PVC, PV, RBAC.
 
-Neighbours: `deciding` picks which of these a pass creates, `reconciling` creates them. Names come from `kubetune.naming`, image,
-resources, command and volume settings from the algorithm's `kubetune.config` entry
-(reference §4.3, §5). The algorithm process talks to the API server (not gRPC), so its pods run
-as a ServiceAccount bound (per namespace) to the ClusterRole `kubetune-suggestion-algorithm`
-unless the config entry names its own `serviceAccountName`.
+Neighbours: `deciding` picks which of these a pass creates, `reconciling` creates them. Names
+come from `kubetune.naming`, image, resources, command and volume settings from the algorithm's
+`kubetune.config` entry (reference §4.3, §5). The algorithm process talks to the API server (not
+gRPC), so its pods run as a ServiceAccount bound (per namespace) to the ClusterRole
+`kubetune-suggestion-algorithm` unless the config entry names its own `serviceAccountName`.
 """
 
 from __future__ import annotations

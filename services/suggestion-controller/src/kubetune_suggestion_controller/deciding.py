@@ -17,7 +17,7 @@ code wins, as upstream):
   the message names the policy), completionTime; then the Deployment and Service go (PVC and PV
   stay). LongRunning is never completed here. A Suggestion not yet Created gets Created first, so
   every Suggestion's record starts with Created (the state machine's only first move).
-* Not Created yet: Created and startTime, alone (as upstream; the status event brings the next pass).
+* Not Created yet: Created and startTime, alone (as upstream; its event brings the next pass).
 * Invalid algorithm settings or no katib-config entry for the algorithm: Failed, "Validation
   failed: <problems>".
 * FromVolume with a PV in the config: the finalizer first, alone (a metadata write; its event
@@ -259,4 +259,3 @@ def decide(suggestion: Suggestion, seen: Seen, config: KatibConfig, *, now: str)
     st.put(S.DEPLOYMENT_READY, TRUE, R.DEPLOYMENT_READY, MSG_DEPLOYMENT_READY)
     st.put(S.RUNNING, TRUE, R.RUNNING, MSG_RUNNING)
     return Decision(create=create, status=st.patch())
-

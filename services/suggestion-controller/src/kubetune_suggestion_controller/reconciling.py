@@ -41,9 +41,8 @@ PVCS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
 PVS = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False)
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
-BY_KIND = {
-    r.kind: r for r in (DEPLOYMENTS, SERVICES, PVCS, PVS, SERVICE_ACCOUNTS, ROLE_BINDINGS)
-}
+BY_KIND = {r.kind: r for r in (DEPLOYMENTS, SERVICES, PVCS, PVS, SERVICE_ACCOUNTS, ROLE_BINDINGS)}
+
 
 @dataclass
 class Reconciler:
@@ -164,4 +163,3 @@ class Reconciler:
                 log.info("removed host directory %s of PV %s", path, name)
         kept = [f for f in suggestion.metadata.finalizers or [] if f != FINALIZER]
         self._patch_meta(suggestion, kept or None)
-
