@@ -9,6 +9,7 @@ the algorithm pod is real (its readiness makes DeploymentReady True).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -122,3 +123,28 @@ def test_from_volume_first_run_and_restart_follow_the_seed(
     assert not any(c["type"] == "Restarting" for v in recorder.versions for c in v)
     final = recorder.versions[-1]
     assert [c["type"] for c in final] == ["Created", "Running", "DeploymentReady", "Succeeded"]
+
+
+def test_conditions_the_controller_cannot_follow_are_left_alone(
+    kube: Kube, namespace: str, controller: ControllerProcess, standin: StandIn
+) -> None:
+    """Someone else wrote a condition the Suggestion machine does not know: each pass gives up
+    on that Suggestion (TerminalError: an error line, no traceback, no retry) and writes
+    nothing; the controller keeps running (the fixture checks its clean exit)."""
+    standin.create("random", "FromVolume", PARAMETERS, {"random_state": "1"}, requests=1)
+    wait_for("Created", lambda: is_true(standin.suggestion(), "Created"))
+    foreign = [
+        {"type": "Created", "status": "True", "reason": "SuggestionCreated", "message": "m"},
+        {"type": "Restarting", "status": "True", "reason": "Elsewhere", "message": "not ours"},
+    ]
+    kube.patch(
+        SUGGESTIONS, "exp", {"status": {"conditions": foreign}}, namespace, subresource="status"
+    )
+    wait_for("the controller gave up", lambda: "cannot set" in controller.logs())
+    lines = [line for line in controller.logs().splitlines() if "cannot set" in line]
+    assert f"gave up: Suggestion {namespace}/exp: Suggestion: cannot set" in lines[0], lines
+    for _ in range(10):  # and leaves the conditions as they were
+        conds = [(c["type"], c["reason"]) for c in standin.suggestion()["status"]["conditions"]]
+        assert conds == [("Created", "SuggestionCreated"), ("Restarting", "Elsewhere")]
+        time.sleep(0.5)
+    assert controller.proc.poll() is None
