@@ -93,7 +93,6 @@ def test_suggestion_first_run_sequence_of_the_seed() -> None:
 def test_suggestion_restart_sequence_of_the_seed() -> None:
     first = _play(c.SUGGESTION, SUGGESTION_FIRST_RUN)
     again = _play(c.SUGGESTION, SUGGESTION_RESTART, first)
-    assert not any(x.type == "Restarting" for x in again)
     assert c.last_state(again) == ("Succeeded", T)
     # After the restart marker, Succeeded is gone until the run ends again.
     mid = _play(c.SUGGESTION, SUGGESTION_RESTART[:1], first)
@@ -102,12 +101,20 @@ def test_suggestion_restart_sequence_of_the_seed() -> None:
     assert mid[-1].reason == "Experiment is restarting"
 
 
+def test_suggestion_may_end_before_its_deployment_exists() -> None:
+    """An Experiment can end between the Suggestion's Created pass and its Deployment."""
+    conds = _play(c.SUGGESTION, SUGGESTION_FIRST_RUN[:1] + SUGGESTION_FIRST_RUN[-3:])
+    assert c.last_state(conds) == ("Succeeded", T)
+
+
 @pytest.mark.parametrize(
     ("machine", "steps", "bad"),
     [
         (c.SUGGESTION, [], (S.RUNNING, T)),
         (c.SUGGESTION, SUGGESTION_FIRST_RUN[:1], (S.SUCCEEDED, T)),
         (c.SUGGESTION, [(S.CREATED, T, "x"), (S.FAILED, T, "x")], (S.RUNNING, T)),
+        # the seed restarts a Suggestion without a Restarting condition (Running=False instead)
+        (c.SUGGESTION, SUGGESTION_FIRST_RUN, ("Restarting", T)),
         (
             c.TRIAL,
             [(c.TrialCondition.CREATED, T, "x"), (c.TrialCondition.SUCCEEDED, T, "x")],
@@ -133,6 +140,7 @@ def test_suggestion_restart_sequence_of_the_seed() -> None:
         "suggestion-running-first",
         "suggestion-succeeded-early",
         "suggestion-failed-final",
+        "suggestion-has-no-restarting",
         "trial-succeeded-final",
         "trial-failed-final",
         "experiment-restart-unfinished",

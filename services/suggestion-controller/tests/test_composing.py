@@ -9,7 +9,7 @@ import pytest
 from kubetune import config
 from kubetune.api.experiment import Experiment
 from kubetune.api.suggestion import Suggestion
-from kubetune_suggestion_controller import composing, reconciling
+from kubetune_suggestion_controller import composing, deciding
 
 
 def _suggestion(name: str = "exp", namespace: str = "team") -> Suggestion:
@@ -129,12 +129,15 @@ def _experiment(*conditions: tuple[str, str]) -> Experiment:
     ],
 )
 def test_experiment_state(conditions: tuple[tuple[str, str], ...], state: str) -> None:
-    assert reconciling.experiment_state(_experiment(*conditions)) == state
+    assert deciding.experiment_state(_experiment(*conditions)) == state
 
 
 def test_deployment_availability() -> None:
-    assert not reconciling.deployment_available(None)
-    assert not reconciling.deployment_available({"status": {}})
-    assert reconciling.deployment_available(
+    assert not deciding.deployment_available(None)
+    assert not deciding.deployment_available({"status": {}})
+    assert not deciding.deployment_available(
+        {"status": {"readyReplicas": 1, "conditions": [{"type": "Available", "status": "False"}]}}
+    )
+    assert deciding.deployment_available(
         {"status": {"readyReplicas": 1, "conditions": [{"type": "Available", "status": "True"}]}}
     )

@@ -229,8 +229,9 @@ SUGGESTION = Machine(
     "Suggestion",
     {
         None: frozenset({_t(_S.CREATED)}),
+        # Running=False: the Experiment ended before the Deployment was made (completion).
         _t(_S.CREATED): frozenset(
-            {_f(_S.DEPLOYMENT_READY), _t(_S.DEPLOYMENT_READY), _t(_S.FAILED)}
+            {_f(_S.DEPLOYMENT_READY), _t(_S.DEPLOYMENT_READY), _f(_S.RUNNING), _t(_S.FAILED)}
         ),
         _f(_S.DEPLOYMENT_READY): frozenset(
             {_t(_S.DEPLOYMENT_READY), _t(_S.SUCCEEDED), _f(_S.RUNNING), _t(_S.FAILED)}

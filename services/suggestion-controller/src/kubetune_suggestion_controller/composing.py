@@ -1,10 +1,10 @@
 """The objects behind a Suggestion, as pure functions: Deployment, Service, PVC, PV, RBAC.
 
-Neighbours: `reconciling` creates what these return. Names come from `kubetune.naming`, image,
-resources, command and volume settings from the algorithm's `kubetune.config` entry
-(reference §4.3, §5). The algorithm process talks to the API server (not gRPC), so its pods run
-as a ServiceAccount bound (per namespace) to the ClusterRole `kubetune-suggestion-algorithm`
-unless the config entry names its own `serviceAccountName`.
+Neighbours: `deciding` picks which of these a pass creates, `reconciling` creates them. Names
+come from `kubetune.naming`, image, resources, command and volume settings from the algorithm's
+`kubetune.config` entry (reference §4.3, §5). The algorithm process talks to the API server (not
+gRPC), so its pods run as a ServiceAccount bound (per namespace) to the ClusterRole
+`kubetune-suggestion-algorithm` unless the config entry names its own `serviceAccountName`.
 """
 
 from __future__ import annotations
@@ -56,9 +56,7 @@ def owner(suggestion: Suggestion) -> Obj:
 def labels(suggestion: Suggestion) -> dict[str, str]:
     """Selector labels of the Deployment's pods and the Service."""
     name = _name(suggestion)
-    return naming.suggestion_labels(
-        name, name, naming.suggestion_deployment_name(name, algorithm_of(suggestion))
-    )
+    return naming.suggestion_labels(name, name, deployment_name(suggestion))
 
 
 def _meta(suggestion: Suggestion, name: str) -> Obj:
@@ -68,6 +66,14 @@ def _meta(suggestion: Suggestion, name: str) -> Obj:
         "labels": {**(suggestion.metadata.labels or {}), **labels(suggestion)},
         "ownerReferences": [owner(suggestion)],
     }
+
+
+def deployment_name(suggestion: Suggestion) -> str:
+    return naming.suggestion_deployment_name(_name(suggestion), algorithm_of(suggestion))
+
+
+def service_name(suggestion: Suggestion) -> str:
+    return naming.suggestion_service_name(_name(suggestion), algorithm_of(suggestion))
 
 
 def pvc_name(suggestion: Suggestion) -> str:
@@ -132,7 +138,7 @@ def deployment(suggestion: Suggestion, entry: SuggestionConfig, volume: bool) ->
         source = {"persistentVolumeClaim": {"claimName": pvc_name(suggestion)}}
     pod_spec["volumes"] = [{"name": naming.SUGGESTION_VOLUME, **source}]
     pod_labels = {**labels(suggestion), naming.ISTIO_INJECT: "false"}
-    meta = _meta(suggestion, naming.suggestion_deployment_name(name, algorithm))
+    meta = _meta(suggestion, deployment_name(suggestion))
     meta["labels"][naming.ISTIO_INJECT] = "false"
     meta["annotations"] = dict(suggestion.metadata.annotations or {})
     return {
@@ -156,7 +162,7 @@ def deployment(suggestion: Suggestion, entry: SuggestionConfig, volume: bool) ->
 
 
 def service(suggestion: Suggestion) -> Obj:
-    name = naming.suggestion_service_name(_name(suggestion), algorithm_of(suggestion))
+    name = service_name(suggestion)
     return {
         "apiVersion": "v1",
         "kind": "Service",

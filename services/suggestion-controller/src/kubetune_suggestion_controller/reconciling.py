@@ -1,16 +1,15 @@
-"""Reconcile one Suggestion: its algorithm Deployment/Service/PVC/PV and its conditions.
+"""Reconcile one Suggestion: read, let `deciding` decide, carry the decision out.
 
-Neighbours: `composing` builds the objects; `main` wires this into `kubetune.runtime`. Writes:
-the objects it owns, the Suggestion's finalizer (only with a PV), and of the Suggestion status
-only `conditions`, `startTime`, `completionTime`, `lastReconcileTime` (contract), in one merge
-patch per pass.
+Neighbours: `deciding` (pure: which objects to create or delete and the next conditions),
+`composing` (the objects), `main` (wires this into `kubetune.runtime`). Writes: the objects it
+owns (creates before the status write, deletes after it), the Suggestion's finalizer (only with
+a PV, in a pass of its own), and of the Suggestion status only `conditions`, `startTime`,
+`completionTime`, `lastReconcileTime` (contract): at most one merge patch per pass, made only
+when the decided status differs from the one read, carrying the resourceVersion that was read
+(the algorithm writes the other status fields; a 409 makes the runtime read again).
 
-Completion and restart follow the owning Experiment (contract): Experiment ended and policy
-Never/FromVolume -> Running=False, DeploymentReady=False ("Suggestion is succeeded"), Succeeded=True
-("Experiment is succeeded"), Deployment and Service deleted (FromVolume keeps PVC/PV). A
-Succeeded FromVolume Suggestion whose Experiment is Restarting -> Running=False ("Experiment is
-restarting", "Suggestion is not running"), Succeeded removed, Deployment and Service recreated on
-the same PVC -> DeploymentReady -> Running. LongRunning is never completed here.
+A Suggestion that does not match the v1beta1 schema, or whose conditions allow none of the
+moves the rules want, is a `TerminalError`: retrying cannot help until someone changes it.
 """
 
 from __future__ import annotations
@@ -19,24 +18,20 @@ import contextlib
 import logging
 import os
 import shutil
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from kubetune import algorithmsettings, conditions, errors
-from kubetune.api.base import Condition
-from kubetune.api.experiment import Experiment, ResumePolicy
+from pydantic import ValidationError
+
+from kubetune import conditions, errors
+from kubetune.api.experiment import Experiment
 from kubetune.api.suggestion import Suggestion
-from kubetune.conditions import (
-    FALSE,
-    TRUE,
-    ExperimentCondition,
-    SuggestionCondition,
-    SuggestionReason,
-)
-from kubetune.config import ConfigError, KatibConfig
+from kubetune.config import KatibConfig
 from kubetune.kube import EXPERIMENTS, SUGGESTIONS, Kube, Resource
 from kubetune.runtime import Key, Result
-from kubetune_suggestion_controller import composing
+from kubetune_suggestion_controller import composing, deciding
+from kubetune_suggestion_controller.deciding import FINALIZER
 
 log = logging.getLogger(__name__)
 
@@ -46,86 +41,59 @@ PVCS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
 PVS = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False)
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
-FINALIZER = "kubetune.kubeflow.org/suggestion-volume"
-
-MSG_NEVER = "Suggestion is succeeded, can't be restarted"
-MSG_FROM_VOLUME = "Suggestion is succeeded, suggestion volume is not deleted, can be restarted"
-
-
-def experiment_state(experiment: Experiment | None) -> str:
-    """ "completed", "restarting" or "" from the Experiment's conditions.
-
-    Level-based: a restart removes Succeeded/Failed and leaves Restarting=True for good, and the
-    experiment-controller moves on to Running within milliseconds, so "restarting" means "not
-    completed and restarted at some point", never "Restarting is the last condition".
-    """
-    conds = experiment.status.conditions if experiment and experiment.status else None
-    if conditions.is_true(conds, ExperimentCondition.SUCCEEDED) or conditions.is_true(
-        conds, ExperimentCondition.FAILED
-    ):
-        return "completed"
-    if conditions.is_true(conds, ExperimentCondition.RESTARTING):
-        return "restarting"
-    return ""
-
-
-def policy_of(suggestion: Suggestion, experiment: Experiment | None) -> ResumePolicy:
-    policy = suggestion.spec.resume_policy or (
-        experiment.spec.resume_policy if experiment else None
-    )
-    return policy or ResumePolicy.NEVER
-
-
-def deployment_available(deployment: dict[str, Any] | None) -> bool:
-    if deployment is None:
-        return False
-    status = deployment.get("status") or {}
-    for condition in status.get("conditions") or []:
-        if condition.get("type") == "Available":
-            return bool(condition.get("status") == TRUE and status.get("readyReplicas"))
-    return bool(status.get("readyReplicas"))
+BY_KIND = {r.kind: r for r in (DEPLOYMENTS, SERVICES, PVCS, PVS, SERVICE_ACCOUNTS, ROLE_BINDINGS)}
 
 
 @dataclass
 class Reconciler:
     kube: Kube
     config: KatibConfig
+    clock: Callable[[], str] = field(default=conditions.rfc3339_now)
 
-    # -- small helpers -------------------------------------------------------------------------
+    # -- reading -------------------------------------------------------------------------------
 
-    def _ensure(self, res: Resource, body: dict[str, Any], namespace: str | None) -> dict[str, Any]:
-        existing = self.kube.get_or_none(res, body["metadata"]["name"], namespace)
-        if existing is not None:
-            return existing
-        try:
-            return self.kube.create(res, body, namespace)
-        except errors.AlreadyExists:
-            return self.kube.get(res, body["metadata"]["name"], namespace)
+    def _exists(self, res: Resource, name: str, namespace: str | None) -> bool:
+        return self.kube.get_or_none(res, name, namespace) is not None
+
+    def observe(self, suggestion: Suggestion, experiment: Experiment | None) -> deciding.Seen:
+        """The objects a decision depends on (the ServiceAccount and RoleBinding are per
+        namespace, shared by every Suggestion there)."""
+        namespace = suggestion.metadata.namespace
+        return deciding.Seen(
+            experiment=experiment,
+            deployment=self.kube.get_or_none(
+                DEPLOYMENTS, composing.deployment_name(suggestion), namespace
+            ),
+            service=self._exists(SERVICES, composing.service_name(suggestion), namespace),
+            pvc=self._exists(PVCS, composing.pvc_name(suggestion), namespace),
+            pv=self._exists(PVS, composing.pv_name(suggestion), None),
+            service_account=self._exists(SERVICE_ACCOUNTS, composing.ALGORITHM_SA, namespace),
+            role_binding=self._exists(ROLE_BINDINGS, composing.ALGORITHM_SA, namespace),
+        )
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def _create(self, body: dict[str, Any]) -> None:
+        res = BY_KIND[body["kind"]]
+        namespace = body["metadata"].get("namespace") if res.namespaced else None
+        with contextlib.suppress(errors.AlreadyExists):  # made meanwhile: there, as wanted
+            self.kube.create(res, body, namespace)
 
     def _delete(self, res: Resource, name: str, namespace: str | None) -> None:
         with contextlib.suppress(errors.NotFound):
             self.kube.delete(res, name, namespace, propagation="Background")
 
-    def _delete_runtime(self, suggestion: Suggestion) -> None:
-        name = composing.deployment(suggestion, _blank_entry(suggestion), False)["metadata"]["name"]
-        self._delete(DEPLOYMENTS, name, suggestion.metadata.namespace)
-        self._delete(SERVICES, name, suggestion.metadata.namespace)
-
-    def _write(self, suggestion: Suggestion, conds: list[Condition], extra: dict[str, Any]) -> None:
-        status: dict[str, Any] = {
-            "conditions": [c.to_wire() for c in conds],
-            "lastReconcileTime": conditions.rfc3339_now(),
-            **extra,
-        }
+    def _patch_meta(self, suggestion: Suggestion, finalizers: list[str] | None) -> None:
         self.kube.patch(
             SUGGESTIONS,
             suggestion.metadata.name or "",
             {
-                "metadata": {"resourceVersion": suggestion.metadata.resource_version},
-                "status": status,
+                "metadata": {
+                    "finalizers": finalizers,
+                    "resourceVersion": suggestion.metadata.resource_version,
+                }
             },
             suggestion.metadata.namespace,
-            subresource="status",
         )
 
     # -- the pass ------------------------------------------------------------------------------
@@ -134,145 +102,51 @@ class Reconciler:
         raw = self.kube.get_or_none(SUGGESTIONS, key.name, key.namespace)
         if raw is None:
             return Result.done()
-        suggestion = Suggestion.model_validate(raw)
+        try:
+            suggestion = Suggestion.model_validate(raw)
+        except ValidationError as e:
+            raise errors.TerminalError(
+                f"Suggestion {key} does not match the v1beta1 schema: {e}"
+            ) from e
         if suggestion.metadata.deletion_timestamp:
             self._finalize(suggestion)
             return Result.done()
         experiment_raw = self.kube.get_or_none(EXPERIMENTS, key.name, key.namespace)
-        experiment = Experiment.model_validate(experiment_raw) if experiment_raw else None
-        status = suggestion.status
-        conds = list((status.conditions if status else None) or [])
-        policy = policy_of(suggestion, experiment)
-        state = experiment_state(experiment)
-        algorithm = composing.algorithm_of(suggestion)
-
-        if conditions.is_true(conds, SuggestionCondition.FAILED):
-            self._delete_runtime(suggestion)
-            return Result.done()
-        if conditions.is_true(conds, SuggestionCondition.SUCCEEDED):
-            if state == "restarting" and policy == ResumePolicy.FROM_VOLUME:
-                conds, _ = conditions.set_condition(
-                    conds,
-                    SuggestionCondition.RUNNING,
-                    FALSE,
-                    SuggestionReason.RESTARTING,
-                    "Suggestion is not running",
-                )
-                conds, _ = conditions.remove_condition(conds, SuggestionCondition.SUCCEEDED)
-                self._write(suggestion, conds, {})
-                log.info("suggestion %s restarting from its volume", key)
-                return Result.done()
-            self._delete_runtime(suggestion)
-            return Result.done()
-        if state == "completed" and policy in (ResumePolicy.NEVER, ResumePolicy.FROM_VOLUME):
-            for type_ in (SuggestionCondition.RUNNING, SuggestionCondition.DEPLOYMENT_READY):
-                conds, _ = conditions.set_condition(
-                    conds,
-                    type_,
-                    FALSE,
-                    SuggestionReason.SUGGESTION_SUCCEEDED,
-                    "Suggestion is succeeded",
-                )
-            message = MSG_FROM_VOLUME if policy == ResumePolicy.FROM_VOLUME else MSG_NEVER
-            conds, _ = conditions.set_condition(
-                conds,
-                SuggestionCondition.SUCCEEDED,
-                TRUE,
-                SuggestionReason.EXPERIMENT_SUCCEEDED,
-                message,
-            )
-            self._write(suggestion, conds, {"completionTime": conditions.rfc3339_now()})
-            self._delete_runtime(suggestion)
-            return Result.done()
-
-        if not conditions.find(conds, SuggestionCondition.CREATED):
-            conds, _ = conditions.set_condition(
-                conds,
-                SuggestionCondition.CREATED,
-                TRUE,
-                SuggestionReason.CREATED,
-                "Suggestion is created",
-            )
-            self._write(suggestion, conds, {"startTime": conditions.rfc3339_now()})
-            return Result.done()
-
-        problems = algorithmsettings.validate(
-            algorithm,
-            suggestion.spec.algorithm.algorithm_settings if suggestion.spec.algorithm else None,
-            experiment.spec.parameters if experiment else None,
-        )
         try:
-            entry = self.config.suggestion(algorithm)
-        except ConfigError as e:
-            problems.append(str(e))
-        if problems:
-            conds, _ = conditions.set_condition(
-                conds,
-                SuggestionCondition.FAILED,
-                TRUE,
-                SuggestionReason.FAILED,
-                "Validation failed: " + "; ".join(problems),
+            experiment = Experiment.model_validate(experiment_raw) if experiment_raw else None
+        except ValidationError as e:
+            raise errors.TerminalError(
+                f"Experiment {key} of Suggestion {key} does not match the v1beta1 schema: {e}"
+            ) from e
+        try:
+            decision = deciding.decide(
+                suggestion, self.observe(suggestion, experiment), self.config, now=self.clock()
             )
-            self._write(suggestion, conds, {})
-            return Result.done()
+        except conditions.IllegalTransition as e:
+            raise errors.TerminalError(f"Suggestion {key}: {e}") from e
 
-        namespace = suggestion.metadata.namespace
-        volume = policy == ResumePolicy.FROM_VOLUME
-        if volume:
-            if entry.persistent_volume_spec:
-                if FINALIZER not in (suggestion.metadata.finalizers or []):
-                    self.kube.patch(
-                        SUGGESTIONS,
-                        key.name,
-                        {
-                            "metadata": {
-                                "finalizers": [*(suggestion.metadata.finalizers or []), FINALIZER],
-                                "resourceVersion": suggestion.metadata.resource_version,
-                            }
-                        },
-                        namespace,
-                    )
-                    return Result.done()  # the update event brings us back
-                self._ensure(PVS, composing.pv(suggestion, entry), None)
-            self._ensure(PVCS, composing.pvc(suggestion, entry), namespace)
-        if not entry.service_account_name and namespace:
-            self._ensure(SERVICE_ACCOUNTS, composing.service_account(namespace), namespace)
-            self._ensure(ROLE_BINDINGS, composing.role_binding(namespace), namespace)
-        self._ensure(SERVICES, composing.service(suggestion), namespace)
-        deployment = self._ensure(
-            DEPLOYMENTS, composing.deployment(suggestion, entry, volume), namespace
-        )
-
-        if not deployment_available(deployment):
-            conds, changed = conditions.set_condition(
-                conds,
-                SuggestionCondition.DEPLOYMENT_READY,
-                FALSE,
-                SuggestionReason.DEPLOYMENT_NOT_READY,
-                "Deployment is not ready",
+        if decision.add_finalizer:
+            self._patch_meta(suggestion, [*(suggestion.metadata.finalizers or []), FINALIZER])
+            return Result.done()  # the update event brings us back
+        for body in decision.create:
+            self._create(body)
+        if decision.status is not None:
+            self.kube.patch(
+                SUGGESTIONS,
+                key.name,
+                {
+                    "metadata": {"resourceVersion": suggestion.metadata.resource_version},
+                    "status": {**decision.status, "lastReconcileTime": self.clock()},
+                },
+                key.namespace,
+                subresource="status",
             )
-            if changed:
-                self._write(suggestion, conds, {})
-            return Result.after(5.0)
-        changed_any = False
-        conds, changed = conditions.set_condition(
-            conds,
-            SuggestionCondition.DEPLOYMENT_READY,
-            TRUE,
-            SuggestionReason.DEPLOYMENT_READY,
-            "Deployment is ready",
-        )
-        changed_any |= changed
-        conds, changed = conditions.set_condition(
-            conds,
-            SuggestionCondition.RUNNING,
-            TRUE,
-            SuggestionReason.RUNNING,
-            "Suggestion is running",
-        )
-        changed_any |= changed
-        if changed_any:
-            self._write(suggestion, conds, {})
+        for kind, name in decision.delete:
+            self._delete(BY_KIND[kind], name, key.namespace)
+        if decision.note:
+            log.info("suggestion %s: %s", key, decision.note)
+        if decision.requeue_after is not None:
+            return Result.after(decision.requeue_after)
         return Result.done()
 
     def _finalize(self, suggestion: Suggestion) -> None:
@@ -288,20 +162,4 @@ class Reconciler:
                 shutil.rmtree(path, ignore_errors=True)
                 log.info("removed host directory %s of PV %s", path, name)
         kept = [f for f in suggestion.metadata.finalizers or [] if f != FINALIZER]
-        self.kube.patch(
-            SUGGESTIONS,
-            suggestion.metadata.name or "",
-            {
-                "metadata": {
-                    "finalizers": kept or None,
-                    "resourceVersion": suggestion.metadata.resource_version,
-                }
-            },
-            suggestion.metadata.namespace,
-        )
-
-
-def _blank_entry(suggestion: Suggestion) -> Any:
-    from kubetune.config import SuggestionConfig
-
-    return SuggestionConfig(algorithm_name=composing.algorithm_of(suggestion), image="-")
+        self._patch_meta(suggestion, kept or None)
