@@ -602,3 +602,31 @@ def test_a_request_without_an_answer_gets_504_and_the_rest_is_served(
     finally:
         conn.close()
         release.set()
+
+
+def test_large_bodies_arriving_slowly_cannot_take_the_memory(
+    start: Callable[..., serving.AdmissionServer], cert_dir: Path
+) -> None:
+    srv = start(max_body=64 * 1024, max_buffered=128 * 1024)
+    body = json.dumps(review(pod(), "Pod")).encode()
+    holders = [_idle_tls(srv, cert_dir) for _ in range(2)]
+    try:
+        for sock in holders:  # each announces the largest body and sends all but a byte
+            sock.sendall(b"POST /mutate-pod HTTP/1.1\r\nContent-Length: 65536\r\n\r\n")
+            sock.sendall(b" " * 65535)
+        conn = _connect(srv, cert_dir)
+        status, answer = _post(conn, "/mutate-pod", body)
+        conn.close()
+        assert status == 503 and "retry" in answer["error"], answer
+    finally:
+        for sock in holders:
+            sock.close()
+    deadline = time.monotonic() + 5
+    while True:  # once they are gone, requests pass again
+        conn = _connect(srv, cert_dir)
+        status, answer = _post(conn, "/mutate-pod", body)
+        conn.close()
+        if status == 200 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert status == 200 and answer["response"]["allowed"] is True

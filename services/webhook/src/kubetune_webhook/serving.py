@@ -15,7 +15,10 @@ Bounds (flags in `main`):
   request (read, answer, write): an answer not ready by then is HTTP 504 and the connection
   closes (the API server gives up after the webhook's timeoutSeconds anyway).
 - Bodies above `max_body` get HTTP 413 without being read, headers above `MAX_HEADER` HTTP 431,
-  chunked bodies or a POST without Content-Length HTTP 400; each closes the connection.
+  chunked bodies or a POST without Content-Length HTTP 400; each closes the connection. Bodies
+  being read or answered hold at most `max_buffered` bytes together (8 largest bodies by
+  default): past it HTTP 503, retry, so many connections each sending a large body slowly
+  cannot take the memory.
 - /healthz, /livez and /readyz are answered on the loop thread, without waiting for a worker.
 
 Refused connections, failed handshakes and timed-out clients log one line each (no traceback),
@@ -60,7 +63,7 @@ DEFAULT_MAX_CONNECTIONS = 1000
 --flood), so the cap keeps a flood well inside the manifest's 160 MiB."""
 DEFAULT_WORKERS = 16
 """Admission requests answered at once; more wait (the API server sends a few at a time)."""
-MAX_HEADER = 16 * 1024
+MAX_HEADER = 8 * 1024
 LOG_BURST = 10
 LOG_WINDOW = 10.0
 _TICK = 0.25
@@ -160,6 +163,7 @@ class _Conn:
         "peer",
         "request",
         "request_deadline",
+        "reserved",
         "served",
         "sock",
         "state",
@@ -181,6 +185,7 @@ class _Conn:
         self.served = 0
         self.tier: int | None = None
         self.token = 0
+        self.reserved = 0
         self.closed = False
 
 
@@ -268,6 +273,7 @@ class AdmissionServer:
         read_timeout: float = 5.0,
         idle_timeout: float = 60.0,
         request_timeout: float = 10.0,
+        max_buffered: int | None = None,
         ready: Callable[[], bool] | None = None,
         backlog: int = 1024,
     ) -> None:
@@ -279,6 +285,7 @@ class AdmissionServer:
             ("read_timeout", read_timeout),
             ("idle_timeout", idle_timeout),
             ("request_timeout", request_timeout),
+            ("max_buffered", max_buffered if max_buffered is not None else max_body),
         ):
             if not value > 0:
                 raise ValueError(f"{name} must be greater than 0, got {value}")
@@ -291,6 +298,8 @@ class AdmissionServer:
         self.read_timeout = read_timeout
         self.idle_timeout = idle_timeout
         self.request_timeout = request_timeout
+        self.max_buffered = max_buffered if max_buffered is not None else 8 * max_body
+        self._buffered = 0
         self.ready = ready or certs.ready
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self._listener = socket.create_server(address, family=family, backlog=backlog)
@@ -398,11 +407,16 @@ class AdmissionServer:
             self._tiers[tier][conn] = None
         conn.tier = tier
 
+    def _release(self, conn: _Conn) -> None:
+        self._buffered -= conn.reserved
+        conn.reserved = 0
+
     def _close(self, conn: _Conn) -> None:
         if conn.closed:
             return
         self._watch(conn, 0)
         conn.closed = True
+        self._release(conn)
         self._set_tier(conn, None)
         self._conns.pop(conn, None)
         with contextlib.suppress(OSError):
@@ -599,6 +613,21 @@ class AdmissionServer:
                 "(--max-body-bytes)",
             )
             return None
+        if self._buffered + length > self.max_buffered:
+            self._logs.line(
+                "refused-request", logging.WARNING,
+                "refusing a %d-byte request from %s: %d bytes of requests held already",
+                length, conn.peer, self._buffered,
+            )  # fmt: skip
+            self._refuse(
+                conn,
+                503,
+                f"the webhook holds {self._buffered} bytes of requests already (at most "
+                f"{self.max_buffered}); retry",
+            )
+            return None
+        conn.reserved = length
+        self._buffered += length
         return _Request(method, target.split("?", 1)[0], length, keep_alive)
 
     def _refuse(self, conn: _Conn, status: int, message: str) -> None:
@@ -690,6 +719,7 @@ class AdmissionServer:
                 return
             conn.out = conn.out[sent:]
         conn.request = None
+        self._release(conn)
         conn.served += 1
         if conn.close_after:
             # Read (and drop) what the client still sends for a moment before closing: closing
