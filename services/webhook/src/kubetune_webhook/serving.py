@@ -36,6 +36,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import errno
+import functools
 import json
 import logging
 import os
@@ -69,7 +70,7 @@ LOG_WINDOW = 10.0
 _TICK = 0.25
 """Seconds between deadline sweeps: timeouts are this precise."""
 _CHUNK = 64 * 1024
-_ACCEPT_BATCH = 64
+_ACCEPT_BATCH = 16
 _DRAIN_SECONDS = 1.0
 _PROBES = ("/healthz", "/livez", "/readyz")
 
@@ -338,20 +339,32 @@ class AdmissionServer:
             next_sweep = time.monotonic() + _TICK
             while not self._stop.is_set():
                 timeout = 0.0 if self._resume else max(0.0, next_sweep - time.monotonic())
-                for key, _ in self._selector.select(timeout):
+                events = self._selector.select(timeout)
+                # Requests first, then handshakes, then new connections: under a flood of
+                # connections the work for admission requests waits the least.
+                self._deliver_answers()
+                handshakes: list[_Conn] = []
+                accept = False
+                for key, _ in events:
                     if key.data == "accept":
-                        self._accept()
+                        accept = True
                     elif key.data == "wake":
                         with contextlib.suppress(OSError):
                             while self._wake_r.recv(4096):
                                 pass
+                    elif key.data.state == _State.HANDSHAKE:
+                        handshakes.append(key.data)
                     else:
-                        self._on_event(key.data)
+                        self._guarded(self._on_event, key.data)
                 self._deliver_answers()
                 for _ in range(len(self._resume)):
                     conn = self._resume.popleft()
-                    if not conn.closed and conn.state == _State.IDLE:
-                        self._read(conn)
+                    if conn.state == _State.IDLE:
+                        self._guarded(self._read, conn)
+                for conn in handshakes:
+                    self._guarded(self._on_event, conn)
+                if accept:
+                    self._accept()
                 now = time.monotonic()
                 if now >= next_sweep:
                     self._sweep(now)
@@ -376,6 +389,16 @@ class AdmissionServer:
     def _wake(self) -> None:
         with contextlib.suppress(OSError):  # full: a wake-up is pending anyway
             self._wake_w.send(b"\0")
+
+    def _guarded(self, step: Callable[[_Conn], None], conn: _Conn) -> None:
+        """Run a step for a connection still open; a bug closes that connection, not the loop."""
+        if conn.closed:  # closed earlier in this round (to make room, say)
+            return
+        try:
+            step(conn)
+        except Exception:
+            log.exception("closing connection from %s after an unexpected error", conn.peer)
+            self._close(conn)
 
     def _on_event(self, conn: _Conn) -> None:
         if conn.state == _State.HANDSHAKE:
@@ -680,7 +703,7 @@ class AdmissionServer:
                 return
             if conn.closed or conn.state != _State.BUSY or conn.token != token:
                 continue  # timed out meanwhile
-            self._respond(conn, status, payload)
+            self._guarded(functools.partial(self._respond, status=status, payload=payload), conn)
 
     def _respond(
         self,
