@@ -444,7 +444,7 @@ def _flood_runs(
     load: Load,
     cases: dict[str, list[bytes]],
 ) -> None:
-    """`args.runs` times: flood, measure under it, stop the flood; then the medians."""
+    """`args.runs` times: measure without, then with a flood; then the medians of each."""
     pod_body = cases["/mutate-pod"][0]
 
     def send_pod(conn: http.client.HTTPSConnection) -> bool:
@@ -475,27 +475,23 @@ def _flood_runs(
         "probe = GET /healthz on a new connection; srv open = the webhook's established "
         "connections (median); RSS and threads: peak; CPU: the webhook's, % of one core"
     )  # fmt: skip
-    print("run " + " ".join(name.rjust(len(fmt.format(0))) for name, fmt in columns))
-    rows: list[list[float]] = []
+    print("run    phase " + " ".join(name.rjust(len(fmt.format(0))) for name, fmt in columns))
+    rows: dict[str, list[list[float]]] = {"no flood": [], "flood": []}
     spawn = multiprocessing.get_context("spawn")
-    for run in range(args.runs):
-        stats = spawn.Array("q", 4)
-        ready, stop = spawn.Event(), spawn.Event()
-        flooder = spawn.Process(
-            target=_flooder,
-            args=(port, str(ca), args.flood, args.refill, stats, ready, stop),
-            daemon=True,
-        )
-        flooder.start()
-        if not ready.wait(600):
-            raise SystemExit("the flood did not open its connections within 600 s")
-        with stats.get_lock():
-            at_start = stats[:]
+
+    def measure(run: int, flooder: Any) -> None:
+        """One row: the load, the new connections and the probes, with or without a flood."""
+        label = "flood" if flooder else "no flood"
+        if flooder:
+            flooder.process.start()
+            if not flooder.ready.wait(600):
+                raise SystemExit("the flood did not open its connections within 600 s")
+        with flooder.stats.get_lock() if flooder else contextlib.nullcontext():
+            at_start = flooder.stats[:] if flooder else [0, 0, 0, 0]
         began = time.monotonic()
         cpu_began = sum(webhook.cpu_times()[:2])
         samples: list[tuple[int, int, int]] = []
         sampling = threading.Event()
-
         sampler = threading.Thread(
             target=_sample, args=(webhook, port, samples, sampling), daemon=True
         )
@@ -512,12 +508,13 @@ def _flood_runs(
         failed += bad
         sampling.set()
         sampler.join()
-        with stats.get_lock():
-            counts = stats[:]
+        with flooder.stats.get_lock() if flooder else contextlib.nullcontext():
+            counts = flooder.stats[:] if flooder else [0, 0, 0, 0]
         elapsed = time.monotonic() - began
         cpu = (sum(webhook.cpu_times()[:2]) - cpu_began) / elapsed * 100
-        stop.set()
-        flooder.join(60)
+        if flooder:
+            flooder.stop.set()
+            flooder.process.join(60)
         pod, exp = ms["/mutate-pod"], ms["/validate-experiment"]
         fresh_ms, probe_ms = [v * 1e3 for v in fresh], [v * 1e3 for v in probes]
         row = [
@@ -528,15 +525,31 @@ def _flood_runs(
             statistics.median(fresh_ms), _pct(fresh_ms, 0.99), _pct(probe_ms, 0.99),
             max(s[0] for s in samples) / 2**20, max(s[1] for s in samples), cpu, failed,
         ]  # fmt: skip
-        rows.append(row)
+        rows[label].append(row)
         print(
-            f"{run + 1:3d} "
+            f"{run + 1:3d} {label:>8} "
             + " ".join(fmt.format(v) for (_, fmt), v in zip(columns, row, strict=True)),
             flush=True,
         )
+
+    for run in range(args.runs):
+        # The same measurement without the flood first: the machine may be busy with other work.
+        measure(run, None)
+        stats = spawn.Array("q", 4)
+        ready, stop = spawn.Event(), spawn.Event()
+        process = spawn.Process(
+            target=_flooder,
+            args=(port, str(ca), args.flood, args.refill, stats, ready, stop),
+            daemon=True,
+        )
+        measure(run, argparse.Namespace(process=process, stats=stats, ready=ready, stop=stop))
         time.sleep(2)  # let the webhook close what is left before the next run
-    medians = [statistics.median(col) for col in zip(*rows, strict=True)]
-    print("med " + " ".join(fmt.format(v) for (_, fmt), v in zip(columns, medians, strict=True)))
+    for label, table in rows.items():
+        medians = [statistics.median(col) for col in zip(*table, strict=True)]
+        print(
+            f"med {label:>8} "
+            + " ".join(fmt.format(v) for (_, fmt), v in zip(columns, medians, strict=True))
+        )
 
 
 def main() -> int:
