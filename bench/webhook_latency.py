@@ -465,7 +465,7 @@ def _flood_runs(
         ("pod p50", "{:7.1f}"), ("pod p99", "{:7.1f}"), ("exp p50", "{:7.1f}"),
         ("exp p99", "{:7.1f}"), ("new p50", "{:7.1f}"), ("new p99", "{:7.1f}"),
         ("probe p99", "{:9.1f}"), ("RSS MiB", "{:7.1f}"), ("threads", "{:7.0f}"),
-        ("CPU %", "{:5.0f}"), ("failed", "{:6.0f}"),
+        ("CPU %", "{:5.0f}"), ("flood CPU %", "{:11.0f}"), ("failed", "{:6.0f}"),
     ]  # fmt: skip
     print(
         f"flood: {args.flood} idle connections "
@@ -473,7 +473,8 @@ def _flood_runs(
         "latencies in ms: pod/exp = /mutate-pod and /validate-experiment on keep-alive "
         f"connections at {args.rate:g} req/s, new = /mutate-pod on a new TLS connection each, "
         "probe = GET /healthz on a new connection; srv open = the webhook's established "
-        "connections (median); RSS and threads: peak; CPU: the webhook's, % of one core"
+        "connections (median); RSS and threads: peak; CPU: the webhook's and the flood's (which "
+        "includes opening it), % of one core"
     )  # fmt: skip
     print("run    phase " + " ".join(name.rjust(len(fmt.format(0))) for name, fmt in columns))
     rows: dict[str, list[list[float]]] = {"no flood": [], "flood": []}
@@ -512,7 +513,9 @@ def _flood_runs(
             counts = flooder.stats[:] if flooder else [0, 0, 0, 0]
         elapsed = time.monotonic() - began
         cpu = (sum(webhook.cpu_times()[:2]) - cpu_began) / elapsed * 100
-        if flooder:
+        flood_cpu = 0.0
+        if flooder:  # the flood runs on the same cores: how much of them it took
+            flood_cpu = sum(psutil.Process(flooder.process.pid).cpu_times()[:2]) / elapsed * 100
             flooder.stop.set()
             flooder.process.join(60)
         pod, exp = ms["/mutate-pod"], ms["/validate-experiment"]
@@ -523,7 +526,8 @@ def _flood_runs(
             (counts[OPENED] - at_start[OPENED]) / elapsed,
             statistics.median(pod), _pct(pod, 0.99), statistics.median(exp), _pct(exp, 0.99),
             statistics.median(fresh_ms), _pct(fresh_ms, 0.99), _pct(probe_ms, 0.99),
-            max(s[0] for s in samples) / 2**20, max(s[1] for s in samples), cpu, failed,
+            max(s[0] for s in samples) / 2**20, max(s[1] for s in samples), cpu, flood_cpu,
+            failed,
         ]  # fmt: skip
         rows[label].append(row)
         print(

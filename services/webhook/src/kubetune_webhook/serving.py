@@ -60,7 +60,7 @@ Handler = Callable[[str, bytes], tuple[int, dict[str, Any]]]
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
 """An object is at most ~1.5 MiB in etcd; a review carries object and oldObject."""
 DEFAULT_MAX_CONNECTIONS = 1000
-"""Open connections at most; an idle TLS connection costs ~20 KiB here (bench/webhook_latency.py
+"""Open connections at most; an idle TLS connection costs ~15 KiB here (bench/webhook_latency.py
 --flood), so the cap keeps a flood well inside the manifest's 160 MiB."""
 DEFAULT_WORKERS = 16
 """Admission requests answered at once; more wait (the API server sends a few at a time)."""
