@@ -6,14 +6,17 @@ import base64
 import contextlib
 import http.client
 import json
+import logging
 import os
 import signal
 import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -103,11 +106,20 @@ def test_bad_bodies_get_400_and_the_server_keeps_serving(
     conn.close()
 
 
-def test_oversize_body_is_refused_unread(server: serving.AdmissionServer, cert_dir: Path) -> None:
+def test_oversize_body_gets_413_unread(server: serving.AdmissionServer, cert_dir: Path) -> None:
     conn = _connect(server, cert_dir)
     status, answer = _post(conn, "/validate-experiment", b" " * (server.max_body + 1))
-    assert status == 400
-    assert f"exceeds the limit of {server.max_body} bytes" in answer["error"]
+    assert status == 413
+    assert f"exceeds the limit of {server.max_body} bytes (--max-body-bytes)" in answer["error"]
+    conn.close()
+    # A body that is announced but never sent is refused at once, not waited for.
+    conn = _connect(server, cert_dir)
+    conn.putrequest("POST", "/mutate-pod")
+    conn.putheader("Content-Length", str(1 << 30))
+    conn.endheaders()
+    response = conn.getresponse()
+    assert response.status == 413
+    assert "1073741824 bytes exceeds the limit" in json.loads(response.read())["error"]
     conn.close()
     assert _healthy(server, cert_dir)
 
@@ -365,3 +377,256 @@ def test_the_console_script_serves_and_exits_0_on_sigterm(cert_dir: Path, tmp_pa
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# -- bounded connections and threads (issue 13, defect 4) ------------------------------------
+
+
+@pytest.fixture
+def start(cert_dir: Path) -> Iterator[Callable[..., serving.AdmissionServer]]:
+    """Start servers with the given options; all are stopped after the test."""
+    started: list[serving.AdmissionServer] = []
+
+    def _start(handler: serving.Handler | None = None, **options: Any) -> serving.AdmissionServer:
+        certs = serving.CertificateStore(str(cert_dir / "tls.crt"), str(cert_dir / "tls.key"))
+        admission = reviewing.Admission(katib_config.default(), StaticCluster())
+        srv = serving.AdmissionServer(
+            ("127.0.0.1", 0), certs, handler or admission.handle, **options
+        )
+        serving.serve(srv)
+        started.append(srv)
+        return srv
+
+    yield _start
+    for srv in started:
+        srv.shutdown()
+        srv.server_close()
+
+
+def _idle_tls(srv: serving.AdmissionServer, cert_dir: Path) -> socket.socket:
+    """A connection that completes the TLS handshake and then sends nothing."""
+    ctx = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
+    raw = socket.create_connection(("127.0.0.1", srv.server_address[1]), timeout=10)
+    return ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+
+
+def _idle_tcp(srv: serving.AdmissionServer, hello: bool) -> socket.socket:
+    """A connection that sends nothing, or the start of a ClientHello (half-open handshake)."""
+    sock = socket.create_connection(("127.0.0.1", srv.server_address[1]), timeout=10)
+    if hello:
+        sock.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
+    return sock
+
+
+def _closed_by_server(sock: socket.socket, wait: float) -> bool:
+    """True when the server closed `sock` (within `wait` seconds); it never sends these data."""
+    sock.settimeout(wait)
+    try:
+        return sock.recv(1) == b""
+    except TimeoutError:
+        return False
+    except OSError:  # reset, or a TLS error on a torn connection
+        return True
+
+
+def _allowed_pod(srv: serving.AdmissionServer, cert_dir: Path) -> None:
+    conn = _connect(srv, cert_dir)
+    status, answer = _post(conn, "/mutate-pod", json.dumps(review(pod(), "Pod")).encode())
+    assert status == 200 and answer["response"]["allowed"] is True
+    conn.close()
+
+
+def test_idle_connections_beyond_the_cap_do_not_lock_out_admission(
+    start: Callable[..., serving.AdmissionServer], cert_dir: Path
+) -> None:
+    srv = start(max_connections=8)
+    flood = [
+        _idle_tls(srv, cert_dir) if i % 3 == 0 else _idle_tcp(srv, hello=i % 3 == 1)
+        for i in range(20)
+    ]
+    try:
+        # A new client still gets in and is answered: the oldest idle connections make room.
+        _allowed_pod(srv, cert_dir)
+        assert _healthy(srv, cert_dir)
+        closed = [i for i, sock in enumerate(flood) if _closed_by_server(sock, 0.5)]
+        # 20 flood connections and the client, 8 allowed: the oldest 13 went (the client
+        # closed its own connection before the probe came).
+        assert closed[:13] == list(range(13)), closed
+        assert srv.open_connections <= 8
+    finally:
+        for sock in flood:
+            sock.close()
+
+
+def test_slow_and_idle_clients_are_disconnected(
+    start: Callable[..., serving.AdmissionServer], cert_dir: Path
+) -> None:
+    srv = start(handshake_timeout=0.5, read_timeout=0.5)
+    silent = _idle_tcp(srv, hello=False)
+    half_hello = _idle_tcp(srv, hello=True)
+    no_request = _idle_tls(srv, cert_dir)
+    loris = _idle_tls(srv, cert_dir)
+    try:
+        # Slow loris: a request trickling in a byte at a time is cut off after the read
+        # timeout, however steadily the bytes come.
+        trickle = b"POST /mutate-pod HTTP/1.1\r\nContent-Length: 100\r\nX-Padding: " + b"x" * 200
+        cut_off = False
+        for byte in trickle:
+            try:
+                loris.sendall(bytes([byte]))
+            except OSError:
+                cut_off = True
+                break
+            if _closed_by_server(loris, 0.1):
+                cut_off = True
+                break
+        assert cut_off, "a request trickling in for 20 s was never cut off"
+        for sock in (silent, half_hello, no_request):
+            assert _closed_by_server(sock, 5.0)
+        _allowed_pod(srv, cert_dir)
+    finally:
+        for sock in (silent, half_hello, no_request, loris):
+            sock.close()
+
+
+def test_failed_handshakes_log_one_line_without_a_traceback(
+    start: Callable[..., serving.AdmissionServer],
+    cert_dir: Path,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    srv = start()
+    port = srv.server_address[1]
+    caplog.set_level(logging.INFO, logger="kubetune_webhook")
+
+    def closed_at_once() -> int:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        local = int(sock.getsockname()[1])
+        sock.close()
+        return local
+
+    def untrusting_client() -> int:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        local = int(sock.getsockname()[1])
+        with pytest.raises(ssl.SSLCertVerificationError):
+            ssl.create_default_context().wrap_socket(sock, server_hostname="127.0.0.1")
+        sock.close()
+        return local
+
+    def plain_http() -> int:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        local = int(sock.getsockname()[1])
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        with contextlib.suppress(OSError):
+            sock.recv(100)
+        sock.close()
+        return local
+
+    def torn_tls_record() -> int:
+        tls = _idle_tls(srv, cert_dir)
+        local = int(tls.getsockname()[1])
+        os.write(tls.fileno(), b"\x17\x03\x03\x00\x10" + b"x" * 16)  # not a valid record
+        with contextlib.suppress(OSError):
+            tls.recv(1)
+        tls.close()
+        return local
+
+    for client, reason in (
+        (closed_at_once, "the client closed the connection during the handshake"),
+        (untrusting_client, "the client does not trust the serving certificate"),
+        (plain_http, "the client sent plain HTTP to this HTTPS port"),
+        (torn_tls_record, "TLS error"),
+    ):
+        caplog.clear()
+        local = client()
+        peer = f"127.0.0.1:{local}"
+        deadline = time.monotonic() + 5
+        while not any(peer in r.getMessage() for r in caplog.records):
+            assert time.monotonic() < deadline, f"{client.__name__}: nothing logged"
+            time.sleep(0.05)
+        assert _healthy(srv, cert_dir)  # also: everything about the client has been logged
+        lines = [r for r in caplog.records if peer in r.getMessage()]
+        assert len(lines) == 1, [r.getMessage() for r in lines]
+        assert reason in lines[0].getMessage()
+        assert lines[0].exc_info is None and lines[0].levelno >= logging.INFO
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_threads_stay_bounded_with_many_connections(
+    start: Callable[..., serving.AdmissionServer], cert_dir: Path
+) -> None:
+    before = threading.active_count()
+    srv = start(workers=3)
+    flood: list[socket.socket] = []
+    keep_alive: list[http.client.HTTPSConnection] = []
+    try:
+        for i in range(60):
+            flood.append(_idle_tls(srv, cert_dir) if i % 2 else _idle_tcp(srv, hello=False))
+        # Keep-alive connections that answered once and now idle pin no thread either.
+        for _ in range(10):
+            keep_alive.append(_connect(srv, cert_dir))
+            status, _ = _post(
+                keep_alive[-1], "/mutate-pod", json.dumps(review(pod(), "Pod")).encode()
+            )
+            assert status == 200
+        with ThreadPoolExecutor(8) as clients:
+            list(clients.map(lambda _: _allowed_pod(srv, cert_dir), range(16)))
+        _allowed_pod(srv, cert_dir)
+        # The loop thread and at most `workers` handler threads.
+        assert threading.active_count() - before <= 1 + 3
+    finally:
+        for conn in keep_alive:
+            conn.close()
+        for sock in flood:
+            sock.close()
+
+
+def test_a_request_without_an_answer_gets_504_and_the_rest_is_served(
+    start: Callable[..., serving.AdmissionServer], cert_dir: Path
+) -> None:
+    release = threading.Event()
+    admission = reviewing.Admission(katib_config.default(), StaticCluster())
+
+    def handler(path: str, body: bytes) -> tuple[int, dict[str, Any]]:
+        if path == "/stuck":
+            release.wait(30)
+        return admission.handle(path, body)
+
+    srv = start(handler, workers=2, request_timeout=0.5)
+    conn = _connect(srv, cert_dir)
+    try:
+        status, answer = _post(conn, "/stuck", json.dumps(review(pod(), "Pod")).encode())
+        assert status == 504 and "no answer within 0.5 s" in answer["error"]
+        _allowed_pod(srv, cert_dir)
+        assert _healthy(srv, cert_dir)
+    finally:
+        conn.close()
+        release.set()
+
+
+def test_large_bodies_arriving_slowly_cannot_take_the_memory(
+    start: Callable[..., serving.AdmissionServer], cert_dir: Path
+) -> None:
+    srv = start(max_body=64 * 1024, max_buffered=128 * 1024)
+    body = json.dumps(review(pod(), "Pod")).encode()
+    holders = [_idle_tls(srv, cert_dir) for _ in range(2)]
+    try:
+        for sock in holders:  # each announces the largest body and sends all but a byte
+            sock.sendall(b"POST /mutate-pod HTTP/1.1\r\nContent-Length: 65536\r\n\r\n")
+            sock.sendall(b" " * 65535)
+        conn = _connect(srv, cert_dir)
+        status, answer = _post(conn, "/mutate-pod", body)
+        conn.close()
+        assert status == 503 and "retry" in answer["error"], answer
+    finally:
+        for sock in holders:
+            sock.close()
+    deadline = time.monotonic() + 5
+    while True:  # once they are gone, requests pass again
+        conn = _connect(srv, cert_dir)
+        status, answer = _post(conn, "/mutate-pod", body)
+        conn.close()
+        if status == 200 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert status == 200 and answer["response"]["allowed"] is True

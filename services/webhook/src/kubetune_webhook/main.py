@@ -37,6 +37,26 @@ def _own_namespace() -> str:
         return "kubeflow"
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="webhook",
@@ -97,8 +117,39 @@ def build_parser() -> argparse.ArgumentParser:
         env="KUBETUNE_WEBHOOK_MAX_BODY_BYTES",
         type=int,
         default=serving.DEFAULT_MAX_BODY,
-        help="larger request bodies get HTTP 400",
+        help="larger request bodies get HTTP 413",
     )
+    for flag, kind, default, text in (
+        (
+            "max-connections",
+            _positive_int,
+            serving.DEFAULT_MAX_CONNECTIONS,
+            "open connections at most; at the limit a new one closes the oldest idle one",
+        ),
+        ("workers", _positive_int, serving.DEFAULT_WORKERS, "admission requests answered at once"),
+        ("handshake-timeout", _positive_float, 5.0, "seconds for a client's TLS handshake"),
+        (
+            "read-timeout",
+            _positive_float,
+            5.0,
+            "seconds for a request to arrive whole (and for a new connection's first request)",
+        ),
+        ("idle-timeout", _positive_float, 60.0, "seconds a keep-alive connection may idle"),
+        (
+            "request-timeout",
+            _positive_float,
+            10.0,
+            "seconds for a whole request, read to answer (HTTP 504 past it)",
+        ),
+    ):
+        serve.add_argument(
+            f"--{flag}",
+            action=EnvDefault,
+            env="KUBETUNE_WEBHOOK_" + flag.upper().replace("-", "_"),
+            type=kind,
+            default=default,
+            help=text,
+        )
     serve.add_argument(
         "--require-namespace-label",
         action=EnvDefault,
@@ -184,7 +235,16 @@ def run_serve(args: argparse.Namespace) -> int:
         ),
     )
     server = serving.AdmissionServer(
-        (args.address, int(args.port)), certs, admission.handle, max_body=args.max_body_bytes
+        (args.address, int(args.port)),
+        certs,
+        admission.handle,
+        max_body=args.max_body_bytes,
+        max_connections=args.max_connections,
+        workers=args.workers,
+        handshake_timeout=args.handshake_timeout,
+        read_timeout=args.read_timeout,
+        idle_timeout=args.idle_timeout,
+        request_timeout=args.request_timeout,
     )
     stopping = threading.Event()
 
