@@ -274,7 +274,9 @@ def test_an_argv_over_128_kib_stays_split_and_runs() -> None:
     """2,000 parameters once made one `sh -c` string over Linux's 128 KiB per argument."""
     params = [f"--p{i}=$(LR)" + "x" * 100 for i in range(2000)]
     code = "import sys; a = sys.argv[1:]; print(len(a), a[0][:9], a[-1][-3:])"
-    c = _container(_inject(pod(_training([sys.executable, "-c", code], params))), "training-container")
+    c = _container(
+        _inject(pod(_training([sys.executable, "-c", code], params))), "training-container"
+    )
     assert "args" not in c
     assert sum(len(a) for a in c["command"]) > 128 * 1024
     assert max(len(a.encode()) for a in c["command"]) < 16 * 1024

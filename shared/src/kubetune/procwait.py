@@ -34,10 +34,10 @@ The waiter's reading of it:
   which is only accurate to about a second, hence :data:`_CREATE_TIME_SLACK`).
 
 The shell side of the protocol is :func:`sh_register` and :func:`sh_record_end` (or
-:func:`sh_wrap` for both around a command, run by :func:`sh_run`; :func:`wrap_argv` is the
-container command the webhook injects, the argv passed as the script's positional parameters: SIGTERM passed on to the
-command, and for the StdOut collector its output teed into the metrics file). They contain
-``$$``, ``$?`` and ``$(...)``; when the webhook puts them into a container's
+:func:`sh_wrap` for both around a command, run by :func:`sh_run`: SIGTERM passed on to the
+command, and for the StdOut collector its output teed into the metrics file; :func:`wrap_argv`
+is the container command the webhook injects, the argv passed as positional parameters).
+They contain ``$$``, ``$?`` and ``$(...)``; when the webhook puts them into a container's
 ``command``/``args`` it must write every ``$`` of these fragments as ``$$`` so Kubernetes'
 ``$(VAR)`` expansion hands them to ``sh`` unchanged (a ``$$`` left as is would reach ``sh`` as
 a bare ``$``).

@@ -150,7 +150,9 @@ class LeaderElector:
             self.is_leader.clear()
         self._deadline = time.monotonic() + self.renew_deadline
         try:
-            lease = self.kube.get_or_none(LEASES, self.name, self.namespace, timeout=self._timeout())
+            lease = self.kube.get_or_none(
+                LEASES, self.name, self.namespace, timeout=self._timeout()
+            )
             if lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
                 return
             lease["spec"]["holderIdentity"] = ""
