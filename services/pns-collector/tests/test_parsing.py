@@ -137,7 +137,10 @@ def test_json_lines() -> None:
 
 _line = st.lists(
     st.sampled_from(
-        ["loss", "accuracy", "val-loss", "x", "=", " ", "\t", "\r", "0", "1.5", "-", "e3", "E", "."]
+        [
+            *("loss", "accuracy", "val-loss", "x", "=", " ", "\t", "\r", "0", "1.5", "-", "e3"),
+            *("E", ".", "inf", "NaN", "Infinity"),
+        ]
     ),
     max_size=12,
 ).map("".join)
@@ -146,13 +149,17 @@ _line = st.lists(
 @settings(max_examples=500)
 @given(st.lists(_line, max_size=8))
 def test_block_parsing_equals_upstream_line_by_line(lines: list[str]) -> None:
-    """The many-lines-at-once fast path gives what upstream's per-line regex gives."""
+    """The many-lines-at-once fast path gives what upstream's per-line regex gives, with its
+    value group also taking whole-word inf/infinity/nan and a lone sign being no value."""
     text = "\n".join(lines) + "\n"
     expected = []
-    upstream = re.compile(DEFAULT_FORMAT)
+    assert DEFAULT_FORMAT == r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)"
+    upstream = re.compile(
+        r"([\w|-]+)\s*=\s*([+-]?(?:(?i:inf(?:inity)?|nan)(?![\w|-])|\d*(\.\d+)?([Ee][+-]?\d+)?))"
+    )
     for line in text.replace("\r\n", "\n").split("\n"):
         for m in upstream.finditer(line):
             name, value = m.group(1).strip(), m.group(2).strip()
-            if value and name in NAMES:
+            if value not in ("", "+", "-") and name in NAMES:
                 expected.append((name, value, 0.0))
     assert TextParser(NAMES).parse(text) == expected
