@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
+import argparse
 import base64
+import contextlib
 import json
+import logging
 import os
+import socket
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kubetune import errors
 from kubetune.kube import CONFIGMAPS, LEASES, Kube, connect
-from kubetune.runtime import Controller, Key, Result
+from kubetune.runtime import Controller, Key, Result, running
 from kubetune.runtime.electing import LeaderElector
 from kubetune.runtime.watching import WATCH_RESTARTS, Event, Informer
 from localcluster.pytest_plugin import ClusterHandle
@@ -236,3 +242,165 @@ def test_elector_refuses_a_lease_held_by_a_live_leader(kube: Kube, namespace: st
     assert a.try_acquire_or_renew()  # renewal by the holder
     a.release()
     assert b.try_acquire_or_renew()
+
+
+class PausableProxy:
+    """A TCP proxy in front of the API server; `pause()` holds every byte (a hung request)."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.flowing = threading.Event()
+        self.flowing.set()
+        self.closed = threading.Event()
+        self.sockets: list[socket.socket] = [self.listener]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closed.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.upstream)
+            self.sockets += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                while not self.flowing.wait(0.1):
+                    if self.closed.is_set():
+                        return
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (source, sink):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+
+    def pause(self) -> None:
+        self.flowing.clear()
+
+    def close(self) -> None:
+        self.closed.set()
+        self.flowing.set()
+        for s in self.sockets:
+            with contextlib.suppress(OSError):
+                s.close()
+
+
+@pytest.fixture
+def proxy(cluster: ClusterHandle) -> Iterator[PausableProxy]:
+    api = connect(cluster.kubeconfig)
+    url = urllib.parse.urlsplit(api.configuration.host)
+    p = PausableProxy((url.hostname or "127.0.0.1", url.port or 443))
+    yield p
+    p.close()
+
+
+def _through(cluster: ClusterHandle, proxy: PausableProxy) -> Kube:
+    api = connect(cluster.kubeconfig)
+    api.configuration.host = f"https://127.0.0.1:{proxy.port}"
+    return Kube(api)
+
+
+def test_a_leader_whose_renewal_hangs_steps_down_before_its_lease_expires(
+    cluster: ClusterHandle, namespace: str, proxy: PausableProxy, stop: threading.Event
+) -> None:
+    """A renew request that never answers must not keep a leader acting past its lease (the
+    request timeout was 30 s, the lease 15 s): the request times out within the renew deadline
+    and the elector reports the loss before another candidate may take the Lease."""
+    elector = LeaderElector(
+        _through(cluster, proxy),
+        namespace,
+        "hang",
+        "a",
+        lease_duration=3,
+        renew_deadline=2,
+        retry_period=0.3,
+    )
+    thread = elector.start(stop)
+    assert elector.is_leader.wait(10)
+    time.sleep(0.5)  # a renewal or two went through
+    proxy.pause()
+    paused = time.monotonic()
+    assert elector.lost.wait(5), "still leading with a hung API server"
+    assert time.monotonic() - paused < 3, "lost only after the lease had expired"
+    assert not elector.is_leader.is_set()
+    thread.join(5)
+    assert not thread.is_alive()
+
+
+def _process(kube: Kube, namespace: str, lease: str) -> running.Process:
+    parser = argparse.ArgumentParser()
+    running.add_flags(parser, "test")
+    args = parser.parse_args(
+        [
+            "--probe-port=0",
+            "--probe-address=127.0.0.1",
+            "--leader-elect=true",
+            f"--leader-election-namespace={namespace}",
+            f"--leader-election-id={lease}",
+        ]
+    )
+    controller = Controller("test", lambda key: None)
+    controller.watch(CONFIGMAPS, namespace=namespace)
+    return running.Process(kube, [controller], args)
+
+
+def test_a_process_that_cannot_renew_stops_its_controllers_within_the_lease(
+    cluster: ClusterHandle, namespace: str, proxy: PausableProxy
+) -> None:
+    process = _process(_through(cluster, proxy), namespace, "hang-process")
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(process.run()), daemon=True)
+    thread.start()
+    try:
+        wait_for(process.started.is_set, 30, "the process to lead and start")
+        proxy.pause()
+        paused = time.monotonic()
+        thread.join(20)
+        assert codes == [1], "a leader that cannot renew exits with an error"
+        # The default lease is 15 s: a standby may take over then, so by then we are gone.
+        assert time.monotonic() - paused < 15
+        assert not process.leading()
+    finally:
+        process.stop.set()
+
+
+class SlowLeaseWrites(Kube):
+    """The real API server, with every Lease write taking 0.5 s (a loaded server)."""
+
+    def __init__(self, kube: Kube) -> None:
+        super().__init__(kube.api)
+        self.releases = 0
+
+    def replace(self, res: Any, body: Any, namespace: str | None = None, **kw: Any) -> Any:
+        if res == LEASES:
+            if not (body.get("spec") or {}).get("holderIdentity"):
+                self.releases += 1
+            time.sleep(0.5)
+        return super().replace(res, body, namespace, **kw)
+
+
+def test_sigterm_releases_the_lease_once(
+    kube: Kube, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Both the elector thread and the process's shutdown released the Lease, racing (409)."""
+    slow = SlowLeaseWrites(kube)
+    process = _process(slow, namespace, "release-once")
+    thread = threading.Thread(target=process.run, daemon=True)
+    thread.start()
+    wait_for(process.started.is_set, 30, "the process to lead and start")
+    with caplog.at_level(logging.WARNING):
+        process.stop.set()  # what the SIGTERM handler does
+        thread.join(30)
+    assert not thread.is_alive()
+    assert slow.releases == 1
+    assert not [r for r in caplog.records if "release" in r.getMessage()]
+    lease = kube.get(LEASES, "release-once", namespace)
+    assert not lease["spec"].get("holderIdentity")

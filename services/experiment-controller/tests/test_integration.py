@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from kubetune import naming
-from kubetune.kube import EXPERIMENTS, SUGGESTIONS, Kube, Resource
+from kubetune.kube import EXPERIMENTS, SUGGESTIONS, TRIALS, Kube, Resource
 from tests.standins import (
     RunningController,
     StandInAlgorithm,
@@ -166,6 +166,48 @@ def test_goal_reached_stops_early(
     status = experiment_status(kube, namespace, "goal")
     assert status["trials"] <= 4
     assert status["currentOptimalTrial"]["bestTrialName"] == naming.trial_name("goal", "2")
+
+
+def test_a_running_trials_intermediate_value_does_not_end_the_experiment(
+    kube: Kube, namespace: str, controller: RunningController
+) -> None:
+    """The optimum and the goal come from finished trials only; running trials are left to
+    finish when the goal ends the Experiment (as upstream: completion stops no trial)."""
+    kube.create(
+        EXPERIMENTS,
+        experiment_manifest("interim", namespace, max_trials=6, parallel=2, goal=0.9),
+        namespace,
+    )
+    algorithm = StandInAlgorithm(kube, namespace, "interim")
+    first, second = (naming.trial_name("interim", str(i)) for i in range(2))
+    wait_for(
+        "two trials",
+        lambda: algorithm.fulfil() < 0 or len(trials_of(kube, namespace, "interim")) == 2,
+    )
+    set_trial(kube, namespace, first, "Running", 0.95)
+    set_trial(kube, namespace, second, "Running", 0.97)
+    wait_for(
+        "the controller to count both running trials",
+        lambda: experiment_status(kube, namespace, "interim").get("trialsRunning") == 2,
+    )
+    status = experiment_status(kube, namespace, "interim")
+    assert last_condition(kube, namespace, "interim") == ("Running", "True", "ExperimentRunning")
+    assert "currentOptimalTrial" not in status or not status["currentOptimalTrial"].get(
+        "bestTrialName"
+    )
+
+    set_trial(kube, namespace, first, "Succeeded", 0.95)
+    wait_for(
+        "the goal",
+        lambda: (
+            last_condition(kube, namespace, "interim")
+            == ("Succeeded", "True", "ExperimentGoalReached")
+        ),
+    )
+    status = experiment_status(kube, namespace, "interim")
+    assert status["currentOptimalTrial"]["bestTrialName"] == first
+    assert status["trialsRunning"] == 1 and status["runningTrialList"] == [second]
+    assert _state(kube.get(TRIALS, second, namespace)) == "Running", "left to finish"
 
 
 def test_max_failed_trials_fails_the_experiment(

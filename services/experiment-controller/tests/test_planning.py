@@ -105,6 +105,34 @@ def test_goal_reached() -> None:
     assert _last(p)[0] == "Running"
 
 
+def test_a_running_trials_intermediate_value_neither_reaches_the_goal_nor_is_optimal() -> None:
+    """Upstream writes a Trial's observation only once its job succeeded (or it was early
+    stopped), so the optimum and the goal come from finished trials; kubetune's collector also
+    shows intermediate values on running Trials, which must not end the Experiment."""
+    trials = [
+        trial(0, "Succeeded", accuracy={"min": "0.5", "max": "0.7", "latest": "0.7"}),
+        trial(1, "Running", accuracy={"min": "0.5", "max": "0.99", "latest": "0.99"}),
+        trial(2, "Running", accuracy={"min": "0.96", "max": "0.96", "latest": "0.96"}),
+        trial(3, "Failed", accuracy={"min": "0.98", "max": "0.98", "latest": "0.98"}),
+    ]
+    p = plan(experiment(goal=0.95), trials, suggestion(4, requests=4), NOW)
+    assert _last(p)[0] == "Running"
+    assert p.status.current_optimal_trial.best_trial_name == trials[0].name  # type: ignore[union-attr]
+    # Once the running trial succeeds with that value, the goal is reached; the other running
+    # trial is left to finish (as upstream: completion stops no trial).
+    trials[1] = trial(1, "Succeeded", accuracy={"min": "0.5", "max": "0.99", "latest": "0.99"})
+    p = plan(experiment(goal=0.95), trials, suggestion(4, requests=4), NOW)
+    assert _last(p) == ("Succeeded", "True", "ExperimentGoalReached")
+    assert p.status.current_optimal_trial.best_trial_name == trials[1].name  # type: ignore[union-attr]
+    assert p.status.trials_running == 1 and p.new_trials == []
+
+
+def test_an_early_stopped_trial_counts_for_the_goal() -> None:
+    trials = [trial(0, "EarlyStopped", accuracy={"min": "0.5", "max": "0.97", "latest": "0.9"})]
+    p = plan(experiment(goal=0.95), trials, suggestion(3, requests=3), NOW)
+    assert _last(p) == ("Succeeded", "True", "ExperimentGoalReached")
+
+
 def test_goal_reached_minimize() -> None:
     trials = [trial(0, "Succeeded", accuracy={"min": "0.04", "max": "0.3", "latest": "0.1"})]
     p = plan(

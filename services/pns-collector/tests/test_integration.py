@@ -10,7 +10,6 @@ their `command` on the host). The pod's service account may only get and patch t
 from __future__ import annotations
 
 import json
-import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -115,10 +114,8 @@ def trial(name: str) -> dict[str, Any]:
 
 def wrapped_command(argv: list[str]) -> list[str]:
     """The webhook's wrapping of the primary container (StdOut collector)."""
-    script = procwait.sh_wrap(
-        " ".join(shlex.quote(a) for a in argv), LOG_DIR, metrics_file=f"{LOG_DIR}/metrics.log"
-    )
-    return ["sh", "-c", script.replace("$", "$$")]
+    sh, c, script, *rest = procwait.wrap_argv(argv, LOG_DIR, metrics_file=f"{LOG_DIR}/metrics.log")
+    return [sh, c, script.replace("$", "$$"), *rest]
 
 
 def trial_pod(

@@ -23,8 +23,9 @@ STAMP = 1638454071.5  # 2021-12-02T14:07:51.5Z
         ("loss=1E+10 accuracy=.5\n", [("loss", "1E+10"), ("accuracy", ".5")]),
         ("val-loss=0.25\n", [("val-loss", "0.25")]),
         ("train-loss=9 loss=1\n", [("loss", "1")]),  # whole names only
-        ("loss=nan accuracy=inf\n", []),  # the default format captures no value: skipped
-        ("loss=NaN\nloss=3\n", [("loss", "3")]),
+        # Non-finite values are values (kept in `latest`, never min/max: observations.py).
+        ("loss=nan accuracy=inf\n", [("loss", "nan"), ("accuracy", "inf")]),
+        ("loss=NaN\nloss=3\n", [("loss", "NaN"), ("loss", "3")]),
         ("nothing here\n", []),
         ("Loss=1\n", []),  # names are case-sensitive
         ("loss=1\r\naccuracy=2\r\n", [("loss", "1"), ("accuracy", "2")]),
@@ -33,6 +34,9 @@ STAMP = 1638454071.5  # 2021-12-02T14:07:51.5Z
         ("test/accuracy=0.7\n", [("accuracy", "0.7")]),
         ("loss=1\ufffd\ufffd accuracy=2\n", [("loss", "1"), ("accuracy", "2")]),
         ("loss=1accuracy=2 x=1-val-loss=3\n", [("loss", "1"), ("accuracy", "2")]),
+        ("loss=-inf accuracy=+Infinity\n", [("loss", "-inf"), ("accuracy", "+Infinity")]),
+        ("loss=1e309\n", [("loss", "1e309")]),
+        ("loss=- accuracy=information loss=nano\n", []),  # a sign, or a word, is no value
     ],
     ids=[
         "two",
@@ -49,6 +53,9 @@ STAMP = 1638454071.5  # 2021-12-02T14:07:51.5Z
         "slash",
         "replacement-chars",
         "adjacent",
+        "signed-inf",
+        "overflow",
+        "no-value",
     ],
 )
 def test_default_format(text: str, expected: list[tuple[str, str]]) -> None:
@@ -130,7 +137,10 @@ def test_json_lines() -> None:
 
 _line = st.lists(
     st.sampled_from(
-        ["loss", "accuracy", "val-loss", "x", "=", " ", "\t", "\r", "0", "1.5", "-", "e3", "E", "."]
+        [
+            *("loss", "accuracy", "val-loss", "x", "=", " ", "\t", "\r", "0", "1.5", "-", "e3"),
+            *("E", ".", "inf", "NaN", "Infinity"),
+        ]
     ),
     max_size=12,
 ).map("".join)
@@ -139,13 +149,17 @@ _line = st.lists(
 @settings(max_examples=500)
 @given(st.lists(_line, max_size=8))
 def test_block_parsing_equals_upstream_line_by_line(lines: list[str]) -> None:
-    """The many-lines-at-once fast path gives what upstream's per-line regex gives."""
+    """The many-lines-at-once fast path gives what upstream's per-line regex gives, with its
+    value group also taking whole-word inf/infinity/nan and a lone sign being no value."""
     text = "\n".join(lines) + "\n"
     expected = []
-    upstream = re.compile(DEFAULT_FORMAT)
+    assert DEFAULT_FORMAT == r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)"
+    upstream = re.compile(
+        r"([\w|-]+)\s*=\s*([+-]?(?:(?i:inf(?:inity)?|nan)(?![\w|-])|\d*(\.\d+)?([Ee][+-]?\d+)?))"
+    )
     for line in text.replace("\r\n", "\n").split("\n"):
         for m in upstream.finditer(line):
             name, value = m.group(1).strip(), m.group(2).strip()
-            if value and name in NAMES:
+            if value not in ("", "+", "-") and name in NAMES:
                 expected.append((name, value, 0.0))
     assert TextParser(NAMES).parse(text) == expected

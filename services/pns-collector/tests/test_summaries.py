@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from kubetune import observations
 from kubetune.api.common import MetricStrategy, ObjectiveSpec
 from kubetune.observations import MetricLog
+from kubetune_pns_collector.parsing import TextParser
 from kubetune_pns_collector.summaries import RunningSummary
 
 SPEC = ObjectiveSpec(
@@ -55,3 +57,20 @@ def test_unavailable_and_bounded_recent_values() -> None:
     assert names["loss"] == ("0", "999", "999")
     assert names["acc"] == ("0.9", "0.9", "0.9")
     assert names["lr"] == ("unavailable",) * 3
+
+
+@pytest.mark.parametrize("bad", ["-inf", "inf", "+Infinity", "nan", "NaN", "1e309", "-1e309"])
+def test_one_rule_for_non_finite_values(bad: str) -> None:
+    """Every non-finite value, however written: kept as reported in `latest`, never min/max,
+    never an objective value; the finite values keep their min and max."""
+    objective = ObjectiveSpec(type="minimize", objective_metric_name="loss")
+    parser = TextParser(["loss"])
+    alone = RunningSummary(objective)
+    alone.add_triples(parser.parse(f"epoch 1 loss={bad}\n"))
+    (metric,) = alone.observation().metrics or []
+    assert (metric.min, metric.max, metric.latest) == ("unavailable", "unavailable", bad)
+    assert observations.objective_value(objective, alone.observation()) is None
+    mixed = RunningSummary(objective)
+    mixed.add_triples(parser.parse(f"loss=0.5\nloss={bad}\nloss=0.25\nloss={bad}\n"))
+    (metric,) = mixed.observation().metrics or []
+    assert (metric.min, metric.max, metric.latest) == ("0.25", "0.5", bad)

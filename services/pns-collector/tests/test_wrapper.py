@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
 import signal
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kubetune import procwait
+from kubetune_pns_collector import collecting
 
 SHELLS = [s for s in ("dash", "bash", "busybox") if shutil.which(s)]
 
@@ -135,3 +137,46 @@ def test_every_line_is_in_the_metrics_log_when_the_end_is_recorded(log_dir: Path
     p.wait(10)
     assert result.succeeded
     assert len(lines) == 20000 and lines[-1] == "step=19999 loss=19999"
+
+
+def wrapped_argv(log_dir: Path, argv: list[str]) -> list[str]:
+    """The container command the webhook makes of a training argv (StdOut collector)."""
+    return procwait.wrap_argv(argv, str(log_dir), metrics_file=str(log_dir / "metrics.log"))
+
+
+def test_an_argv_over_128_kib_reaches_the_training_process_unchanged(log_dir: Path) -> None:
+    """Linux refuses any single exec argument over 128 KiB (MAX_ARG_STRLEN): 2,000 parameters
+    of 100 bytes joined into one `sh -c` string did exactly that."""
+    params = [f"--p{i}=" + "x" * 100 for i in range(2000)] + ["it's", "$HOME", ""]
+    code = "import json, sys; print(json.dumps(sys.argv[1:]))"
+    argv = [sys.executable, "-c", code, *params]
+    assert len(" ".join(argv).encode()) > 128 * 1024
+    p = subprocess.run(wrapped_argv(log_dir, argv), capture_output=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout) == params
+    (pid_file,) = log_dir.glob("*.pid")
+    assert pid_file.read_text() == "completed\n"
+
+
+@pytest.mark.parametrize(
+    ("make", "code"),
+    [("missing", 127), ("not-executable", 126)],
+)
+def test_a_command_that_cannot_start_is_a_recorded_failure(
+    log_dir: Path, tmp_path: Path, make: str, code: int, make_collector
+) -> None:
+    """exec failures end the wrapper like a failed command: 127 not found, 126 not executable,
+    recorded as the end, so the collector reports a failed training instead of waiting."""
+    binary = tmp_path / "train"
+    if make == "not-executable":
+        binary.write_text("#!/bin/sh\necho never\n")
+        binary.chmod(0o644)
+    p = subprocess.run(wrapped_argv(log_dir, [str(binary), "--lr=0.1"]), capture_output=True)
+    assert p.returncode == code
+    result = procwait.wait_for_training(log_dir, timeout=5, register_timeout=5)
+    (failure,) = result.failures
+    assert (failure.outcome, failure.code) == (procwait.Outcome.EXITED, code)
+    assert str(binary) in (log_dir / "metrics.log").read_text(), "the shell's reason is logged"
+    outcome = make_collector(log_dir, register_timeout=5, timeout=5).run()
+    assert outcome.code is collecting.ExitCode.TRAINING_FAILED
+    assert f"exited with code {code}" in outcome.message

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import os
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -221,22 +222,25 @@ def _k8s_expand(text: str, env: dict[str, str]) -> str:
     return "".join(out)
 
 
+def _run_expanded(command: list[str], log_dir: Path, env: dict[str, str]) -> Any:
+    """Run a wrapped container command as the kubelet would: `$(VAR)` expanded per element."""
+    command = [c.replace(procwait.DEFAULT_LOG_DIR, str(log_dir)) for c in command]
+    return subprocess.run(
+        [_k8s_expand(c, env) for c in command],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "HOME": "/home/u"},
+    )
+
+
 @pytest.mark.parametrize("kind", ["StdOut", "File"])
 @pytest.mark.parametrize("code", [0, 3])
 def test_wrapped_script_runs_records_and_keeps_user_variables(kind: str, code: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         log_dir = Path(tmp)
         argv = ["sh", "-c", f'echo "loss=0.5 lr=$(LR) home=$$HOME"; exit {code}']
-        script = injecting.wrap_script(argv, kind)
-        script = script.replace(procwait.DEFAULT_LOG_DIR, str(log_dir))  # same text, writable dir
-        expanded = _k8s_expand(script, {"LR": "0.1"})
-        result = subprocess.run(
-            ["sh", "-c", expanded],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            env={**os.environ, "HOME": "/home/u"},
-        )
+        result = _run_expanded(injecting.wrapped_command(argv, kind), log_dir, {"LR": "0.1"})
         assert result.returncode == code, result.stderr
         assert "loss=0.5 lr=0.1 home=/home/u" in result.stdout
         records = {p.name: p.read_text().strip() for p in log_dir.glob("*.pid")}
@@ -249,17 +253,43 @@ def test_wrapped_script_runs_records_and_keeps_user_variables(kind: str, code: i
 
 
 def test_user_dollar_references_survive_escaping() -> None:
-    script = injecting.wrap_script(["python3", "t.py", "--lr=$(LR)", "--cost=$$5"], "StdOut")
-    assert "'--lr=$(LR)'" in script  # expanded by Kubernetes, not escaped
-    assert "'--cost=$$5'" in script  # the user's own escape, left to Kubernetes
-    # Kubernetes' expansion of the wrapper's part gives back exactly procwait's script.
-    argv_text = "python3 t.py '--lr=$(LR)' '--cost=$$5'"
-    before, after = script.split(argv_text)
-    marker = "USER-ARGV"
+    argv = ["python3", "t.py", "--lr=$(LR)", "--cost=$$5"]
+    command = injecting.wrapped_command(argv, "StdOut")
+    # The user's argv as written (expanded by Kubernetes as it would be unwrapped), each
+    # argument its own element after the wrapper's $0.
+    assert command[3:] == [procwait.WRAPPER_ARGV0, *argv]
+    # Kubernetes' expansion of the wrapper's script gives back exactly procwait's script.
     expected = procwait.sh_wrap(
-        marker, procwait.DEFAULT_LOG_DIR, metrics_file="/var/log/katib/metrics.log"
+        '"$@"', procwait.DEFAULT_LOG_DIR, metrics_file="/var/log/katib/metrics.log"
     )
-    assert _k8s_expand(before, {"LR": "x"}) + marker + _k8s_expand(after, {"LR": "x"}) == expected
+    assert command[:2] == ["sh", "-c"]
+    assert _k8s_expand(command[2], {"LR": "x"}) == expected
+
+
+def _training(command: list[str], args: list[str]) -> dict[str, Any]:
+    return {"name": "training-container", "image": "python:3.12", "command": command, "args": args}
+
+
+def test_an_argv_over_128_kib_stays_split_and_runs() -> None:
+    """2,000 parameters once made one `sh -c` string over Linux's 128 KiB per argument."""
+    params = [f"--p{i}=$(LR)" + "x" * 100 for i in range(2000)]
+    code = "import sys; a = sys.argv[1:]; print(len(a), a[0][:9], a[-1][-3:])"
+    c = _container(
+        _inject(pod(_training([sys.executable, "-c", code], params))), "training-container"
+    )
+    assert "args" not in c
+    assert sum(len(a) for a in c["command"]) > 128 * 1024
+    assert max(len(a.encode()) for a in c["command"]) < 16 * 1024
+    with tempfile.TemporaryDirectory() as tmp:
+        result = _run_expanded(c["command"], Path(tmp), {"LR": "0.1"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "2000 --p0=0.1x xxx\n"
+
+
+def test_an_argument_linux_cannot_exec_is_refused_naming_it() -> None:
+    huge = "x" * (procwait.MAX_ARG_BYTES + 1)
+    with pytest.raises(injecting.Denied, match=r"argument 2 of command\+args is 131072 bytes"):
+        _inject(pod(_training(["python3", "t.py"], [huge])))
 
 
 def test_mutation_does_not_touch_its_input() -> None:

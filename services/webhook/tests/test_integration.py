@@ -351,7 +351,7 @@ def test_trial_pod_arrives_with_sidecar_wrapped_command_and_annotation(
     names = [c["name"] for c in spec["containers"]]
     assert names == ["training-container", injecting.SIDECAR_NAME]
     training, sidecar = spec["containers"]
-    assert training["command"] == ["sh", "-c", injecting.wrap_script(user_argv, "StdOut")]
+    assert training["command"] == injecting.wrapped_command(user_argv, "StdOut")
     assert {"name": "KATIB_TRIAL_NAME", "value": trial_name} in training["env"]
     args = sidecar["args"]
     assert args[:4] == ["--trial-name", trial_name, "--namespace", ns]

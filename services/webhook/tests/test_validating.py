@@ -559,6 +559,13 @@ def test_rule(manifest: dict[str, Any], expected: str | None) -> None:
         assert any(expected in p for p in problems), problems
 
 
+@pytest.mark.parametrize(("field", "kind"), [("success", "Complete"), ("failure", "Failed")])
+def test_missing_condition_hint_names_the_matching_job_condition(field: str, kind: str) -> None:
+    problems = _problems(_with(f"spec.trialTemplate.{field}Condition", ""))
+    (hint,) = [p for p in problems if f"{field}Condition: required" in p]
+    assert f'status.conditions.#(type=="{kind}")#|#(status=="True")#' in hint
+
+
 def test_early_stopping_configured_is_allowed() -> None:
     exp = _with("spec.earlyStopping", {"algorithmName": "medianstop"})
     assert _problems(exp, config=CONFIG_WITH_EARLY_STOPPING) == []

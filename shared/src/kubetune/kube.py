@@ -131,13 +131,17 @@ class Kube:
         raw.release_conn()
         return json.loads(data) if data else {}
 
-    def get(self, res: Resource, name: str, namespace: str | None = None) -> Obj:
-        result: Obj = self._call("GET", res.path(namespace, name))
+    def get(
+        self, res: Resource, name: str, namespace: str | None = None, *, timeout: float = 30
+    ) -> Obj:
+        result: Obj = self._call("GET", res.path(namespace, name), timeout=timeout)
         return result
 
-    def get_or_none(self, res: Resource, name: str, namespace: str | None = None) -> Obj | None:
+    def get_or_none(
+        self, res: Resource, name: str, namespace: str | None = None, *, timeout: float = 30
+    ) -> Obj | None:
         try:
-            return self.get(res, name, namespace)
+            return self.get(res, name, namespace, timeout=timeout)
         except errors.NotFound:
             return None
 
@@ -214,13 +218,17 @@ class Kube:
         finally:
             response.release_conn()
 
-    def create(self, res: Resource, body: Obj, namespace: str | None = None) -> Obj:
-        result: Obj = self._call("POST", res.path(namespace), body=body)
+    def create(
+        self, res: Resource, body: Obj, namespace: str | None = None, *, timeout: float = 30
+    ) -> Obj:
+        result: Obj = self._call("POST", res.path(namespace), body=body, timeout=timeout)
         return result
 
-    def replace(self, res: Resource, body: Obj, namespace: str | None = None) -> Obj:
+    def replace(
+        self, res: Resource, body: Obj, namespace: str | None = None, *, timeout: float = 30
+    ) -> Obj:
         name = body["metadata"]["name"]
-        result: Obj = self._call("PUT", res.path(namespace, name), body=body)
+        result: Obj = self._call("PUT", res.path(namespace, name), body=body, timeout=timeout)
         return result
 
     def patch(

@@ -32,7 +32,14 @@ class MetricLog:
 
 
 def parse_number(value: str) -> float | None:
-    """A finite float, or None for text, NaN and infinities (they cannot rank trials)."""
+    """A finite float, or None for text, NaN and infinities (they cannot rank trials).
+
+    The one rule for non-finite values, however written (`nan`, `inf`, `-Infinity`, or a
+    number too large for a float such as `1e309`): a reported value is kept as reported in
+    `latest`, but never becomes `min` or `max`, an objective value, the optimum or the goal.
+    A trial whose objective only ever reported such values is not MetricsUnavailable (it
+    reported), it just never ranks.
+    """
     try:
         number = float(value)
     except (TypeError, ValueError):

@@ -35,8 +35,9 @@ The waiter's reading of it:
 
 The shell side of the protocol is :func:`sh_register` and :func:`sh_record_end` (or
 :func:`sh_wrap` for both around a command, run by :func:`sh_run`: SIGTERM passed on to the
-command, and for the StdOut collector its output teed into the metrics file). They contain
-``$$``, ``$?`` and ``$(...)``; when the webhook puts them into a container's
+command, and for the StdOut collector its output teed into the metrics file; :func:`wrap_argv`
+is the container command the webhook injects, the argv passed as positional parameters).
+They contain ``$$``, ``$?`` and ``$(...)``; when the webhook puts them into a container's
 ``command``/``args`` it must write every ``$`` of these fragments as ``$$`` so Kubernetes'
 ``$(VAR)`` expansion hands them to ``sh`` unchanged (a ``$$`` left as is would reach ``sh`` as
 a bare ``$``).
@@ -61,6 +62,10 @@ COMPLETED = "completed"
 EARLY_STOPPED = "early-stopped"
 PID_FILE_SUFFIX = ".pid"
 TMP_SUFFIX = ".tmp"
+# `$0` of the wrapper shell (shows in its error messages, e.g. "kubetune-wrapper: 1: train:
+# not found"), and the largest single exec argument Linux accepts (MAX_ARG_STRLEN, with its NUL).
+WRAPPER_ARGV0 = "kubetune-wrapper"
+MAX_ARG_BYTES = 128 * 1024 - 1
 
 _PID_FILE_RE = re.compile(r"^([0-9]+)\.pid$")
 _EXIT_RE = re.compile(r"^exit ([0-9]+)$")
@@ -356,6 +361,23 @@ def sh_wrap(
             sh_record_end(log_dir),
         ]
     )
+
+
+def wrap_argv(
+    argv: list[str], log_dir: str = DEFAULT_LOG_DIR, *, metrics_file: str | None = None
+) -> list[str]:
+    """The wrapped container command: ``sh -c <sh_wrap script> kubetune-wrapper argv...``.
+
+    The script runs ``"$@"``, so each argument of ``argv`` stays its own exec argument and
+    reaches the training process unchanged. Why not one ``sh -c`` string with the argv
+    quoted into it: Linux refuses any single exec argument over 128 KiB (MAX_ARG_STRLEN),
+    which 2,000 hyperparameters easily exceed. What is left are the kernel's limits on the
+    training process itself (each argument under 128 KiB, argv + environment under
+    ARG_MAX). A command that cannot be started (not found, not executable, too long) makes
+    the shell exit 127 or 126, recorded as the end like any failed command.
+    """
+    script = sh_wrap('"$@"', log_dir, metrics_file=metrics_file)
+    return ["sh", "-c", script, WRAPPER_ARGV0, *argv]
 
 
 def scan_registrations(log_dir: str | os.PathLike[str]) -> dict[int, Path]:

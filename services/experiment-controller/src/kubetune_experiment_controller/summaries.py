@@ -3,7 +3,9 @@
 At 10,000 trials a cache of whole Trial objects (each with its rendered runSpec) costs hundreds
 of MiB, so the Trial informer keeps only `cached(trial)`: the metadata the runtime needs and a
 compact `TrialSummary`. `count` buckets the summaries into upstream's states and `optimal`
-picks the best trial by the objective's type and metric strategy (reference §4.2).
+picks the best finished (Succeeded or EarlyStopped) trial by the objective's type and metric
+strategy (reference §4.2); that optimum alone decides the goal. Trials still running when the
+Experiment completes are left to finish, as upstream does, and are still counted.
 Neighbours: `planning` turns counts into conditions and requests.
 """
 
@@ -212,9 +214,16 @@ def _objective_value(name: str, field: int, metrics: Metrics) -> float | None:
     return None
 
 
+RANKED = frozenset({TrialState.SUCCEEDED, TrialState.EARLY_STOPPED})
+"""The states whose observation is final: upstream writes a Trial's observation only once its
+job succeeded or it was early stopped, so only these ever become the optimum or reach the goal.
+kubetune's collector also reports intermediate values on Running (and Failed) Trials, for the
+user to watch; they are never ranked."""
+
+
 def optimal(objective: ObjectiveSpec, trials: Sequence[TrialSummary]) -> Optimum | None:
-    """The best trial by the objective metric's strategy; ties keep the first (trials given
-    `in_creation_order`, so the earliest created).
+    """The best finished trial (`RANKED`) by the objective metric's strategy; ties keep the
+    first (trials given `in_creation_order`, so the earliest created).
 
     Trials whose objective value is unavailable or not a number are skipped (upstream made a
     non-numeric value the best trial; kubetune cannot rank text, so it ignores it).
@@ -225,7 +234,7 @@ def optimal(objective: ObjectiveSpec, trials: Sequence[TrialSummary]) -> Optimum
     best: TrialSummary | None = None
     best_value: float | None = None
     for trial in trials:
-        if not trial.metrics:
+        if not trial.metrics or trial.state not in RANKED:
             continue
         value = _objective_value(name, field, trial.metrics)
         if value is not None and observations.better(objective, value, best_value):

@@ -131,9 +131,12 @@ def build_source(args: argparse.Namespace, names: list[str]) -> collecting.Sourc
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     stop = threading.Event()
+    received: list[int] = []
 
     def _stop(signum: int, frame: FrameType | None) -> None:
-        log.info("signal %d: reporting what was collected and exiting", signum)
+        # No logging here: a handler that writes while the main thread is writing the same
+        # stream fails with "reentrant call" and its line is lost.
+        received.append(signum)
         stop.set()
 
     signal.signal(signal.SIGTERM, _stop)
@@ -175,6 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings.expected,
     )
     outcome = collector.run()
+    if received:
+        log.info("signal %d: reported what was collected; exiting", received[0])
     if outcome.code is collecting.ExitCode.OK:
         done = "observation reported" if reporter is not None else "nothing to collect"
         log.info("%s; %s", outcome.message, done)

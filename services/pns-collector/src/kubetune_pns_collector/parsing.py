@@ -5,8 +5,11 @@ Pure functions over blocks of *complete* lines (`tailing` hands them over); what
 (reference §7.4) with these deliberate differences, each because a streaming collector must
 not lose a whole trial's metrics over one odd line:
 
-* a captured value that is empty (the default regex matches `loss=nan` with an empty value)
-  is skipped rather than reported as an empty string;
+* a captured value that is empty or a lone sign is skipped rather than reported as text;
+* the default format also captures `inf`, `-inf`, `infinity` and `nan` (any case), where
+  upstream's regex captured `-` or nothing: every non-finite value, `1e309` included, then
+  follows one rule (`kubetune.observations.parse_number`): kept as reported in `latest`, never
+  `min`/`max`, never ranked;
 * a JSON line that is not an object is skipped with a warning instead of aborting the
   collection, and JSON numbers are accepted as well as JSON strings (upstream ignores them).
 """
@@ -25,14 +28,16 @@ log = logging.getLogger(__name__)
 DEFAULT_FORMAT = r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)"
 # The default format made safe to run over many lines at once: `\s` may not cross a line end
 # (on a single line it is the same regex), and the groups nobody reads are non-capturing.
-_DEFAULT_BLOCK = re.compile(r"([\w|-]+)[^\S\n]*=[^\S\n]*([+-]?\d*(?:\.\d+)?(?:[Ee][+-]?\d+)?)")
+# The value also takes a signed `inf`, `infinity` or `nan` in any case, as a whole word (upstream
+# captured `-` of `-inf` and nothing of `inf`/`nan`): one rule for non-finite values, see
+# `kubetune.observations.parse_number`.
+_VALUE = r"[+-]?(?:(?i:inf(?:inity)?|nan)(?![\w|-])|\d*(?:\.\d+)?(?:[Ee][+-]?\d+)?)"
+_DEFAULT_BLOCK = re.compile(r"([\w|-]+)[^\S\n]*=[^\S\n]*(" + _VALUE + ")")
 # 1.5x faster: a name may not start right after a name character. That gives the same matches
 # unless a match starts where the previous one ended (`loss=1epoch=2`: upstream also finds
 # `epoch`), i.e. unless some value is directly followed by a name character; blocks where
 # `_ADJACENT` (no backtracking, a cheap scan for `=`) finds that use the exact regex.
-_DEFAULT_FAST = re.compile(
-    r"(?<![\w|-])([\w|-]+)[^\S\n]*=[^\S\n]*([+-]?\d*(?:\.\d+)?(?:[Ee][+-]?\d+)?)"
-)
+_DEFAULT_FAST = re.compile(r"(?<![\w|-])([\w|-]+)[^\S\n]*=[^\S\n]*(" + _VALUE + ")")
 _ADJACENT = re.compile(r"=[^\S\n]*+[+-]?+\d*+(?:\.\d+)?+(?:[Ee][+-]?\d+)?+[\w|-]")
 # A line that may start with an RFC 3339 timestamp (checked once per block, so blocks without
 # any skip the per-line look-up); the leading `\n` makes the scan a fast literal search.
@@ -43,6 +48,11 @@ def _has_timestamp(text: str) -> bool:
     return bool(_TIMESTAMP_START.search(text)) or (
         text[:4].isdigit() and text[4:5] == "-" and text[10:11] == "T"
     )
+
+
+def _is_value(text: str) -> bool:
+    """Empty or a lone sign (`loss=-`, the number regex's leftover) is no value."""
+    return bool(text) and text not in ("+", "-")
 
 
 Triple = tuple[str, str, float]
@@ -152,7 +162,7 @@ class TextParser:
                 pairs = pattern.findall(text)
                 runs: list[Run] = []
                 for name in self.names:
-                    values = [v for n, v in pairs if n == name and v]
+                    values = [v for n, v in pairs if n == name and _is_value(v)]
                     if values:
                         runs.append((name, 0.0, values))
                 return runs
@@ -167,13 +177,13 @@ class TextParser:
         text = "\n".join([line for line in text.split("\n") if "=" in line])
         pattern = _DEFAULT_BLOCK if _ADJACENT.search(text) else _DEFAULT_FAST
         if not _has_timestamp(text):
-            return [(n, v, 0.0) for n, v in pattern.findall(text) if v and n in names]
+            return [(n, v, 0.0) for n, v in pattern.findall(text) if _is_value(v) and n in names]
         out: list[Triple] = []
         line_start = line_end = -1
         stamp = 0.0
         for m in pattern.finditer(text):
             name, value = m.group(1), m.group(2)
-            if not value or name not in names:
+            if not _is_value(value) or name not in names:
                 continue
             pos = m.start()
             if not line_start <= pos < line_end:
@@ -194,7 +204,7 @@ class TextParser:
             for pattern in self.filters:
                 for m in pattern.finditer(line):
                     name, value = (m.group(1) or "").strip(), (m.group(2) or "").strip()
-                    if not value or name not in names:
+                    if not _is_value(value) or name not in names:
                         continue
                     if stamp is None:
                         stamp = _line_timestamp(line, 0)

@@ -3,7 +3,7 @@
 Binding contract with pns-collector (`kubetune-contracts.md`, "Pod injection"): for a pod owned
 (transitively) by a Trial, add the trial labels, `KATIB_TRIAL_NAME` on the primary container, the
 istio annotation unless set; for a primary pod also `shareProcessNamespace`, the `metrics-volume`
-emptyDir at the log dir, the command wrapped with `kubetune.procwait.sh_wrap` (its own `$`
+emptyDir at the log dir, the command wrapped with `kubetune.procwait.wrap_argv` (its own `$`
 written `$$` for Kubernetes' `$(VAR)` expansion, the user's argv left as written) and the
 sidecar `metrics-logger-and-collector` with the collector's exact flags.
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import posixpath
-import shlex
 from typing import Any, Protocol
 
 from pydantic import ValidationError
@@ -40,7 +39,6 @@ WRAPPED_KINDS = (
     CollectorKind.TENSORFLOW_EVENT.value,
 )
 MAX_OWNER_DEPTH = 8
-_ARGV = "\x00KUBETUNE-ARGV\x00"
 
 
 class Denied(Exception):
@@ -104,15 +102,17 @@ def escape_dollars(text: str) -> str:
     return text.replace("$", "$$")
 
 
-def wrap_script(argv: list[str], kind: str) -> str:
-    """The `sh -c` script: the wrapper's `$` escaped, the user's argv (and its `$(VAR)`) not.
+def wrapped_command(argv: list[str], kind: str) -> list[str]:
+    """`sh -c <script> kubetune-wrapper argv...` (`procwait.wrap_argv`): the wrapper's `$`
+    escaped, the user's argv (and its `$(VAR)`) left as written, one element per argument.
 
-    For StdOut, `sh_wrap` also tees stdout+stderr into the metrics file the collector reads.
+    The argv stays out of the script so no element grows past Linux's 128 KiB per argument
+    (a joined `sh -c` string did, with 2,000 parameters). For StdOut the wrapper also tees
+    stdout+stderr into the metrics file the collector reads.
     """
     metrics_file = STDOUT_METRICS_FILE if kind == CollectorKind.STDOUT.value else None
-    whole = procwait.sh_wrap(_ARGV, LOG_DIR, metrics_file=metrics_file)
-    before, after = whole.split(_ARGV)
-    return escape_dollars(before) + shlex.join(argv) + escape_dollars(after)
+    sh, c, script, argv0, *rest = procwait.wrap_argv(argv, LOG_DIR, metrics_file=metrics_file)
+    return [sh, c, escape_dollars(script), argv0, *rest]
 
 
 def _wrapped_marker() -> str:
@@ -122,7 +122,7 @@ def _wrapped_marker() -> str:
 def is_wrapped(container: dict[str, Any]) -> bool:
     command = container.get("command") or []
     return (
-        len(command) == 3
+        len(command) >= 3
         and command[:2] == ["sh", "-c"]
         and isinstance(command[2], str)
         and _wrapped_marker() in command[2]
@@ -132,16 +132,25 @@ def is_wrapped(container: dict[str, Any]) -> bool:
 def wrap_container(container: dict[str, Any], kind: str) -> None:
     if is_wrapped(container):
         return
+    name = container.get("name")
     command = container.get("command")
     if not command:
         raise Denied(
-            f"container {container.get('name')!r} has no command: kubetune wraps the training "
+            f"container {name!r} has no command: kubetune wraps the training "
             "command so the metrics collector can wait for it, and cannot read the image's "
-            f"ENTRYPOINT; set `command` on container {container.get('name')!r} in the trial "
+            f"ENTRYPOINT; set `command` on container {name!r} in the trial "
             "template (e.g. command: [python3, train.py])"
         )
     argv = [str(a) for a in [*command, *(container.get("args") or [])]]
-    container["command"] = ["sh", "-c", wrap_script(argv, kind)]
+    for i, arg in enumerate(argv):
+        if len(arg.encode()) > procwait.MAX_ARG_BYTES:
+            raise Denied(
+                f"container {name!r}: argument {i} of command+args is {len(arg.encode())} "
+                f"bytes; Linux cannot start a process with an argument over "
+                f"{procwait.MAX_ARG_BYTES} bytes (MAX_ARG_STRLEN); split it into several "
+                "arguments or pass it in a file"
+            )
+    container["command"] = wrapped_command(argv, kind)
     container.pop("args", None)
 
 

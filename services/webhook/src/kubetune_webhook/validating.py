@@ -433,7 +433,8 @@ def validate_trial_template(spec: ExperimentSpec, read: TemplateReader | None) -
         if not value:
             problems.append(
                 f"{base}.{field}: required for this job kind (no default); write a GJSON "
-                'condition, e.g. status.conditions.#(type=="Complete")#|#(status=="True")#'
+                "condition, e.g. status.conditions.#(type=="
+                f'"{"Complete" if field == "successCondition" else "Failed"}")#|#(status=="True")#'
             )
             continue
         try:

@@ -3,8 +3,11 @@
 The holder renews `renewTime` every `retry_period`; another candidate takes the Lease only after
 `lease_duration` has passed without a renewal. Every write carries the resourceVersion it read,
 so two candidates racing for an expired Lease cannot both win (the loser gets a 409). A leader
-that cannot renew within `renew_deadline` steps down. On a clean shutdown the leader releases
-the Lease so a standby takes over at once instead of after `lease_duration`.
+that cannot renew within `renew_deadline` steps down (`lost`), measured from the start of its
+last successful renewal and checked by a watchdog, so a request that hangs cannot keep it
+leading; every request is also bounded by the time left to that deadline. On a clean shutdown
+the election thread, and only it, releases the Lease (once) so a standby takes over at once
+instead of after `lease_duration`.
 """
 
 from __future__ import annotations
@@ -15,10 +18,15 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+import urllib3
+
 from kubetune import errors
 from kubetune.kube import LEASES, Kube, Obj
 
 log = logging.getLogger(__name__)
+
+# The Kubernetes client's urllib3 pool retries an idempotent request 3 times by default.
+_TRIES = 4
 
 
 def _micro_now() -> str:
@@ -57,6 +65,35 @@ class LeaderElector:
         self.wall_clock = wall_clock
         self.is_leader = threading.Event()
         self.lost = threading.Event()
+        self._lock = threading.Lock()
+        self._renewed_at = 0.0  # monotonic start of the last successful acquire/renew
+        self._deadline = 0.0  # monotonic time by which the current attempt must end
+        self._released = False
+
+    def _timeout(self) -> float:
+        """A request's timeout: its share of what is left of the current attempt's deadline
+        (the client retries a timed-out GET or PUT, `_TRIES` tries in all)."""
+        return max(0.05, (self._deadline - time.monotonic()) / _TRIES)
+
+    def _check_deadline(self) -> bool:
+        """Step down when the last renewal is older than `renew_deadline`; True if lost."""
+        with self._lock:
+            if self.lost.is_set():
+                return True
+            if (
+                self.is_leader.is_set()
+                and time.monotonic() - self._renewed_at > self.renew_deadline
+            ):
+                log.error(
+                    "lost leadership of lease %s/%s: not renewed within %gs",
+                    self.namespace,
+                    self.name,
+                    self.renew_deadline,
+                )
+                self.is_leader.clear()
+                self.lost.set()
+                return True
+            return False
 
     def _spec(self, transitions: int, acquire: str | None) -> Obj:
         now = _micro_now()
@@ -70,7 +107,7 @@ class LeaderElector:
 
     def try_acquire_or_renew(self) -> bool:
         """One attempt; True when this process holds the Lease afterwards."""
-        lease = self.kube.get_or_none(LEASES, self.name, self.namespace)
+        lease = self.kube.get_or_none(LEASES, self.name, self.namespace, timeout=self._timeout())
         if lease is None:
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
@@ -79,7 +116,7 @@ class LeaderElector:
                 "spec": self._spec(0, None),
             }
             try:
-                self.kube.create(LEASES, body, self.namespace)
+                self.kube.create(LEASES, body, self.namespace, timeout=self._timeout())
                 return True
             except errors.Conflict:
                 return False
@@ -96,54 +133,70 @@ class LeaderElector:
             new_spec = self._spec(transitions + 1, None)
         lease["spec"] = new_spec
         try:
-            self.kube.replace(LEASES, lease, self.namespace)
+            self.kube.replace(LEASES, lease, self.namespace, timeout=self._timeout())
             return True
         except errors.Conflict:
             return False
 
     def release(self) -> None:
-        """Give the Lease up (only if still ours) so a standby can lead at once."""
-        lease = self.kube.get_or_none(LEASES, self.name, self.namespace)
-        if lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
-            return
-        lease["spec"]["holderIdentity"] = ""
-        lease["spec"]["leaseDurationSeconds"] = 1
+        """Give the Lease up (only if still ours, and only once) so a standby can lead at once.
+
+        Called by the election thread when it stops; a second call does nothing, so two
+        callers never race each other into a 409."""
+        with self._lock:
+            if self._released:
+                return
+            self._released = True
+            self.is_leader.clear()
+        self._deadline = time.monotonic() + self.renew_deadline
         try:
-            self.kube.replace(LEASES, lease, self.namespace)
-        except errors.ApiError as e:
+            lease = self.kube.get_or_none(
+                LEASES, self.name, self.namespace, timeout=self._timeout()
+            )
+            if lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+                return
+            lease["spec"]["holderIdentity"] = ""
+            lease["spec"]["leaseDurationSeconds"] = 1
+            self.kube.replace(LEASES, lease, self.namespace, timeout=self._timeout())
+        except (errors.ApiError, OSError, urllib3.exceptions.HTTPError) as e:
             log.warning("could not release lease %s: %s", self.name, e)
 
     def run(self, stop: threading.Event) -> None:
         """Campaign until leader, then renew; set `lost` if renewing fails past the deadline."""
-        last_renew = 0.0
         while not stop.is_set():
+            started = time.monotonic()
+            leading = self.is_leader.is_set()
+            self._deadline = (self._renewed_at if leading else started) + self.renew_deadline
             try:
                 ok = self.try_acquire_or_renew()
-            except errors.ApiError as e:
+            except (errors.ApiError, OSError, urllib3.exceptions.HTTPError) as e:
                 log.warning("lease %s: %s", self.name, e)
                 ok = False
-            except OSError as e:
-                log.warning("lease %s: %s", self.name, e)
-                ok = False
-            now = time.monotonic()
-            if ok:
-                if not self.is_leader.is_set():
-                    log.info("became leader (lease %s/%s)", self.namespace, self.name)
-                self.is_leader.set()
-                last_renew = now
-            elif self.is_leader.is_set() and now - last_renew > self.renew_deadline:
-                log.error("lost leadership of lease %s/%s", self.namespace, self.name)
-                self.is_leader.clear()
-                self.lost.set()
+            with self._lock:
+                if ok and not self.lost.is_set() and not self._released:
+                    if not self.is_leader.is_set():
+                        log.info("became leader (lease %s/%s)", self.namespace, self.name)
+                    # From the attempt's start: the renewTime written is no older than that.
+                    self._renewed_at = started
+                    self.is_leader.set()
+            if self._check_deadline():
                 return
             stop.wait(self.retry_period)
         if self.is_leader.is_set():
             self.release()
-            self.is_leader.clear()
+
+    def _watch_deadline(self, stop: threading.Event) -> None:
+        """Step down on time even while a renew request hangs in `run`."""
+        while not stop.is_set() and not self._check_deadline():
+            stop.wait(min(0.1, self.renew_deadline / 10))
 
     def start(self, stop: threading.Event) -> threading.Thread:
+        """Start campaigning; the thread returned ends after the release on `stop`, or on loss."""
         thread = threading.Thread(
             target=self.run, args=(stop,), name="leader-election", daemon=True
         )
         thread.start()
+        threading.Thread(
+            target=self._watch_deadline, args=(stop,), name="lease-deadline", daemon=True
+        ).start()
         return thread

@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Sequence
 from types import FrameType
@@ -158,9 +159,10 @@ class Process:
         )
         self.probe_port = server.server_address[1]
         workers: list[threading.Thread] = []
+        election: threading.Thread | None = None
         try:
             if self.elector is not None:
-                self.elector.start(self.stop)
+                election = self.elector.start(self.stop)
                 while not self.stop.is_set() and not self.elector.is_leader.wait(0.2):
                     pass
                 if self.stop.is_set():
@@ -184,10 +186,15 @@ class Process:
             self.stop.set()
             for controller in self.controllers:
                 controller.queue.shutdown()
+            # A leader that lost its Lease must stop acting now: another may already lead.
+            lost = self.elector is not None and self.elector.lost.is_set()
+            grace = 0.5 if lost else float(self.args.shutdown_grace)
+            end = time.monotonic() + grace
             for thread in workers:
-                thread.join(float(self.args.shutdown_grace))
-            if self.elector is not None and self.elector.is_leader.is_set():
-                self.elector.release()
+                thread.join(max(0.0, end - time.monotonic()))
+            if election is not None and self.elector is not None and not lost:
+                # The election thread releases the Lease on stop (one writer: no 409 race).
+                election.join(self.elector.renew_deadline + 1)
             server.shutdown()
             server.server_close()
         return 1 if self.fatal.is_set() else 0
