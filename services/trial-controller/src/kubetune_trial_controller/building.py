@@ -3,8 +3,10 @@ RoleBinding.
 
 The job is the Trial's `spec.runSpec` with the Trial's name and namespace, the Trial as its
 controlling owner (so deleting the Trial deletes the job, and job events map back to the Trial)
-and the experiment/trial labels. The RoleBinding lets the metrics collector sidecar, which runs
-with the trial pod's service account, patch `trials/status` (contracts: Trial -> job).
+and the experiment/trial labels. The trial label also goes on every pod template in the job
+(and on Argo's `podMetadata`): the pod webhook's objectSelector selects on it, so pods that are
+not a trial's never reach the webhook. The RoleBinding lets the metrics collector sidecar, which
+runs with the trial pod's service account, patch `trials/status` (contracts: Trial -> job).
 Neighbours: `reconciling` sends what these return.
 """
 
@@ -71,7 +73,47 @@ def job_for(trial: Mapping[str, Any]) -> Obj:
     refs.append(owner_reference(trial))
     job_meta["ownerReferences"] = refs
     job["metadata"] = job_meta
+    label_pod_templates(job, naming.label_value(meta["name"]))
     return job
+
+
+def _pod_templates(node: Any) -> Iterator[Obj]:
+    """Every pod template (a mapping whose `spec` holds a `containers` list) in an object:
+    a Job's `template`, TFJob/PyTorchJob replica templates, JobSet's nested templates..."""
+    if isinstance(node, dict):
+        spec = node.get("spec")
+        if isinstance(spec, dict) and isinstance(spec.get("containers"), list):
+            yield node
+        for value in node.values():
+            yield from _pod_templates(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _pod_templates(item)
+
+
+def label_pod_templates(job: Obj, trial_label: str) -> None:
+    """Put `katib.kubeflow.org/trial: <trial>` on every pod the job will create.
+
+    Pod templates get it in their metadata; an Argo Workflow in `spec.podMetadata` (its
+    templates hold a `container`, not a pod spec); kinds that copy their own labels to their
+    pods (Tekton) have it from the job's metadata already."""
+    for template in _pod_templates(job.get("spec")):
+        meta = template.get("metadata")
+        if not isinstance(meta, dict):
+            meta = template["metadata"] = {}
+        labels = meta.get("labels")
+        meta["labels"] = {**(labels if isinstance(labels, dict) else {})}
+        meta["labels"][naming.LABEL_TRIAL] = trial_label
+    spec = job.get("spec")
+    if str(job.get("apiVersion", "")).startswith("argoproj.io/") and isinstance(spec, dict):
+        pod_meta = spec.get("podMetadata")
+        pod_meta = dict(pod_meta) if isinstance(pod_meta, dict) else {}
+        labels = pod_meta.get("labels")
+        pod_meta["labels"] = {
+            **(labels if isinstance(labels, dict) else {}),
+            naming.LABEL_TRIAL: trial_label,
+        }
+        spec["podMetadata"] = pod_meta
 
 
 def is_owned_by(job: Mapping[str, Any], trial: Mapping[str, Any]) -> bool:
