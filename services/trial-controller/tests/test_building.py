@@ -185,6 +185,8 @@ def test_argo_workflow_pods_get_the_label_through_pod_metadata() -> None:
         )
     )
     assert workflow["spec"]["podMetadata"]["labels"] == {"team": "a", **TRIAL_LABEL}
+    (template,) = workflow["spec"]["templates"]
+    assert template["metadata"]["labels"] == TRIAL_LABEL
     assert workflow["metadata"]["labels"]["katib.kubeflow.org/trial"] == "exp-abc"
 
 

@@ -94,26 +94,26 @@ def _pod_templates(node: Any) -> Iterator[Obj]:
 def label_pod_templates(job: Obj, trial_label: str) -> None:
     """Put `katib.kubeflow.org/trial: <trial>` on every pod the job will create.
 
-    Pod templates get it in their metadata; an Argo Workflow in `spec.podMetadata` (its
-    templates hold a `container`, not a pod spec); kinds that copy their own labels to their
-    pods (Tekton) have it from the job's metadata already."""
-    for template in _pod_templates(job.get("spec")):
-        meta = template.get("metadata")
+    Pod templates get it in their metadata; an Argo Workflow in `spec.podMetadata` and in
+    each of its templates' `metadata` (they hold a `container`, not a pod spec); kinds that
+    copy their own labels to their pods (Tekton) have it from the job's metadata already."""
+    spec = job.get("spec")
+    targets = list(_pod_templates(spec))
+    if str(job.get("apiVersion", "")).startswith("argoproj.io/") and isinstance(spec, dict):
+        templates = spec.get("templates")
+        targets += (
+            [t for t in templates if isinstance(t, dict)] if isinstance(templates, list) else []
+        )
+        if not isinstance(spec.get("podMetadata"), dict):
+            spec["podMetadata"] = {}
+        targets.append({"metadata": spec["podMetadata"]})
+    for target in targets:
+        meta = target.get("metadata")
         if not isinstance(meta, dict):
-            meta = template["metadata"] = {}
+            meta = target["metadata"] = {}
         labels = meta.get("labels")
         meta["labels"] = {**(labels if isinstance(labels, dict) else {})}
         meta["labels"][naming.LABEL_TRIAL] = trial_label
-    spec = job.get("spec")
-    if str(job.get("apiVersion", "")).startswith("argoproj.io/") and isinstance(spec, dict):
-        pod_meta = spec.get("podMetadata")
-        pod_meta = dict(pod_meta) if isinstance(pod_meta, dict) else {}
-        labels = pod_meta.get("labels")
-        pod_meta["labels"] = {
-            **(labels if isinstance(labels, dict) else {}),
-            naming.LABEL_TRIAL: trial_label,
-        }
-        spec["podMetadata"] = pod_meta
 
 
 def is_owned_by(job: Mapping[str, Any], trial: Mapping[str, Any]) -> bool:
