@@ -9,7 +9,8 @@ sidecar `metrics-logger-and-collector` with the collector's exact flags.
 
 `inject(pod, trial, namespace, config)` is pure and idempotent: every step checks whether it is
 already done, so a pod mutated twice equals a pod mutated once. `find_trial` walks the owner
-chain through an `Owners` seam (the API server in production).
+chain through an `Owners` seam (the API server in production); it confirms the trial label the
+objectSelector selected the pod by, following only valid object names with matching uids.
 
 Neighbours: `reviewing` (the admission plumbing), `lookups` (the real `Owners`).
 """

@@ -220,7 +220,8 @@ class Admission:
                     allowed=False,
                     code=500,
                     message=f"pod is labelled {naming.LABEL_TRIAL}={claimed} but its owners "
-                    f"cannot be read to confirm it belongs to that Trial: {e}; retry",
+                    f"cannot be read to confirm it belongs to that Trial: {e}; retry (a pod "
+                    "that is not a trial's must not carry that label: remove it)",
                 )
             owner = str((trial or {}).get("metadata", {}).get("name") or "")
             if trial is None or naming.label_value(owner) != claimed:
