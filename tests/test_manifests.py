@@ -282,3 +282,38 @@ def test_cert_manager_serves_the_webhook(overlay: str) -> None:
         for v in pod_spec(d).get("volumes") or []
     }
     assert cert["spec"]["secretName"] in mounted
+
+
+@pytest.mark.parametrize("overlay", ["standalone", "kind", "local"])
+def test_trial_status_writes_are_authorized_by_the_webhook(overlay: str) -> None:
+    """Issue 13: a trial pod may write its own Trial's status only; the webhook checks who."""
+    objs = render(KUSTOMIZE / "overlays" / overlay)
+    hooks = [
+        hook
+        for cfg in of_kind(objs, "ValidatingWebhookConfiguration")
+        for hook in cfg["webhooks"]
+        if any("trials/status" in r.get("resources", []) for r in hook.get("rules", []))
+    ]
+    assert len(hooks) == 1, "one validating webhook on trials/status"
+    (hook,) = hooks
+    assert hook["failurePolicy"] == "Fail"
+    assert hook["rules"][0]["operations"] == ["UPDATE"]
+    client = hook["clientConfig"]
+    assert (client.get("url") or client["service"]["path"]).endswith("/validate-trial-status")
+    (condition,) = hook["matchConditions"]
+    assert "system:serviceaccount:" in condition["expression"]
+    # The webhook reads the calling pod; it is told its namespace and whom it trusts.
+    (role,) = [
+        r for r in of_kind(objs, "ClusterRole") if r["metadata"]["name"] == "kubetune-webhook"
+    ]
+    assert any(
+        "pods" in rule.get("resources", []) and rule.get("verbs") == ["get"]
+        for rule in role["rules"]
+    )
+    (webhook,) = [d for d in _deployments(objs) if d["metadata"]["name"] == "kubetune-webhook"]
+    (container,) = [c for c in containers(webhook) if c["name"] == "webhook"]
+    env = {e["name"]: e for e in container.get("env") or []}
+    assert env["KUBETUNE_WEBHOOK_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == (
+        "metadata.namespace"
+    )
+    assert "kubetune-trial-controller" in env["KUBETUNE_WEBHOOK_TRUSTED_STATUS_WRITERS"]["value"]

@@ -4,8 +4,8 @@ Only what the real controller shows: one pod per Workflow (a container-template 
 with Argo's `init` and `wait` containers beside `main`, `main`'s exit code handed to `wait`
 through /var/run/argo, sidecars (here an istio-style proxy that never exits by itself) stopped
 by `wait` once `main` has ended, and `status.phase` taken from `main`'s exit code, not from the
-pod's phase (a killed sidecar must not fail the workflow). The real CRD is installed from
-../shared/thirdparty-crds beside the repository.
+pod's phase (a killed sidecar must not fail the workflow). The real CRD is installed, taken
+from Argo's own Go module by `localcluster build` (`localcluster.thirdparty`).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ import pytest
 import yaml
 from deploying import ROOT, apply_overlay, enable_injection, wait_available
 
+from localcluster import thirdparty
 from localcluster.pytest_plugin import ClusterHandle
 
 pytestmark = pytest.mark.integration
@@ -363,8 +364,8 @@ def test_chaos_every_service_pod_deleted_once(kubetune: ClusterHandle, ns: str) 
 
 
 def install_thirdparty_crd(cluster: ClusterHandle, filename: str, name: str) -> None:
-    """Install a real operator's CRD (from ../shared/thirdparty-crds) and wait until served."""
-    path = ROOT.parent / "shared" / "thirdparty-crds" / filename
+    """Install a real operator's CRD (from its Go module, see localcluster.thirdparty)."""
+    path = thirdparty.crd_path(filename)
     out = cluster.kubectl(
         "apply", "--server-side", "--force-conflicts", "-f", str(path), check=False
     )
@@ -510,7 +511,7 @@ def tfjob_experiment(ns: str, name: str) -> Obj:
 
 def test_tpe_over_tfjob_trials_with_the_file_collector(kubetune: ClusterHandle, ns: str) -> None:
     # The training operator's stand-in of the trial-controller's tests (same behaviour towards
-    # pods and status); the real TFJob CRD comes from ../shared/thirdparty-crds.
+    # pods and status); the real TFJob CRD comes from the training-operator's Go module.
     sys.path.insert(0, str(ROOT / "services" / "trial-controller" / "tests"))
     from standins import running  # type: ignore[import-not-found]
     from standins.tfjob_operator import TFJobOperatorStandIn  # type: ignore[import-not-found]

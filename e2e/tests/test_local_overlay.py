@@ -306,6 +306,38 @@ def test_collector_rights_are_only_trial_status(
     assert not _can(cluster, who, "patch", "trials.kubeflow.org/status", "default")
 
 
+def test_a_status_write_that_names_no_pod_is_refused(
+    cluster: ClusterHandle, deployed: list[Obj], namespace: str
+) -> None:
+    """Issue 13: the collector's rights reach only a Trial's own pod (the deployed webhook).
+
+    Impersonating the namespace's `default` service account gives a request with no pod in its
+    user info, as `kubectl create token default` does; an admin's write is not checked."""
+    test_every_deployment_becomes_available(cluster, deployed)
+    test_collector_rights_are_only_trial_status(cluster, deployed, namespace)
+    trial = {
+        "apiVersion": "kubeflow.org/v1beta1",
+        "kind": "Trial",
+        "metadata": {"name": "victim", "namespace": namespace},
+        "spec": {
+            "objective": {"type": "minimize", "objectiveMetricName": "loss"},
+            "runSpec": {"apiVersion": "batch/v1", "kind": "Job"},
+        },
+    }
+    cluster.kubectl("create", "-f", "-", stdin=json.dumps(trial))
+    forged = json.dumps(
+        {"status": {"observation": {"metrics": [{"name": "loss", "latest": "-9"}]}}}
+    )
+    patch = ["patch", "trial", "victim", "-n", namespace, "--subresource=status", "--type=merge"]
+    out = cluster.kubectl(
+        *patch, "-p", forged, f"--as=system:serviceaccount:{namespace}:default",
+        "--as-group=system:serviceaccounts", check=False,
+    )  # fmt: skip
+    assert out.returncode != 0, "a write naming no pod was accepted"
+    assert "only from that Trial's own pod" in out.stderr, out.stderr
+    cluster.kubectl(*patch, "-p", forged)  # an admin is not a trial pod: RBAC decides
+
+
 def test_image_map_renders_the_venv(tmp_path: Path) -> None:
     from deploying import render_image_map
 

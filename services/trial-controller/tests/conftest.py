@@ -6,7 +6,6 @@ helpers to make Trials and wait for their state.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import signal
 import subprocess
@@ -22,14 +21,11 @@ import yaml
 
 from kubetune import errors
 from kubetune.kube import TRIALS, Kube, Resource, connect
+from localcluster import thirdparty
 
 REPO = Path(__file__).resolve().parents[3]
 CRDS = REPO / "kustomize" / "base" / "crds"
 COLLECTOR_ROLE = REPO / "kustomize" / "base" / "trial-controller" / "collector-clusterrole.yaml"
-# The real operators' CRDs, kept in the reference folder beside the repository (../shared).
-THIRDPARTY = Path(
-    os.environ.get("KUBETUNE_THIRDPARTY_CRDS", str(REPO.parent / "shared" / "thirdparty-crds"))
-)
 CRD_RESOURCE = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
 )
@@ -117,11 +113,16 @@ def crds(kube: Kube) -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def thirdparty_crds(kube: Kube, crds: None) -> Iterator[Callable[[str | Path], None]]:
-    """Install a third-party CRD file on demand; remove at the end those this session added."""
+    """Install a CRD on demand; remove at the end those this session added.
+
+    A file name is a real operator's CRD from its Go module (`localcluster.thirdparty`, fetched
+    by `localcluster build`); a Path is a CRD file of these tests.
+    """
     ours: list[str] = []
 
     def install(filename: str | Path) -> None:
-        name, created = apply_crd(kube, THIRDPARTY / filename)
+        path = filename if isinstance(filename, Path) else thirdparty.crd_path(filename)
+        name, created = apply_crd(kube, path)
         if created:
             ours.append(name)
 

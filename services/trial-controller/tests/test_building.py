@@ -196,3 +196,29 @@ def test_labelling_does_not_touch_the_trials_run_spec() -> None:
     )
     building.job_for(trial)
     assert "metadata" not in trial["spec"]["runSpec"]["spec"]["template"]
+
+
+def test_binding_is_owned_by_the_experiment_else_the_trial() -> None:
+    experiment_ref = {
+        "apiVersion": "kubeflow.org/v1beta1",
+        "kind": "Experiment",
+        "name": "e",
+        "uid": "u-e",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    owned = {"metadata": {"name": "t", "uid": "u-t", "ownerReferences": [experiment_ref]}}
+    owner = building.binding_owner(owned)
+    # Never a controller nor blocking: many Experiments own one binding.
+    assert owner == {
+        "apiVersion": "kubeflow.org/v1beta1",
+        "kind": "Experiment",
+        "name": "e",
+        "uid": "u-e",
+    }
+    standalone = building.binding_owner({"metadata": {"name": "t", "uid": "u-t"}})
+    assert (standalone["kind"], standalone["uid"]) == ("Trial", "u-t")
+    binding = building.collector_binding("ns", ["default"], owner)
+    assert binding["metadata"]["ownerReferences"] == [owner]
+    assert not building.missing_owner(binding, owner)
+    assert building.missing_owner(binding, standalone)

@@ -401,3 +401,35 @@ def test_second_from_volume_experiment_is_refused_while_its_pv_exists(
     finally:
         with contextlib.suppress(errors.NotFound):
             kube.delete(PVS, pv)
+
+
+def test_an_author_without_the_rights_kubetune_would_use_is_refused(
+    cluster: Any, registered: str
+) -> None:
+    """A user who may create Experiments but not Jobs cannot have kubetune create them."""
+    user = f"author-{uuid.uuid4().hex[:6]}"
+    role = f"experiments-only-{user}"
+    cluster.kubectl(
+        "create", "role", role, "-n", registered,
+        "--verb=create,get,patch", "--resource=experiments.kubeflow.org",
+    )  # fmt: skip
+    cluster.kubectl(
+        "create", "rolebinding", role, "-n", registered, f"--role={role}", f"--user={user}"
+    )
+    manifest = _experiment("deputy", registered)
+    refused = _apply(cluster, manifest, f"--as={user}")
+    assert refused.returncode != 0
+    assert f"{user} may not create jobs.batch in namespace {registered}" in refused.stderr
+    cluster.kubectl(
+        "create", "role", f"{role}-jobs", "-n", registered, "--verb=create", "--resource=jobs"
+    )
+    cluster.kubectl(
+        "create", "rolebinding", f"{role}-jobs", "-n", registered,
+        f"--role={role}-jobs", f"--user={user}",
+    )  # fmt: skip
+    allowed = _wait(
+        lambda: (r := _apply(cluster, manifest, f"--as={user}")).returncode == 0 and r,
+        "the author's new right to count",
+        timeout=30,
+    )
+    assert allowed.returncode == 0

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubetune import naming
+from kubetune.kube import Resource
+from kubetune_webhook.permissions import Permission
 
 NS = "team-a"
 LABELLED = {naming.LABEL_INJECTION: naming.INJECTION_ENABLED}
@@ -94,6 +96,8 @@ class StaticCluster:
     config_maps: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     pvs: set[str] = field(default_factory=set)
     objects: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+    forbidden: set[Permission] = field(default_factory=set)
+    """What `may` refuses (every other permission is granted)."""
     error: Exception | None = None
 
     def _fail(self) -> None:
@@ -117,6 +121,15 @@ class StaticCluster:
     ) -> dict[str, Any] | None:
         self._fail()
         return self.objects.get((kind, namespace, name))
+
+    def may(self, user: dict[str, Any], permission: Permission) -> bool:
+        self._fail()
+        return permission not in self.forbidden
+
+    def resource(self, api_version: str, kind: str) -> Resource:
+        self._fail()
+        group, _, version = api_version.rpartition("/")
+        return Resource(group, version, kind.lower() + "s", kind)
 
 
 def trial(name: str = "random-abc", **spec: Any) -> dict[str, Any]:
@@ -208,7 +221,12 @@ def job(name: str = "random-abc") -> dict[str, Any]:
 
 
 def review(
-    obj: Any, kind: str, operation: str = "CREATE", old: Any = None, uid: str = "u-1"
+    obj: Any,
+    kind: str,
+    operation: str = "CREATE",
+    old: Any = None,
+    uid: str = "u-1",
+    user: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     group = "kubeflow.org" if kind == "Experiment" else ""
     request: dict[str, Any] = {
@@ -220,4 +238,6 @@ def review(
     }
     if old is not None:
         request["oldObject"] = old
+    if user is not None:
+        request["userInfo"] = user
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}

@@ -279,9 +279,15 @@ def build_etcd(
 
 
 def build_all(force: bool = False) -> Binaries:
-    """Build (or reuse) etcd and the Kubernetes binaries; raise BuildError with go's output."""
+    """Build (or reuse) etcd, the Kubernetes binaries and the operators' CRDs for tests.
+
+    Raises BuildError with go's output.
+    """
+    from localcluster import thirdparty  # it imports this module: no cycle at import time
+
     go = find_go()
     _progress(f"using {go} ({_run([go, 'env', 'GOVERSION'], Path.cwd()).strip()})")
+    thirdparty.fetch_all(go, force=force)
     build_etcd(go, force=force)
     return build_kubernetes(go, force=force)
 

@@ -1,4 +1,4 @@
-"""``localcluster`` command: build, up, down, status, env."""
+"""``localcluster`` command: build, thirdparty-crds, up, down, status, env."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from localcluster import build, cluster
+from localcluster import build, cluster, thirdparty
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,6 +36,12 @@ def main(argv: list[str] | None = None) -> int:
         help="image -> command table passed to the node agent",
     )
     u.add_argument("--timeout", type=float, default=cluster.READY_TIMEOUT)
+    t = sub.add_parser(
+        "thirdparty-crds",
+        help="fetch the operators' CRDs for tests from their Go modules (part of build); "
+        "print their paths",
+    )
+    t.add_argument("--force", action="store_true", help="fetch again even when cached")
     sub.add_parser("down", help="stop everything and delete the cluster data")
     s = sub.add_parser("status", help="say what runs")
     s.add_argument("--json", action="store_true")
@@ -44,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "build":
         return build.main(force=args.force)
+    if args.command == "thirdparty-crds":
+        return _thirdparty_crds(args.force)
     if args.command == "up":
         # A SIGTERM while starting must still stop what was started (up's cleanup path).
         signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -78,6 +86,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"export KUBECONFIG={st['kubeconfig']}")
         return 0
     return 2
+
+
+def _thirdparty_crds(force: bool) -> int:
+    try:
+        dirs = thirdparty.fetch_all(build.find_go(), force=force)
+    except build.BuildError as exc:
+        print(f"[localcluster thirdparty-crds] FAILED: {exc}", file=sys.stderr)
+        return 1
+    for d in dirs:
+        for path in sorted(d.glob("*.yaml")):
+            print(path)
+    return 0
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:

@@ -6,7 +6,9 @@ controlling owner (so deleting the Trial deletes the job, and job events map bac
 and the experiment/trial labels. The trial label also goes on every pod template in the job
 (and on Argo's `podMetadata`): the pod webhook's objectSelector selects on it, so pods that are
 not a trial's never reach the webhook. The RoleBinding lets the metrics collector sidecar, which
-runs with the trial pod's service account, patch `trials/status` (contracts: Trial -> job).
+runs with the trial pod's service account, patch `trials/status` (contracts: Trial -> job); the
+webhook narrows that to the pod's own Trial. The binding is owned by every Experiment (or
+standalone Trial) that needed it, so the garbage collector deletes it with the last of them.
 Neighbours: `reconciling` sends what these return.
 """
 
@@ -165,7 +167,24 @@ def subject(namespace: str, account: str) -> Obj:
     return {"kind": "ServiceAccount", "name": account, "namespace": namespace}
 
 
-def collector_binding(namespace: str, accounts: list[str]) -> Obj:
+def binding_owner(trial: Mapping[str, Any]) -> Obj:
+    """What keeps the binding alive for this Trial: its Experiment, else the Trial itself.
+
+    Not a controller and no blockOwnerDeletion: the binding has many owners, and deleting an
+    Experiment must never wait for it."""
+    meta = trial.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("kind") == "Experiment" and ref.get("controller") and ref.get("uid"):
+            return {
+                "apiVersion": str(ref.get("apiVersion") or API_VERSION),
+                "kind": "Experiment",
+                "name": str(ref.get("name") or ""),
+                "uid": str(ref["uid"]),
+            }
+    return {"apiVersion": API_VERSION, "kind": "Trial", "name": meta["name"], "uid": meta["uid"]}
+
+
+def collector_binding(namespace: str, accounts: list[str], owner: Obj | None = None) -> Obj:
     """The RoleBinding of ClusterRole `kubetune-pns-collector` to the given service accounts."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -174,6 +193,7 @@ def collector_binding(namespace: str, accounts: list[str]) -> Obj:
             "name": COLLECTOR_BINDING,
             "namespace": namespace,
             "labels": {"app.kubernetes.io/managed-by": "kubetune-trial-controller"},
+            **({"ownerReferences": [owner]} if owner else {}),
         },
         "roleRef": {
             "apiGroup": "rbac.authorization.k8s.io",
@@ -191,3 +211,9 @@ def missing_subjects(binding: Mapping[str, Any], namespace: str, accounts: list[
         for s in binding.get("subjects") or []
     }
     return [subject(namespace, a) for a in accounts if ("ServiceAccount", a, namespace) not in have]
+
+
+def missing_owner(binding: Mapping[str, Any], owner: Obj) -> bool:
+    """True when the binding does not list `owner` (by uid) among its owners yet."""
+    refs = (binding.get("metadata") or {}).get("ownerReferences") or []
+    return all(r.get("uid") != owner["uid"] for r in refs)

@@ -6,8 +6,9 @@ read (so a condition the collector appended meanwhile, e.g. EarlyStopped, is nev
 the patch fails with 409 and the key is read again). Side effects before the status write are
 idempotent: the job has the Trial's name (AlreadyExists means it is there already, so a restart
 between create and status write neither duplicates nor fails) and the collector RoleBinding
-only ever gains subjects. A finished Trial with `retainRun: false` gets its job deleted on the
-next pass, after the final status is stored.
+only ever gains subjects and owners (the garbage collector deletes it with its last owner). A
+finished Trial with `retainRun: false` gets its job deleted on the next pass, after the final
+status is stored.
 """
 
 from __future__ import annotations
@@ -105,26 +106,30 @@ class TrialReconciler:
             return jobstatus.ConditionRules(spec.success_condition, spec.failure_condition)
         return jobstatus.default_conditions(kind.kind, kind.api_version)
 
-    def _ensure_collector_binding(self, namespace: str, run_spec: Mapping[str, Any]) -> None:
-        accounts = building.service_accounts(run_spec)
+    def _ensure_collector_binding(self, raw: Mapping[str, Any]) -> None:
+        namespace = raw["metadata"]["namespace"]
+        accounts = building.service_accounts((raw.get("spec") or {}).get("runSpec") or {})
+        owner = building.binding_owner(raw)
         binding = self.kube.get_or_none(ROLEBINDINGS, building.COLLECTOR_BINDING, namespace)
         if binding is None:
             try:
                 self.kube.create(
-                    ROLEBINDINGS, building.collector_binding(namespace, accounts), namespace
+                    ROLEBINDINGS, building.collector_binding(namespace, accounts, owner), namespace
                 )
                 return
             except errors.AlreadyExists:
                 binding = self.kube.get(ROLEBINDINGS, building.COLLECTOR_BINDING, namespace)
         missing = building.missing_subjects(binding, namespace, accounts)
-        if missing:
+        if missing or building.missing_owner(binding, owner):
             binding["subjects"] = [*(binding.get("subjects") or []), *missing]
+            meta = binding["metadata"]
+            if building.missing_owner(binding, owner):
+                meta["ownerReferences"] = [*(meta.get("ownerReferences") or []), owner]
             self.kube.replace(ROLEBINDINGS, binding, namespace)  # carries resourceVersion
 
     def _create_job(self, raw: Obj, resource: Resource) -> Obj:
         meta = raw["metadata"]
-        run_spec = (raw.get("spec") or {}).get("runSpec") or {}
-        self._ensure_collector_binding(meta["namespace"], run_spec)
+        self._ensure_collector_binding(raw)
         try:
             job = self.kube.create(resource, building.job_for(raw), meta["namespace"])
             log.info("created %s %s/%s", resource.kind, meta["namespace"], meta["name"])

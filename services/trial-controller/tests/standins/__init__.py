@@ -1,8 +1,9 @@
 """Stand-ins for third-party job operators (TFJob's training operator, Argo Workflows), for tests.
 
-They model only what the real operators show to pods and to the job's status (see
-../shared/thirdparty-crds/README.md beside the repository), run in the test process on
-kubetune's own runtime, and are named as stand-ins so nobody mistakes them for the real thing.
+They model only what the real operators show to pods and to the job's status (each module's
+docstring says what), run in the test process on kubetune's own runtime, and are named as
+stand-ins so nobody mistakes them for the real thing. The real CRDs come from the operators'
+Go modules (`localcluster.thirdparty`).
 """
 
 from __future__ import annotations

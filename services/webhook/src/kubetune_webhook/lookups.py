@@ -27,9 +27,13 @@ from typing import Any
 
 from kubetune import errors, naming
 from kubetune.kube import CONFIGMAPS, NAMESPACES, Kube, Resource
+from kubetune_webhook.permissions import Permission
 from kubetune_webhook.validating import ClusterError
 
 PERSISTENT_VOLUMES = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False)
+ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
+)
 
 
 class TTLCache:
@@ -105,6 +109,31 @@ class KubeCluster:
 
     def pv_exists(self, name: str) -> bool:
         return self._get(PERSISTENT_VOLUMES, name) is not None
+
+    def may(self, user: dict[str, Any], permission: Permission) -> bool:
+        """Ask the API server's authorizers (never cached: rights change at any time)."""
+        spec: dict[str, Any] = {
+            "user": str(user.get("username") or ""),
+            "groups": list(user.get("groups") or []),
+            "extra": dict(user.get("extra") or {}),
+            "resourceAttributes": {
+                "verb": permission.verb,
+                "group": permission.group,
+                "resource": permission.resource,
+                "namespace": permission.namespace,
+                **({"name": permission.name} if permission.name else {}),
+            },
+        }
+        if user.get("uid"):
+            spec["uid"] = str(user["uid"])
+        review = {"apiVersion": ACCESS_REVIEWS.api_version, "kind": "SubjectAccessReview"}
+        try:
+            answer = self.kube.create(ACCESS_REVIEWS, {**review, "spec": spec})
+        except errors.ApiError as e:
+            raise ClusterError(str(e)) from e
+        except Exception as e:
+            raise ClusterError(f"API server unreachable: {e}") from e
+        return bool((answer.get("status") or {}).get("allowed"))
 
     def resource(self, api_version: str, kind: str) -> Resource:
         """Discovery, cached: owner kinds are few and do not change while we run."""

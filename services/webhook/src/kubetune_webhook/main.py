@@ -21,12 +21,20 @@ from kubetune import logs
 from kubetune.kube import Kube, connect
 from kubetune.runtime import running
 from kubetune.runtime.running import EnvDefault
-from kubetune_webhook import certificates, reviewing, serving, validating
+from kubetune_webhook import authorizing, certificates, reviewing, serving, validating
 from kubetune_webhook.lookups import KubeCluster
 
 log = logging.getLogger("kubetune_webhook")
 
 DEFAULT_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"
+SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def _own_namespace() -> str:
+    try:
+        return Path(SERVICE_ACCOUNT_NAMESPACE).read_text().strip() or "kubeflow"
+    except OSError:
+        return "kubeflow"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -110,6 +118,22 @@ def build_parser() -> argparse.ArgumentParser:
         default=10.0,
         help="keep labelled namespaces and pod owners/Trials this long (0 = always ask)",
     )
+    serve.add_argument(
+        "--trusted-status-writers",
+        action=EnvDefault,
+        env="KUBETUNE_WEBHOOK_TRUSTED_STATUS_WRITERS",
+        default=",".join(authorizing.DEFAULT_TRUSTED),
+        help="comma-separated service accounts of the webhook's namespace (or full usernames) "
+        "that may write any Trial's status; any other service account of a Trial's namespace "
+        "may write only from that Trial's own pod",
+    )
+    serve.add_argument(
+        "--namespace",
+        action=EnvDefault,
+        env="KUBETUNE_WEBHOOK_NAMESPACE",
+        default=_own_namespace(),
+        help="the namespace kubetune runs in (default: the pod's, else kubeflow)",
+    )
 
     certs = sub.add_parser("certs", help="write a CA and a serving certificate; patch caBundle")
     running.add_connection_flags(certs)
@@ -155,6 +179,10 @@ def run_serve(args: argparse.Namespace) -> int:
         cfg,
         KubeCluster(kube, args.lookup_cache_seconds),
         validating.Options(require_namespace_label=args.require_namespace_label == "true"),
+        reviewing.StatusWriters(
+            authorizing.trusted_users(args.trusted_status_writers.split(","), args.namespace),
+            authorizing.KubeReader(kube),
+        ),
     )
     server = serving.AdmissionServer(
         (args.address, int(args.port)), certs, admission.handle, max_body=args.max_body_bytes

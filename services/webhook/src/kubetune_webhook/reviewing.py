@@ -1,4 +1,4 @@
-"""AdmissionReview v1 in and out, and the three admission endpoints.
+"""AdmissionReview v1 in and out, and the admission endpoints.
 
 `parse` turns a request body into a `Review` or raises `BadRequest` (HTTP 400 with the reason:
 not JSON, not an `admission.k8s.io/v1` AdmissionReview, no request uid). `Admission.handle`
@@ -7,7 +7,8 @@ dispatches by path and always answers a well-formed AdmissionReview: rule violat
 500 (the API server or the job controller retries); an unexpected error is logged and denied
 with code 500, and the server keeps serving.
 
-Neighbours: `defaulting`, `validating`, `injecting` (the rules), `serving` (HTTPS), `lookups`.
+Neighbours: `defaulting`, `validating`, `injecting`, `authorizing` (the rules), `serving`
+(HTTPS), `lookups`.
 """
 
 from __future__ import annotations
@@ -20,16 +21,23 @@ from typing import Any, Protocol
 
 from kubetune import naming
 from kubetune.config import KatibConfig
-from kubetune_webhook import defaulting, injecting, patching, validating
+from kubetune_webhook import (
+    authorizing,
+    defaulting,
+    injecting,
+    patching,
+    permissions,
+    validating,
+)
 
 log = logging.getLogger(__name__)
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
-PATHS = ("/mutate-experiment", "/validate-experiment", "/mutate-pod")
+PATHS = ("/mutate-experiment", "/validate-experiment", "/mutate-pod", "/validate-trial-status")
 
 
-class Cluster(validating.Cluster, injecting.Owners, Protocol):
+class Cluster(validating.Cluster, injecting.Owners, permissions.Authorizer, Protocol):
     """Every read the endpoints make (`lookups.KubeCluster` in production)."""
 
 
@@ -91,12 +99,20 @@ def respond(
     if warnings:
         response["warnings"] = warnings
     if not allowed:
-        reason = "BadRequest" if code == 400 else "InternalError"
+        reason = {400: "BadRequest", 403: "Forbidden"}.get(code, "InternalError")
         response["status"] = {"code": code, "reason": reason, "message": message}
     if patch:
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
     return {"apiVersion": API_VERSION, "kind": KIND, "response": response}
+
+
+@dataclass(frozen=True)
+class StatusWriters:
+    """Who may write `trials/status` besides a Trial's own pods (`authorizing`)."""
+
+    trusted: frozenset[str]
+    reader: authorizing.Reader
 
 
 class Admission:
@@ -107,10 +123,12 @@ class Admission:
         config: KatibConfig,
         cluster: Cluster,
         options: validating.Options = validating.Options(),  # noqa: B008 - frozen
+        status_writers: StatusWriters | None = None,
     ) -> None:
         self.config = config
         self.cluster = cluster
         self.options = options
+        self.status_writers = status_writers
 
     def handle(self, path: str, body: bytes) -> tuple[int, dict[str, Any]]:
         """(HTTP status, JSON answer) for any body; never raises."""
@@ -125,6 +143,8 @@ class Admission:
                 return 200, self.validate_experiment(review)
             if path == "/mutate-pod":
                 return 200, self.mutate_pod(review)
+            if path == "/validate-trial-status" and self.status_writers is not None:
+                return 200, self.validate_trial_status(review)
         except Exception as e:
             log.exception("admission %s failed for %s %s", path, review.kind, review.name)
             return 200, respond(review.uid, allowed=False, code=500, message=f"internal error: {e}")
@@ -160,6 +180,8 @@ class Admission:
             cluster=self.cluster,
             options=self.options,
         )
+        if not problems and review.operation == "CREATE":
+            problems = self._author_problems(review)
         if not problems:
             return respond(
                 review.uid,
@@ -180,6 +202,15 @@ class Admission:
             code=500 if retry else 400,
             message=f"Experiment {name} is invalid: " + "; ".join(problems),
         )
+
+    def _author_problems(self, review: Review) -> list[str]:
+        """The author must hold the rights kubetune uses for them (`permissions`)."""
+        experiment, _ = validating.load(review.obj, "object")
+        user = review.raw.get("userInfo")
+        if experiment is None or not isinstance(user, dict):
+            return []
+        namespace = review.namespace or experiment.metadata.namespace or ""
+        return permissions.problems(experiment, namespace, user, self.cluster)
 
     def mutate_pod(self, review: Review) -> dict[str, Any]:
         """Inject into a Trial's pod; admit every other pod unchanged.
@@ -246,6 +277,18 @@ class Admission:
         except injecting.Denied as e:
             return respond(review.uid, allowed=False, message=str(e))
         return respond(review.uid, allowed=True, patch=patching.diff(pod, mutated))
+
+    def validate_trial_status(self, review: Review) -> dict[str, Any]:
+        wrong = self._wrong_kind(review, "Trial")
+        if wrong is not None:
+            return wrong
+        assert self.status_writers is not None
+        verdict = authorizing.authorize(
+            review.raw, self.status_writers.trusted, self.status_writers.reader
+        )
+        return respond(
+            review.uid, allowed=verdict.allowed, message=verdict.message, code=verdict.code
+        )
 
 
 def _name(obj: Any) -> str:

@@ -1,0 +1,233 @@
+"""Who may write a Trial's status (`/validate-trial-status`): a trial pod writes its own Trial only.
+
+RBAC cannot say "the pod's own Trial": the collector RoleBinding lets the namespace's service
+accounts patch `trials/status` of every Trial there. The API server tells who is calling, though:
+a bound service-account token (the one a pod gets) carries `authentication.kubernetes.io/pod-name`
+and `.../pod-uid` in the request's user info; a token from `kubectl create token` carries none.
+
+A write by a service account of the Trial's own namespace (anyone a trial pod could run as) that
+is not one of kubetune's trusted writers (its controllers) is admitted only when:
+
+1. the token names a pod, the pod exists with that uid, and the pod's owner chain
+   (Pod -> Job -> Trial, through any job kind) reaches this Trial (by uid). The label the pod
+   webhook sets is not used: the creator of a pod chooses its labels.
+2. the write changes `status.observation` and the `EarlyStopped` condition only (DESIGN, "Who
+   writes what"): conditions, times and the rest belong to the trial-controller.
+
+Every other requester (people, controllers of other namespaces) is left to RBAC. A lookup that
+fails is a denial with code 500: the collector retries it; a refusal is code 403.
+
+Neighbours: `reviewing` (the admission plumbing), `main` (the trusted writers flag).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kubetune import errors
+from kubetune.kube import PODS, Kube
+
+POD_NAME = "authentication.kubernetes.io/pod-name"
+POD_UID = "authentication.kubernetes.io/pod-uid"
+SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
+TRIAL_GROUP = "kubeflow.org"
+EARLY_STOPPED = "EarlyStopped"
+POD_MAY_CHANGE = ("observation",)
+MAX_OWNER_DEPTH = 8
+DEFAULT_TRUSTED = ("kubetune-trial-controller", "kubetune-experiment-controller")
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+class CannotCheck(Exception):
+    """The pod or one of its owners could not be read; the write is refused with code 500."""
+
+
+class Reader(Protocol):
+    def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The pod, None when it does not exist. Raises `CannotCheck`."""
+        ...
+
+    def owner(
+        self, api_version: str, kind: str, name: str, namespace: str
+    ) -> dict[str, Any] | None:
+        """A pod's owner (a job of any kind), None when it does not exist. Raises `CannotCheck`."""
+        ...
+
+
+@dataclass(frozen=True)
+class Verdict:
+    allowed: bool
+    message: str = ""
+    code: int = 403
+
+
+ALLOW = Verdict(True)
+
+
+def trusted_users(entries: Iterable[str], namespace: str) -> frozenset[str]:
+    """Usernames from `--trusted-status-writers`: a bare name is a service account of the
+    webhook's own namespace; anything with a `:` is taken as a full username."""
+    out = set()
+    for entry in entries:
+        entry = entry.strip()
+        if not entry:
+            continue
+        out.add(entry if ":" in entry else f"{SERVICE_ACCOUNT_PREFIX}{namespace}:{entry}")
+    return frozenset(out)
+
+
+def _one(extra: Any, key: str) -> str:
+    values = extra.get(key) if isinstance(extra, dict) else None
+    if isinstance(values, list) and len(values) == 1 and isinstance(values[0], str):
+        return values[0]
+    return ""
+
+
+def _meta(obj: Any) -> dict[str, Any]:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    return meta if isinstance(meta, dict) else {}
+
+
+def _group(api_version: str) -> str:
+    return api_version.split("/", 1)[0] if "/" in api_version else ""
+
+
+def trial_of_pod(pod: dict[str, Any], namespace: str, reader: Reader) -> tuple[str, str] | None:
+    """(name, uid) of the Trial the pod's owner chain reaches, None when it reaches none.
+
+    Every owner fetched must have the uid its reference names, so an object recreated under
+    the same name does not pass for the old one."""
+    seen: set[str] = set()
+    frontier = [pod]
+    for _ in range(MAX_OWNER_DEPTH):
+        following = []
+        for obj in frontier:
+            refs = [r for r in _meta(obj).get("ownerReferences") or [] if isinstance(r, dict)]
+            for ref in sorted(refs, key=lambda r: not r.get("controller")):
+                kind, api_version = ref.get("kind"), ref.get("apiVersion")
+                name, uid = ref.get("name"), ref.get("uid")
+                if not all(isinstance(v, str) and v for v in (kind, api_version, name, uid)):
+                    continue
+                assert isinstance(name, str) and isinstance(uid, str)  # for mypy
+                if kind == "Trial" and _group(str(api_version)) == TRIAL_GROUP:
+                    return name, uid
+                if uid in seen or not _NAME.match(name):
+                    continue
+                seen.add(uid)
+                owner = reader.owner(str(api_version), str(kind), name, namespace)
+                if owner is not None and _meta(owner).get("uid") == uid:
+                    following.append(owner)
+        if not following:
+            return None
+        frontier = following
+    return None
+
+
+def _changes(old: Any, new: Any) -> list[str]:
+    """The status fields a write changes that a trial pod may not change."""
+    old_status = (old.get("status") if isinstance(old, dict) else None) or {}
+    new_status = (new.get("status") if isinstance(new, dict) else None) or {}
+    changed = []
+    for key in sorted(set(old_status) | set(new_status)):
+        if key in POD_MAY_CHANGE or key == "conditions":
+            continue
+        if old_status.get(key) != new_status.get(key):
+            changed.append(f"status.{key}")
+
+    def others(status: dict[str, Any]) -> list[Any]:
+        return [
+            c
+            for c in status.get("conditions") or []
+            if not (isinstance(c, dict) and c.get("type") == EARLY_STOPPED)
+        ]
+
+    if others(old_status) != others(new_status):
+        changed.append("status.conditions (other than EarlyStopped)")
+    return changed
+
+
+def authorize(request: dict[str, Any], trusted: frozenset[str], reader: Reader) -> Verdict:
+    """May the requester of this `trials/status` UPDATE or PATCH make it?"""
+    namespace = str(request.get("namespace") or "")
+    obj, old = request.get("object"), request.get("oldObject")
+    trial = str(request.get("name") or _meta(obj).get("name") or "")
+    user = request.get("userInfo") if isinstance(request.get("userInfo"), dict) else {}
+    assert isinstance(user, dict)
+    username = str(user.get("username") or "")
+    if not username.startswith(f"{SERVICE_ACCOUNT_PREFIX}{namespace}:") or username in trusted:
+        return ALLOW
+    account = username.rsplit(":", 1)[-1]
+    extra = user.get("extra")
+    pod_name, pod_uid = _one(extra, POD_NAME), _one(extra, POD_UID)
+    if not pod_name or not pod_uid:
+        return Verdict(
+            False,
+            f"service account {account} may write the status of Trial {trial} only from that "
+            "Trial's own pod, with the token the pod was given; this token names no pod "
+            "(e.g. one from `kubectl create token`)",
+        )
+    try:
+        pod = reader.pod(namespace, pod_name)
+        if pod is None or _meta(pod).get("uid") != pod_uid:
+            return Verdict(
+                False,
+                f"pod {pod_name} (uid {pod_uid}) no longer exists; only a running pod of "
+                f"Trial {trial} may write its status",
+            )
+        owner = trial_of_pod(pod, namespace, reader)
+    except CannotCheck as e:
+        return Verdict(
+            False, f"cannot check that pod {pod_name} belongs to Trial {trial}: {e}; retry", 500
+        )
+    trial_uid = _meta(obj).get("uid") or _meta(old).get("uid")
+    if owner is None:
+        return Verdict(
+            False,
+            f"pod {pod_name} belongs to no Trial and may not write the status of Trial {trial}",
+        )
+    if owner[1] != trial_uid:
+        return Verdict(
+            False, f"pod {pod_name} of Trial {owner[0]} may not write the status of Trial {trial}"
+        )
+    changed = _changes(old, obj)
+    if changed:
+        return Verdict(
+            False,
+            f"pod {pod_name} of Trial {trial} may change only status.observation and the "
+            f"{EARLY_STOPPED} condition (the trial-controller owns the rest); it changed "
+            + ", ".join(changed),
+        )
+    return ALLOW
+
+
+class KubeReader:
+    """`Reader` over the API server: never cached, a pod's existence must be current."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        if not _NAME.match(name):
+            return None
+        try:
+            return self.kube.get_or_none(PODS, name, namespace)
+        except errors.ApiError as e:
+            raise CannotCheck(str(e)) from e
+        except Exception as e:
+            raise CannotCheck(f"API server unreachable: {e}") from e
+
+    def owner(
+        self, api_version: str, kind: str, name: str, namespace: str
+    ) -> dict[str, Any] | None:
+        try:
+            resource = self.kube.resource_for(api_version, kind)
+            if not resource.namespaced:
+                return None
+            return self.kube.get_or_none(resource, name, namespace)
+        except errors.ApiError as e:
+            raise CannotCheck(f"{kind} {name}: {e}") from e
+        except Exception as e:
+            raise CannotCheck(f"API server unreachable: {e}") from e

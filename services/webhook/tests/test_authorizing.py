@@ -1,0 +1,201 @@
+"""Who may write a Trial's status: the rules, over a stand-in for the pod/owner reads (pure).
+
+The same rules run against the real API server in test_trial_status.py.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from kubetune_webhook import authorizing, reviewing
+from kubetune_webhook.authorizing import POD_NAME, POD_UID
+
+NS = "team"
+TRUSTED = authorizing.trusted_users(authorizing.DEFAULT_TRUSTED, "kubeflow")
+
+
+def _ref(kind: str, name: str, uid: str, api_version: str = "batch/v1") -> dict[str, Any]:
+    return {"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": True}
+
+
+class Objects:
+    """Pods and jobs by name; `fail` makes every read raise, as an unreachable server would."""
+
+    def __init__(self, *objs: dict[str, Any], fail: bool = False) -> None:
+        self.objs = {(o["kind"], o["metadata"]["name"]): o for o in objs}
+        self.fail = fail
+        self.reads: list[str] = []
+
+    def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.reads.append(f"Pod {name}")
+        if self.fail:
+            raise authorizing.CannotCheck("connection refused")
+        return self.objs.get(("Pod", name))
+
+    def owner(
+        self, api_version: str, kind: str, name: str, namespace: str
+    ) -> dict[str, Any] | None:
+        self.reads.append(f"{kind} {name}")
+        return self.objs.get((kind, name))
+
+
+def _trial(name: str, uid: str, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"kind": "Trial", "metadata": {"name": name, "uid": uid}, "status": status or {}}
+
+
+def _cluster() -> Objects:
+    """Trial a (uid ta) runs job a with pod a-pod; Trial b (uid tb) the same."""
+    objs = []
+    for t in ("a", "b"):
+        objs.append(
+            {
+                "kind": "Job",
+                "metadata": {
+                    "name": t,
+                    "uid": f"j{t}",
+                    "ownerReferences": [_ref("Trial", t, f"t{t}", "kubeflow.org/v1beta1")],
+                },
+            }
+        )
+        objs.append(
+            {
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"{t}-pod",
+                    "uid": f"p{t}",
+                    "ownerReferences": [_ref("Job", t, f"j{t}")],
+                },
+            }
+        )
+    return Objects(*objs)
+
+
+def _request(
+    user: str = f"system:serviceaccount:{NS}:default",
+    pod: tuple[str, str] | None = ("a-pod", "pa"),
+    new_status: dict[str, Any] | None = None,
+    old_status: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    info: dict[str, Any] = {"username": user}
+    if pod is not None:
+        info["extra"] = {POD_NAME: [pod[0]], POD_UID: [pod[1]]}
+    return {
+        "uid": "r1",
+        "kind": {"group": "kubeflow.org", "version": "v1beta1", "kind": "Trial"},
+        "subResource": "status",
+        "operation": "UPDATE",
+        "namespace": NS,
+        "name": "a",
+        "userInfo": info,
+        "object": _trial("a", "ta", new_status or {"observation": {"metrics": []}}),
+        "oldObject": _trial("a", "ta", old_status),
+    }
+
+
+def test_own_pod_writes_its_observation() -> None:
+    assert authorizing.authorize(_request(), TRUSTED, _cluster()).allowed
+
+
+def test_token_without_a_pod_is_refused() -> None:
+    verdict = authorizing.authorize(_request(pod=None), TRUSTED, _cluster())
+    assert not verdict.allowed and verdict.code == 403
+    assert "service account default may write the status of Trial a only from" in verdict.message
+    assert "names no pod" in verdict.message
+
+
+def test_pod_of_another_trial_is_refused() -> None:
+    verdict = authorizing.authorize(_request(pod=("b-pod", "pb")), TRUSTED, _cluster())
+    assert not verdict.allowed
+    assert verdict.message == "pod b-pod of Trial b may not write the status of Trial a"
+
+
+@pytest.mark.parametrize(
+    ("pod", "says"),
+    [
+        (("a-pod", "not-its-uid"), "no longer exists"),
+        (("gone", "pg"), "no longer exists"),
+        (("../../x", "pg"), "no longer exists"),
+    ],
+)
+def test_pod_that_is_not_there_is_refused(pod: tuple[str, str], says: str) -> None:
+    verdict = authorizing.authorize(_request(pod=pod), TRUSTED, _cluster())
+    assert not verdict.allowed and says in verdict.message
+
+
+def test_recreated_job_does_not_pass_for_the_old_one() -> None:
+    cluster = _cluster()
+    cluster.objs[("Job", "a")]["metadata"]["uid"] = "another"
+    verdict = authorizing.authorize(_request(), TRUSTED, cluster)
+    assert not verdict.allowed
+    assert "pod a-pod belongs to no Trial" in verdict.message
+
+
+def test_pod_may_not_touch_the_controllers_fields() -> None:
+    succeeded = {"type": "Succeeded", "status": "True"}
+    verdict = authorizing.authorize(
+        _request(new_status={"conditions": [succeeded], "completionTime": "now"}),
+        TRUSTED,
+        _cluster(),
+    )
+    assert not verdict.allowed
+    assert verdict.message.endswith(
+        "it changed status.completionTime, status.conditions (other than EarlyStopped)"
+    )
+    early = {"type": "EarlyStopped", "status": "True"}
+    running = {"type": "Running", "status": "True"}
+    allowed = authorizing.authorize(
+        _request(new_status={"conditions": [running, early]}, old_status={"conditions": [running]}),
+        TRUSTED,
+        _cluster(),
+    )
+    assert allowed.allowed
+
+
+@pytest.mark.parametrize(
+    "user",
+    [
+        "system:serviceaccount:kubeflow:kubetune-trial-controller",
+        "system:serviceaccount:kubeflow:kubetune-experiment-controller",
+        "system:serviceaccount:other:default",  # not of the Trial's namespace: RBAC decides
+        "alice@example.com",
+    ],
+)
+def test_others_are_left_to_rbac(user: str) -> None:
+    cluster = Objects(fail=True)
+    assert authorizing.authorize(_request(user=user, pod=None), TRUSTED, cluster).allowed
+    assert cluster.reads == []
+
+
+def test_kubetune_in_the_trial_namespace_is_trusted() -> None:
+    trusted = authorizing.trusted_users(["kubetune-trial-controller", "system:x:y"], NS)
+    assert trusted == {f"system:serviceaccount:{NS}:kubetune-trial-controller", "system:x:y"}
+    request = _request(user=f"system:serviceaccount:{NS}:kubetune-trial-controller", pod=None)
+    assert authorizing.authorize(request, trusted, Objects(fail=True)).allowed
+
+
+def test_failed_lookup_is_a_retryable_denial() -> None:
+    verdict = authorizing.authorize(_request(), TRUSTED, Objects(fail=True))
+    assert not verdict.allowed and verdict.code == 500
+    assert "cannot check that pod a-pod belongs to Trial a" in verdict.message
+
+
+def test_endpoint_answers_with_forbidden() -> None:
+    admission = reviewing.Admission(
+        config=None,  # type: ignore[arg-type]  # the endpoint reads no configuration
+        cluster=None,  # type: ignore[arg-type]
+        status_writers=reviewing.StatusWriters(TRUSTED, _cluster()),
+    )
+    body = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": _request(pod=("b-pod", "pb")),
+    }
+    status, answer = admission.handle("/validate-trial-status", json.dumps(body).encode())
+    assert status == 200
+    response = answer["response"]
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 403
+    assert response["status"]["reason"] == "Forbidden"

@@ -1,0 +1,397 @@
+"""Against a real API server: who may write a Trial's status (issue 13, defect 3).
+
+The namespace's `default` service account holds the collector RoleBinding (get/patch on
+`trials/status` of every Trial there, as the trial-controller grants it). The webhook entries of
+kustomize/base/webhook that cover `trials/status` are registered, pointed at a `webhook serve`
+process and scoped to the test's namespace. Tokens are real: `kubectl create token`, plain (it
+names no pod) or bound to a pod (what a pod's projected token is). The pods never run: a
+scheduling gate keeps them Pending; they only need to exist with their owners.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import copy
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client, config
+
+from kubetune import errors
+from kubetune.kube import JOBS, PODS, TRIALS, Kube, Resource
+from kubetune_webhook import certificates
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[3]
+BASE = REPO / "kustomize" / "base"
+ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
+CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False)
+SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
+FORGED = {"status": {"observation": {"metrics": [{"name": "loss", "latest": "-999"}]}}}
+
+
+def _wait(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.3)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def kube(cluster: Any) -> Kube:
+    for crd in ("trials", "experiments"):
+        cluster.kubectl("apply", "-f", str(BASE / "crds" / f"{crd}.kubeflow.org.yaml"))
+        cluster.kubectl(
+            "wait", "--for=condition=Established", f"crd/{crd}.kubeflow.org", "--timeout=60s"
+        )
+    cluster.kubectl("apply", "-f", str(BASE / "trial-controller" / "collector-clusterrole.yaml"))
+    return Kube(cluster.api_client())
+
+
+def _status_hooks() -> list[dict[str, Any]]:
+    """The base's webhooks that see `trials/status` writes (none on a build without the check)."""
+    cfg = yaml.safe_load((BASE / "webhook" / "validatingwebhookconfiguration.yaml").read_text())
+    return [
+        hook
+        for hook in cfg["webhooks"]
+        if any("trials/status" in rule.get("resources", []) for rule in hook.get("rules", []))
+    ]
+
+
+@pytest.fixture
+def home(namespace: str, kube: Kube) -> str:
+    """The namespace with the collector RoleBinding the trial-controller creates."""
+    kube.create(
+        ROLE_BINDINGS,
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "kubetune-pns-collector"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "kubetune-pns-collector",
+            },
+            "subjects": [
+                {"kind": "ServiceAccount", "name": name, "namespace": namespace}
+                for name in ("default", "kubetune-trial-controller")
+            ],
+        },
+        namespace,
+    )
+    return namespace
+
+
+@pytest.fixture
+def checked(cluster: Any, kube: Kube, home: str, tmp_path: Path) -> Iterator[str]:
+    """`webhook serve` (kubetune runs in the test namespace) registered for `home` only."""
+    files = certificates.issue(tmp_path, ["localhost"], ["127.0.0.1"])
+    port = _free_port()
+    log = tmp_path / "webhook.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [
+                str(Path(sys.executable).with_name("webhook")),
+                "serve",
+                "--address=127.0.0.1",
+                f"--port={port}",
+                f"--cert-file={files.cert}",
+                f"--key-file={files.key}",
+                f"--kubeconfig={cluster.kubeconfig}",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={
+                **{k: v for k, v in os.environ.items() if not k.startswith("KUBETUNE_WEBHOOK")},
+                "KUBETUNE_WEBHOOK_NAMESPACE": home,
+            },
+        )
+    name = f"kubetune-status-test-{uuid.uuid4().hex[:8]}"
+    hooks = copy.deepcopy(_status_hooks())
+    for hook in hooks:
+        path = hook["clientConfig"]["service"]["path"]
+        hook["clientConfig"] = {
+            "url": f"https://127.0.0.1:{port}{path}",
+            "caBundle": base64.b64encode(files.ca_cert.read_bytes()).decode(),
+        }
+        hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": home}}
+    try:
+        _wait(lambda: "serving admission" in log.read_text() or proc.poll() is not None, "serve")
+        assert proc.poll() is None, log.read_text()
+        if hooks:
+            kube.create(
+                certificates.VALIDATING,
+                {
+                    "apiVersion": "admissionregistration.k8s.io/v1",
+                    "kind": "ValidatingWebhookConfiguration",
+                    "metadata": {"name": name},
+                    "webhooks": hooks,
+                },
+            )
+            _wait_until_checked(cluster, kube, home)
+        yield home
+    finally:
+        with contextlib.suppress(errors.NotFound):
+            kube.delete(certificates.VALIDATING, name)
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+
+
+def _wait_until_checked(cluster: Any, kube: Kube, ns: str) -> None:
+    """The configuration reaches the admission plugin asynchronously: probe with a dry run."""
+    probe = _trial(kube, ns, f"probe-{uuid.uuid4().hex[:6]}", "probe")
+    forger = as_token(cluster, _token(cluster, ns))
+
+    def refused() -> bool:
+        try:
+            forger._call(
+                "PATCH",
+                TRIALS.path(ns, probe["metadata"]["name"], "status"),
+                query={"dryRun": "All"},
+                body=FORGED,
+                content_type="application/merge-patch+json",
+            )
+        except errors.Forbidden as e:
+            return "names no pod" in str(e)
+        return False
+
+    _wait(refused, "the trials/status webhook to take effect")
+    kube.delete(TRIALS, probe["metadata"]["name"], ns)
+
+
+def _token(cluster: Any, ns: str, pod: dict[str, Any] | None = None, sa: str = "default") -> str:
+    args = ["create", "token", sa, "-n", ns, "--duration=10m"]
+    if pod is not None:
+        meta = pod["metadata"]
+        args += [
+            "--bound-object-kind=Pod",
+            f"--bound-object-name={meta['name']}",
+            f"--bound-object-uid={meta['uid']}",
+        ]
+    return str(cluster.kubectl(*args).stdout.strip())
+
+
+def as_token(cluster: Any, token: str) -> Kube:
+    """A client that authenticates with `token` only (no client certificate)."""
+    cfg = client.Configuration()
+    config.load_kube_config(  # type: ignore[no-untyped-call]
+        config_file=cluster.kubeconfig, client_configuration=cfg
+    )
+    cfg.cert_file = None
+    cfg.key_file = None
+    cfg.api_key = {"authorization": token}
+    cfg.api_key_prefix = {"authorization": "Bearer"}
+    return Kube(client.ApiClient(configuration=cfg))
+
+
+def _trial(kube: Kube, ns: str, name: str, experiment: str) -> dict[str, Any]:
+    trial: dict[str, Any] = kube.create(
+        TRIALS,
+        {
+            "apiVersion": "kubeflow.org/v1beta1",
+            "kind": "Trial",
+            "metadata": {"name": name, "labels": {"katib.kubeflow.org/experiment": experiment}},
+            "spec": {
+                "objective": {
+                    "type": "minimize",
+                    "objectiveMetricName": "loss",
+                    "metricStrategies": [{"name": "loss", "value": "min"}],
+                },
+                "primaryContainerName": "training-container",
+                "metricsCollector": {"collector": {"kind": "StdOut"}},
+                "runSpec": {"apiVersion": "batch/v1", "kind": "Job"},
+            },
+        },
+        ns,
+    )
+    return trial
+
+
+def _owner(obj: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": obj["apiVersion"],
+        "kind": obj["kind"],
+        "name": obj["metadata"]["name"],
+        "uid": obj["metadata"]["uid"],
+        "controller": True,
+    }
+
+
+def _pod(
+    kube: Kube, ns: str, name: str, owner: dict[str, Any] | None, account: str = "default"
+) -> dict[str, Any]:
+    """A pod that never runs (scheduling gate), owned like a Job's pod."""
+    meta: dict[str, Any] = {"name": name}
+    if owner is not None:
+        meta["ownerReferences"] = [_owner(owner)]
+        meta["labels"] = {"katib.kubeflow.org/trial": owner["metadata"]["name"]}
+    pod: dict[str, Any] = kube.create(
+        PODS,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": meta,
+            "spec": {
+                "serviceAccountName": account,
+                "schedulingGates": [{"name": "kubetune.test/never"}],
+                "containers": [{"name": "training-container", "image": "python:3.12"}],
+            },
+        },
+        ns,
+    )
+    return pod
+
+
+def _trial_with_pod(kube: Kube, ns: str, name: str, experiment: str) -> tuple[Any, Any]:
+    """A Trial, its (suspended) Job and one pod of that Job."""
+    trial = _trial(kube, ns, name, experiment)
+    job = kube.create(
+        JOBS,
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name, "ownerReferences": [_owner(trial)]},
+            "spec": {
+                "suspend": True,
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [{"name": "training-container", "image": "python:3.12"}],
+                    }
+                },
+            },
+        },
+        ns,
+    )
+    return trial, _pod(kube, ns, f"{name}-pod", job)
+
+
+def _observation(kube: Kube, ns: str, name: str) -> Any:
+    return (kube.get(TRIALS, name, ns).get("status") or {}).get("observation")
+
+
+def test_a_token_that_names_no_pod_cannot_write_a_trial_status(
+    cluster: Any, kube: Kube, checked: str
+) -> None:
+    ns = checked
+    _trial_with_pod(kube, ns, "victim", "exp-a")
+    forger = as_token(cluster, _token(cluster, ns))  # `kubectl create token default`
+    with pytest.raises(errors.Forbidden) as refused:
+        forger.patch(TRIALS, "victim", FORGED, ns, subresource="status")
+    assert "may write the status of Trial victim only from that Trial's own pod" in str(
+        refused.value
+    )
+    assert "names no pod" in str(refused.value)
+    assert _observation(kube, ns, "victim") is None
+
+
+def test_a_pod_of_another_experiment_cannot_write_a_trial_status(
+    cluster: Any, kube: Kube, checked: str
+) -> None:
+    ns = checked
+    _trial_with_pod(kube, ns, "victim", "exp-a")
+    _, other_pod = _trial_with_pod(kube, ns, "other", "exp-b")
+    forger = as_token(cluster, _token(cluster, ns, other_pod))
+    with pytest.raises(errors.Forbidden) as refused:
+        forger.patch(TRIALS, "victim", FORGED, ns, subresource="status")
+    assert "pod other-pod of Trial other may not write the status of Trial victim" in str(
+        refused.value
+    )
+    assert _observation(kube, ns, "victim") is None
+    # A pod that belongs to no Trial is refused as well.
+    loner = _pod(kube, ns, "loner", None)
+    with pytest.raises(errors.Forbidden) as refused:
+        as_token(cluster, _token(cluster, ns, loner)).patch(
+            TRIALS, "victim", FORGED, ns, subresource="status"
+        )
+    assert "pod loner belongs to no Trial" in str(refused.value)
+
+
+def test_a_trial_pod_writes_its_own_observation_and_nothing_else(
+    cluster: Any, kube: Kube, checked: str
+) -> None:
+    ns = checked
+    _, pod = _trial_with_pod(kube, ns, "mine", "exp-a")
+    collector = as_token(cluster, _token(cluster, ns, pod))
+    observation = {"metrics": [{"name": "loss", "latest": "0.25", "min": "0.25", "max": "0.5"}]}
+    collector.patch(
+        TRIALS, "mine", {"status": {"observation": observation}}, ns, subresource="status"
+    )
+    assert _observation(kube, ns, "mine") == observation
+    # Conditions are the trial-controller's (EarlyStopped excepted).
+    succeeded = {
+        "type": "Succeeded",
+        "status": "True",
+        "reason": "TrialSucceeded",
+        "message": "forged",
+    }
+    with pytest.raises(errors.Forbidden) as refused:
+        collector.patch(
+            TRIALS, "mine", {"status": {"conditions": [succeeded]}}, ns, subresource="status"
+        )
+    assert "may change only status.observation and the EarlyStopped condition" in str(refused.value)
+    early = {**succeeded, "type": "EarlyStopped", "reason": "TrialEarlyStopped"}
+    collector.patch(TRIALS, "mine", {"status": {"conditions": [early]}}, ns, subresource="status")
+
+
+def test_kubetune_and_people_are_not_checked(cluster: Any, kube: Kube, checked: str) -> None:
+    """The trusted controllers (here: of the test namespace) and an admin write any status."""
+    ns = checked
+    _trial_with_pod(kube, ns, "any", "exp-a")
+    kube.create(
+        SERVICE_ACCOUNTS,
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "kubetune-trial-controller"},
+        },
+        ns,
+    )
+    controller_pod = _pod(kube, ns, "trial-controller", None, "kubetune-trial-controller")
+    controller = as_token(
+        cluster, _token(cluster, ns, controller_pod, sa="kubetune-trial-controller")
+    )
+    _wait(
+        lambda: _patched(controller, ns, {"status": {"conditions": [_created()]}}),
+        "the trusted service account's patch (its RoleBinding reaching the authorizer)",
+    )
+    kube.patch(TRIALS, "any", FORGED, ns, subresource="status")
+    assert _observation(kube, ns, "any") == FORGED["status"]["observation"]
+
+
+def _created() -> dict[str, Any]:
+    return {"type": "Created", "status": "True", "reason": "TrialCreated", "message": "ok"}
+
+
+def _patched(kube: Kube, ns: str, body: dict[str, Any]) -> bool:
+    try:
+        kube.patch(TRIALS, "any", body, ns, subresource="status")
+    except errors.Forbidden as e:
+        assert "webhook" not in str(e), e
+        return False
+    return True
