@@ -72,3 +72,22 @@ def test_bad_manifest_is_reported_with_field_paths(
     assert main.main(["--kubeconfig", str(kubeconfig), "run", str(manifest)]) == 1
     err = capsys.readouterr().err
     assert "spec.maxTrialCount: Input should be a valid integer" in err
+
+
+def test_a_name_that_is_no_object_name_is_refused_before_any_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The kubeconfig points where nothing listens: only a refusal before any request passes."""
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+    )
+    assert main.main(["--kubeconfig", str(kubeconfig), "-n", "../kube-system", "get"]) == 1
+    assert capsys.readouterr().err.strip() == (
+        "kubetune: namespace '../kube-system' is not valid: it must be a DNS-1123 label "
+        "(lowercase letters, digits and '-') of at most 63 characters; it was not sent to the "
+        "API server"
+    )

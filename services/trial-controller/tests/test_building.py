@@ -118,6 +118,86 @@ def test_binding_only_grows() -> None:
     ]
 
 
+def _trial_with(run_spec: dict[str, Any]) -> dict[str, Any]:
+    return {**TRIAL, "spec": {"runSpec": run_spec}}
+
+
+def _template(labels: dict[str, str] | None = None) -> dict[str, Any]:
+    template: dict[str, Any] = {"spec": {"containers": [{"name": "c"}]}}
+    if labels is not None:
+        template["metadata"] = {"labels": labels}
+    return template
+
+
+TRIAL_LABEL = {"katib.kubeflow.org/trial": "exp-abc"}
+
+
+def test_every_pod_template_gets_the_trial_label() -> None:
+    """The pod webhook's objectSelector needs it: an unlabelled trial pod gets no collector."""
+    job = building.job_for(TRIAL)
+    assert job["spec"]["template"]["metadata"]["labels"] == TRIAL_LABEL
+    tfjob = building.job_for(
+        _trial_with(
+            {
+                "apiVersion": "kubeflow.org/v1",
+                "kind": "TFJob",
+                "spec": {
+                    "tfReplicaSpecs": {
+                        "PS": {"template": _template({"role": "ps"})},
+                        "Worker": {"template": _template()},
+                    }
+                },
+            }
+        )
+    )
+    replicas = tfjob["spec"]["tfReplicaSpecs"]
+    assert replicas["PS"]["template"]["metadata"]["labels"] == {"role": "ps", **TRIAL_LABEL}
+    assert replicas["Worker"]["template"]["metadata"]["labels"] == TRIAL_LABEL
+    jobset = building.job_for(
+        _trial_with(
+            {
+                "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                "kind": "JobSet",
+                "spec": {
+                    "replicatedJobs": [
+                        {"name": "node", "template": {"spec": {"template": _template()}}}
+                    ]
+                },
+            }
+        )
+    )
+    (replicated,) = jobset["spec"]["replicatedJobs"]
+    assert replicated["template"]["spec"]["template"]["metadata"]["labels"] == TRIAL_LABEL
+    assert "metadata" not in replicated["template"]  # a Job template is not a pod template
+
+
+def test_argo_workflow_pods_get_the_label_through_pod_metadata() -> None:
+    workflow = building.job_for(
+        _trial_with(
+            {
+                "apiVersion": "argoproj.io/v1alpha1",
+                "kind": "Workflow",
+                "spec": {
+                    "podMetadata": {"labels": {"team": "a"}},
+                    "templates": [{"name": "main", "container": {"image": "x"}}],
+                },
+            }
+        )
+    )
+    assert workflow["spec"]["podMetadata"]["labels"] == {"team": "a", **TRIAL_LABEL}
+    (template,) = workflow["spec"]["templates"]
+    assert template["metadata"]["labels"] == TRIAL_LABEL
+    assert workflow["metadata"]["labels"]["katib.kubeflow.org/trial"] == "exp-abc"
+
+
+def test_labelling_does_not_touch_the_trials_run_spec() -> None:
+    trial = _trial_with(
+        {"apiVersion": "batch/v1", "kind": "Job", "spec": {"template": _template()}}
+    )
+    building.job_for(trial)
+    assert "metadata" not in trial["spec"]["runSpec"]["spec"]["template"]
+
+
 def test_binding_is_owned_by_the_experiment_else_the_trial() -> None:
     experiment_ref = {
         "apiVersion": "kubeflow.org/v1beta1",

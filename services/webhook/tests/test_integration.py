@@ -322,6 +322,8 @@ def test_trial_pod_arrives_with_sidecar_wrapped_command_and_annotation(
             "spec": {
                 "backoffLimit": 0,
                 "template": {
+                    # As the trial-controller labels every pod template of a trial's job.
+                    "metadata": {"labels": {naming.LABEL_TRIAL: trial_name}},
                     "spec": {
                         "restartPolicy": "Never",
                         "containers": [
@@ -331,7 +333,7 @@ def test_trial_pod_arrives_with_sidecar_wrapped_command_and_annotation(
                                 "command": user_argv,
                             }
                         ],
-                    }
+                    },
                 },
             },
         },

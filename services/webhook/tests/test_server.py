@@ -151,16 +151,11 @@ DENIALS = [
         "expected an Experiment object",
     ),
     (
-        "pod-no-containers",
+        "pod-labelled-but-not-a-trials",
         "/mutate-pod",
-        review({"metadata": {}, "spec": {"containers": []}}, "Pod"),
-        "spec.containers: a pod needs at least one container",
-    ),
-    (
-        "pod-no-spec",
-        "/mutate-pod",
-        review({"metadata": {}}, "Pod"),
-        "spec.containers: a pod needs at least one container",
+        review(pod(), "Pod"),
+        "metadata.labels[katib.kubeflow.org/trial]: 'random-abc' is reserved for the pods of "
+        "Trial random-abc, but no Trial owns it; remove the label",
     ),
     (
         "pod-to-experiment-endpoint",
@@ -219,11 +214,22 @@ def test_mutate_experiment_returns_a_json_patch(
     conn.close()
 
 
-def test_a_pod_not_owned_by_a_trial_passes_unchanged(
-    server: serving.AdmissionServer, cert_dir: Path
+@pytest.mark.parametrize(
+    "obj",
+    [
+        pod(labels={"app": "web"}),
+        {"metadata": {}, "spec": {"containers": []}},
+        {"metadata": {}},
+        {"metadata": "x"},
+    ],
+    ids=["owned-by-a-job", "no-containers", "no-spec", "bad-metadata"],
+)
+def test_a_pod_without_the_trial_label_passes_unchanged(
+    server: serving.AdmissionServer, cert_dir: Path, obj: dict[str, Any]
 ) -> None:
+    """Whatever it looks like: judging a pod that is not a trial's is the API server's job."""
     conn = _connect(server, cert_dir)
-    status, answer = _post(conn, "/mutate-pod", json.dumps(review(pod(), "Pod")).encode())
+    status, answer = _post(conn, "/mutate-pod", json.dumps(review(obj, "Pod")).encode())
     assert status == 200 and answer["response"] == {"uid": "u-1", "allowed": True}
     conn.close()
 

@@ -599,10 +599,20 @@ def test_configmap_template_is_read_and_checked() -> None:
     exp = _with("spec.trialTemplate", template)
     good = (
         "apiVersion: batch/v1\nkind: Job\nspec:\n  template:\n    spec:\n      containers:\n"
-        "        - {name: training-container, args: [--lr=${trialParameters.learningRate}]}\n"
+        "        - name: training-container\n"
+        "          command: [python3, train.py]\n"
+        "          args: [--lr=${trialParameters.learningRate}]\n"
     )
     cluster = StaticCluster(config_maps={(NS, "templates"): {"job.yaml": good}})
     assert _problems(exp, cluster) == []
+    no_command = good.replace("          command: [python3, train.py]\n", "")
+    cluster = StaticCluster(config_maps={(NS, "templates"): {"job.yaml": no_command}})
+    assert _problems(exp, cluster) == [
+        "spec.trialTemplate.configMap[job.yaml].spec.template.spec.containers[0].command: "
+        "required for primary container 'training-container': the StdOut metrics collector "
+        "wraps the training command and cannot read the image's ENTRYPOINT; set command "
+        "(e.g. command: [python3, train.py])"
+    ]
     cluster = StaticCluster(config_maps={(NS, "templates"): {"other": good}})
     assert any("has no key 'job.yaml'; fix templatePath" in p for p in _problems(exp, cluster))
     broken = "apiVersion: batch/v1\nkind: [Job\nlr: ${trialParameters.learningRate}\n"
@@ -613,9 +623,46 @@ def test_configmap_template_is_read_and_checked() -> None:
 # --- rule (a): the namespace label -------------------------------------------------------------
 
 
-def test_namespace_without_label_is_denied_with_the_command() -> None:
+def test_namespace_without_label_is_accepted_with_a_warning() -> None:
+    """Upstream accepts it; its trials run, but no collector is injected there: say so."""
     cluster = StaticCluster(namespaces={NS: {}})
-    problems = _problems(experiment(), cluster)
+    assert _problems(experiment(), cluster) == []
+    label = "katib.kubeflow.org/metrics-collector-injection=enabled"
+    assert validating.warnings(experiment(), operation="CREATE", namespace=NS, cluster=cluster) == [
+        "no metrics will be collected for this Experiment: its namespace lacks the injection "
+        f"label; run: kubectl label namespace {NS} {label}"
+    ]
+    # Each warning must stay short enough for the API server to pass it on whole (256).
+    long_ns = "n" * 63
+    long = StaticCluster(namespaces={long_ns: {}})
+    (warning,) = validating.warnings(
+        experiment(), operation="CREATE", namespace=long_ns, cluster=long
+    )
+    assert len(warning) <= 256
+    assert (
+        validating.warnings(experiment(), operation="CREATE", namespace=NS, cluster=StaticCluster())
+        == []
+    )
+    assert (
+        validating.warnings(experiment(), operation="UPDATE", namespace=NS, cluster=cluster) == []
+    )
+    failing = StaticCluster(error=validating.ClusterError("connection refused"))
+    (warning,) = validating.warnings(
+        experiment(), operation="CREATE", namespace=NS, cluster=failing
+    )
+    assert "cannot check namespace" in warning and "connection refused" in warning
+
+
+def test_namespace_without_label_is_denied_when_required() -> None:
+    cluster = StaticCluster(namespaces={NS: {}})
+    strict = validating.Options(require_namespace_label=True)
+    problems = _problems(experiment(), cluster, options=strict)
+    assert (
+        validating.warnings(
+            experiment(), operation="CREATE", namespace=NS, cluster=cluster, options=strict
+        )
+        == []
+    )
     assert problems == [
         f"metadata.namespace: namespace {NS} must have label "
         "katib.kubeflow.org/metrics-collector-injection=enabled so trial pods get the metrics "
@@ -624,15 +671,9 @@ def test_namespace_without_label_is_denied_with_the_command() -> None:
     ]
 
 
-def test_namespace_label_rule_can_be_switched_off() -> None:
-    cluster = StaticCluster(namespaces={NS: {}})
-    options = validating.Options(require_namespace_label=False)
-    assert _problems(experiment(), cluster, options=options) == []
-
-
 def test_namespace_lookup_failure_says_retry() -> None:
     cluster = StaticCluster(error=validating.ClusterError("connection refused"))
-    problems = _problems(experiment(), cluster)
+    problems = _problems(experiment(), cluster, options=validating.Options(True))
     assert any("cannot read namespace" in p and "retry" in p for p in problems)
 
 
@@ -817,3 +858,128 @@ def test_every_shared_example_manifest_loads_and_validates() -> None:
             assert unexpected == [], (path.name, doc["metadata"].get("name"), unexpected)
             checked += 1
     assert checked > 5
+
+
+# --- the primary container (defect 5: what would make every trial pod be refused) ------------
+
+ARGS = ["--lr=${trialParameters.learningRate}", "--optimizer=${trialParameters.optimizer}"]
+
+
+def _replicated(kind: str, **templates: dict[str, Any]) -> dict[str, Any]:
+    """A TFJob whose replicas have the given pod templates."""
+    exp = experiment()
+    exp["spec"]["trialTemplate"].update(
+        primaryContainerName="tensorflow",
+        successCondition="a",
+        failureCondition="b",
+        trialSpec={
+            "apiVersion": "kubeflow.org/v1",
+            "kind": kind,
+            "spec": {"tfReplicaSpecs": {r: {"template": t} for r, t in templates.items()}},
+        },
+    )
+    return exp
+
+
+def _pod_template(
+    name: str, command: list[str] | None, labels: dict[str, str] | None = None
+) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": name, "image": "tf", "args": ARGS}
+    if command:
+        container["command"] = command
+    template: dict[str, Any] = {"spec": {"containers": [container]}}
+    if labels:
+        template["metadata"] = {"labels": labels}
+    return template
+
+
+def test_primary_container_not_in_the_template_is_refused() -> None:
+    exp = _with("spec.trialTemplate.primaryContainerName", "trainer")
+    assert _problems(exp) == [
+        "spec.trialTemplate.primaryContainerName: 'trainer' is not a container of the trial "
+        "template (its containers: training-container); set it to the name of the container "
+        "that runs the training"
+    ]
+
+
+def test_primary_container_without_command_is_refused_when_its_command_is_wrapped() -> None:
+    exp = experiment()
+    (container,) = exp["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"][
+        "containers"
+    ]
+    del container["command"]
+    container["args"] = ARGS
+    assert _problems(exp) == [
+        "spec.trialTemplate.trialSpec.spec.template.spec.containers[0].command: required for "
+        "primary container 'training-container': the StdOut metrics collector wraps the "
+        "training command and cannot read the image's ENTRYPOINT; set command (e.g. command: "
+        "[python3, train.py])"
+    ]
+    # Push and Custom collectors do not wrap the command: the image's ENTRYPOINT is fine.
+    for collector in ({"kind": "Push"}, {"kind": "Custom", "customCollector": {"name": "c"}}):
+        pushed = copy.deepcopy(exp)
+        pushed["spec"]["metricsCollectorSpec"] = {"collector": collector}
+        assert _problems(pushed) == []
+
+
+def test_primary_container_is_looked_for_in_every_replica() -> None:
+    exp = _replicated(
+        "TFJob",
+        PS=_pod_template("ps", ["python3", "ps.py"]),
+        Worker=_pod_template("tensorflow", ["python3", "train.py"]),
+    )
+    assert _problems(exp) == []
+    exp["spec"]["trialTemplate"]["primaryContainerName"] = "pytorch"
+    assert _problems(exp) == [
+        "spec.trialTemplate.primaryContainerName: 'pytorch' is not a container of the trial "
+        "template (its containers: ps, tensorflow); set it to the name of the container that "
+        "runs the training"
+    ]
+
+
+def test_command_is_required_only_where_the_pod_is_known_to_be_primary() -> None:
+    """With primaryPodLabels, labels the job's controller adds decide which pods are primary:
+    only a template that already has them all is known to be primary."""
+    worker = {"training.kubeflow.org/replica-type": "worker"}
+    exp = _replicated(
+        "TFJob",
+        PS=_pod_template("tensorflow", None),
+        Worker=_pod_template("tensorflow", None),
+    )
+    exp["spec"]["trialTemplate"]["primaryPodLabels"] = worker
+    assert _problems(exp) == []
+    exp = _replicated(
+        "TFJob",
+        PS=_pod_template("tensorflow", None),
+        Worker=_pod_template("tensorflow", None, labels=worker),
+    )
+    exp["spec"]["trialTemplate"]["primaryPodLabels"] = worker
+    (problem,) = _problems(exp)
+    assert problem.startswith(
+        "spec.trialTemplate.trialSpec.spec.tfReplicaSpecs.Worker.template.spec.containers[0]"
+        ".command: required for primary container 'tensorflow'"
+    )
+
+
+@pytest.mark.parametrize(
+    "trial_spec",
+    [
+        {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "Workflow",
+            "spec": {"templates": [{"name": "t", "container": {"args": ARGS}}]},
+        },
+        {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "spec": {"trainer": {"args": ARGS}},
+        },
+    ],
+    ids=["argo", "trainjob"],
+)
+def test_kinds_whose_containers_are_not_listed_are_not_checked(trial_spec: dict[str, Any]) -> None:
+    exp = _with("spec.trialTemplate.trialSpec", trial_spec)
+    exp["spec"]["trialTemplate"].update(
+        primaryContainerName="main", successCondition="a", failureCondition="b"
+    )
+    assert _problems(exp) == []

@@ -12,6 +12,7 @@ from kubetune_webhook.permissions import Permission
 
 NS = "team-a"
 LABELLED = {naming.LABEL_INJECTION: naming.INJECTION_ENABLED}
+TRIAL_LABEL = naming.LABEL_TRIAL
 
 
 def experiment(**spec_overrides: Any) -> dict[str, Any]:
@@ -167,7 +168,12 @@ def pod(*containers: dict[str, Any], labels: dict[str, str] | None = None) -> di
         "metadata": {
             "generateName": "random-abc-",
             "namespace": NS,
-            "labels": dict(labels or {"job-name": "random-abc"}),
+            # The trial-controller labels every pod template of the trial's job.
+            "labels": dict(
+                labels
+                if labels is not None
+                else {"job-name": "random-abc", TRIAL_LABEL: "random-abc"}
+            ),
             "ownerReferences": [
                 {
                     "apiVersion": "batch/v1",
@@ -200,6 +206,7 @@ def job(name: str = "random-abc") -> dict[str, Any]:
         "metadata": {
             "name": name,
             "namespace": NS,
+            "uid": "j",
             "ownerReferences": [
                 {
                     "apiVersion": "kubeflow.org/v1beta1",

@@ -20,6 +20,14 @@ class TerminalError(Exception):
     """Retrying cannot help (bad input); log it and stop until the object changes."""
 
 
+class InvalidName(ValueError):
+    """A name, namespace, group, version or resource that is not a valid Kubernetes one.
+
+    Raised before any request is made: such a string would change the URL it is put into
+    (`../`, `/`, `%`), so it is never sent.
+    """
+
+
 class ApiError(Exception):
     """An error answer from the API server."""
 

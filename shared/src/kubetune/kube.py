@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins
 import json
 import re
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,49 @@ from kubernetes.client.exceptions import ApiException
 from kubetune import errors
 
 Obj = dict[str, Any]
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_SUBRESOURCE = re.compile(r"[a-z]+(/[a-z]+)*")
+
+
+def _checked(value: str, what: str, pattern: re.Pattern[str], limit: int, rule: str) -> str:
+    if not isinstance(value, str) or len(value) > limit or not pattern.fullmatch(value):
+        raise errors.InvalidName(
+            f"{what} {value!r} is not valid: it must be {rule} of at most {limit} characters; "
+            "it was not sent to the API server"
+        )
+    return value
+
+
+_LABEL_RULE = "a DNS-1123 label (lowercase letters, digits and '-')"
+_SUBDOMAIN_RULE = "a DNS-1123 subdomain (lowercase letters, digits, '-' and '.')"
+
+
+def object_name(name: str) -> str:
+    """`name` if it is a DNS-1123 subdomain (every object kubetune reads or writes), else
+    `errors.InvalidName`: a name goes into a URL, so `..`, `/` or `%` must never pass."""
+    return _checked(name, "object name", _DNS_SUBDOMAIN, 253, _SUBDOMAIN_RULE)
+
+
+def namespace_name(namespace: str) -> str:
+    """`namespace` if it is a DNS-1123 label, else `errors.InvalidName`."""
+    return _checked(namespace, "namespace", _DNS_LABEL, 63, _LABEL_RULE)
+
+
+def api_group(group: str) -> str:
+    """An API group ("" for core) if it is a DNS-1123 subdomain, else `errors.InvalidName`."""
+    return group and _checked(group, "API group", _DNS_SUBDOMAIN, 253, _SUBDOMAIN_RULE)
+
+
+def api_version_part(version: str) -> str:
+    """An API version (`v1`, `v1beta1`) if it is a DNS-1123 label, else `errors.InvalidName`."""
+    return _checked(version, "API version", _DNS_LABEL, 63, _LABEL_RULE)
+
+
+def _segment(value: str) -> str:
+    """Percent-escape one path segment (a no-op once validated; kept as the last defence)."""
+    return urllib.parse.quote(value, safe="")
 
 
 @dataclass(frozen=True)
@@ -38,14 +82,18 @@ class Resource:
         return f"{self.group}/{self.version}" if self.group else self.version
 
     def path(self, namespace: str | None = None, name: str | None = None, sub: str = "") -> str:
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        """The REST path. Every part is validated and escaped: raises `errors.InvalidName`."""
+        group = _segment(api_group(self.group))
+        version = _segment(api_version_part(self.version))
+        base = f"/apis/{group}/{version}" if group else f"/api/{version}"
         if self.namespaced and namespace:
-            base += f"/namespaces/{namespace}"
-        base += f"/{self.plural}"
+            base += f"/namespaces/{_segment(namespace_name(namespace))}"
+        base += f"/{_segment(_checked(self.plural, 'resource', _DNS_LABEL, 63, _LABEL_RULE))}"
         if name:
-            base += f"/{name}"
+            base += f"/{_segment(object_name(name))}"
         if sub:
-            base += f"/{sub}"
+            _checked(sub, "subresource", _SUBRESOURCE, 63, "lowercase words separated by '/'")
+            base += "/" + "/".join(_segment(part) for part in sub.split("/"))
         return base
 
 
@@ -305,8 +353,10 @@ class Kube:
 
         Raises:
             NotFound: the group/version is not served or has no such kind.
+            InvalidName: `api_version` is not `<group>/<version>` or `<version>` (never sent).
         """
         group, _, version = api_version.rpartition("/")
+        group, version = _segment(api_group(group)), _segment(api_version_part(version))
         path = f"/apis/{group}/{version}" if group else f"/api/{version}"
         listing = self._call("GET", path)
         for entry in listing.get("resources") or []:

@@ -26,6 +26,9 @@ LABEL_EXPERIMENT = f"{DOMAIN}/experiment"
 LABEL_SUGGESTION = f"{DOMAIN}/suggestion"
 LABEL_DEPLOYMENT = f"{DOMAIN}/deployment"
 LABEL_TRIAL = f"{DOMAIN}/trial"
+"""On a trial's job and on every pod template in it (trial-controller), and on the trial's pods
+(webhook). The pod webhook's objectSelector requires it: pods without it are never sent to the
+webhook, whatever their owners. The owner walk then confirms the pod really is that Trial's."""
 LABEL_INJECTION = f"{DOMAIN}/metrics-collector-injection"
 INJECTION_ENABLED = "enabled"
 ISTIO_INJECT = "sidecar.istio.io/inject"

@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code: int = args.func(args)
         return code
-    except UserError as e:
+    except (UserError, errors.InvalidName) as e:
         print(f"kubetune: {e}", file=sys.stderr)
         return 1
     except errors.ApiError as e:

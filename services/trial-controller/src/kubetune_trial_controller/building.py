@@ -3,8 +3,10 @@ RoleBinding.
 
 The job is the Trial's `spec.runSpec` with the Trial's name and namespace, the Trial as its
 controlling owner (so deleting the Trial deletes the job, and job events map back to the Trial)
-and the experiment/trial labels. The RoleBinding lets the metrics collector sidecar, which runs
-with the trial pod's service account, patch `trials/status` (contracts: Trial -> job); the
+and the experiment/trial labels. The trial label also goes on every pod template in the job
+(and on Argo's `podMetadata`): the pod webhook's objectSelector selects on it, so pods that are
+not a trial's never reach the webhook. The RoleBinding lets the metrics collector sidecar, which
+runs with the trial pod's service account, patch `trials/status` (contracts: Trial -> job); the
 webhook narrows that to the pod's own Trial. The binding is owned by every Experiment (or
 standalone Trial) that needed it, so the garbage collector deletes it with the last of them.
 Neighbours: `reconciling` sends what these return.
@@ -73,7 +75,47 @@ def job_for(trial: Mapping[str, Any]) -> Obj:
     refs.append(owner_reference(trial))
     job_meta["ownerReferences"] = refs
     job["metadata"] = job_meta
+    label_pod_templates(job, naming.label_value(meta["name"]))
     return job
+
+
+def _pod_templates(node: Any) -> Iterator[Obj]:
+    """Every pod template (a mapping whose `spec` holds a `containers` list) in an object:
+    a Job's `template`, TFJob/PyTorchJob replica templates, JobSet's nested templates..."""
+    if isinstance(node, dict):
+        spec = node.get("spec")
+        if isinstance(spec, dict) and isinstance(spec.get("containers"), list):
+            yield node
+        for value in node.values():
+            yield from _pod_templates(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _pod_templates(item)
+
+
+def label_pod_templates(job: Obj, trial_label: str) -> None:
+    """Put `katib.kubeflow.org/trial: <trial>` on every pod the job will create.
+
+    Pod templates get it in their metadata; an Argo Workflow in `spec.podMetadata` and in
+    each of its templates' `metadata` (they hold a `container`, not a pod spec); kinds that
+    copy their own labels to their pods (Tekton) have it from the job's metadata already."""
+    spec = job.get("spec")
+    targets = list(_pod_templates(spec))
+    if str(job.get("apiVersion", "")).startswith("argoproj.io/") and isinstance(spec, dict):
+        templates = spec.get("templates")
+        targets += (
+            [t for t in templates if isinstance(t, dict)] if isinstance(templates, list) else []
+        )
+        if not isinstance(spec.get("podMetadata"), dict):
+            spec["podMetadata"] = {}
+        targets.append({"metadata": spec["podMetadata"]})
+    for target in targets:
+        meta = target.get("metadata")
+        if not isinstance(meta, dict):
+            meta = target["metadata"] = {}
+        labels = meta.get("labels")
+        meta["labels"] = {**(labels if isinstance(labels, dict) else {})}
+        meta["labels"][naming.LABEL_TRIAL] = trial_label
 
 
 def is_owned_by(job: Mapping[str, Any], trial: Mapping[str, Any]) -> bool:

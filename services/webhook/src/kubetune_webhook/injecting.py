@@ -9,7 +9,8 @@ sidecar `metrics-logger-and-collector` with the collector's exact flags.
 
 `inject(pod, trial, namespace, config)` is pure and idempotent: every step checks whether it is
 already done, so a pod mutated twice equals a pod mutated once. `find_trial` walks the owner
-chain through an `Owners` seam (the API server in production).
+chain through an `Owners` seam (the API server in production); it confirms the trial label the
+objectSelector selected the pod by, following only valid object names with matching uids.
 
 Neighbours: `reviewing` (the admission plumbing), `lookups` (the real `Owners`).
 """
@@ -22,11 +23,12 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from kubetune import naming, procwait
+from kubetune import errors, naming, procwait
 from kubetune.api import API_VERSION
 from kubetune.api.common import CollectorKind, MetricsCollectorSpec, ObjectiveType
 from kubetune.api.trial import Trial
 from kubetune.config import ConfigError, KatibConfig
+from kubetune_webhook.validating import ClusterError
 
 LOG_DIR = procwait.DEFAULT_LOG_DIR
 SIDECAR_NAME = "metrics-logger-and-collector"
@@ -49,7 +51,8 @@ class Owners(Protocol):
     def get_object(
         self, api_version: str, kind: str, name: str, namespace: str, uid: str | None = None
     ) -> dict[str, Any] | None:
-        """The object, None when it does not exist. Raises `validating.ClusterError`.
+        """The object, None when it does not exist. Raises `validating.ClusterError`, and
+        `kubetune.errors.InvalidName` for a name that cannot be an object's (never looked up).
 
         `uid` is the owner reference's: an answer kept from earlier may be reused only when
         its uid is that one."""
@@ -63,8 +66,17 @@ def _owner_refs(obj: dict[str, Any]) -> list[dict[str, Any]]:
     return sorted(refs, key=lambda r: not r.get("controller"))
 
 
-def find_trial(pod: dict[str, Any], namespace: str, owners: Owners) -> dict[str, Any] | None:
-    """The Trial owning the pod through its owner chain (Job -> Pod, Workflow -> Pod, ...)."""
+def find_trial(
+    pod: dict[str, Any], namespace: str, owners: Owners, *, strict: bool = True
+) -> dict[str, Any] | None:
+    """The Trial owning the pod through its owner chain (Job -> Pod, Workflow -> Pod, ...).
+
+    An owner reference is followed only when its name is a valid object name (anything else,
+    `../other-namespace/...` included, cannot be an owner and is never sent to the API server)
+    and the object found has the reference's uid. A lookup that fails raises
+    `validating.ClusterError` when `strict`, else that branch is a dead end: a pod without the
+    trial label must be admitted whatever the webhook may read.
+    """
     seen: set[tuple[str, str]] = set()
     frontier = [pod]
     for _ in range(MAX_OWNER_DEPTH):
@@ -80,11 +92,19 @@ def find_trial(pod: dict[str, Any], namespace: str, owners: Owners) -> dict[str,
                     continue
                 seen.add((kind, name))
                 uid = ref.get("uid")
-                owner = owners.get_object(
-                    api_version, kind, name, namespace, uid if isinstance(uid, str) else None
-                )
+                uid = uid if isinstance(uid, str) and uid else None
+                try:
+                    owner = owners.get_object(api_version, kind, name, namespace, uid)
+                except errors.InvalidName:
+                    continue
+                except ClusterError:
+                    if strict:
+                        raise
+                    continue
                 if owner is None:
                     continue
+                if uid is not None and (owner.get("metadata") or {}).get("uid") != uid:
+                    continue  # another object of that name: not this pod's owner
                 if kind == "Trial" and api_version == API_VERSION:
                     return owner
                 next_frontier.append(owner)

@@ -2,7 +2,8 @@
 
 Everything is a GET (namespace, ConfigMap, PersistentVolume, a pod's owners, the Trial); the
 ClusterRole in kustomize/base/webhook grants exactly these. Errors other than NotFound become
-`ClusterError`, so the rules can say "cannot check, retry" instead of guessing.
+`ClusterError`, so the rules can say "cannot check, retry" instead of guessing; a name that is
+no valid object name raises `kubetune.errors.InvalidName` before any request (`kubetune.kube`).
 
 A GET costs milliseconds, the rules themselves a fraction of one, so two answers are kept for
 `cache_seconds` (admission latency budget; see bench/webhook_latency.py):
@@ -83,6 +84,8 @@ class KubeCluster:
     def _get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         try:
             return self.kube.get_or_none(res, name, namespace)
+        except errors.InvalidName:
+            raise  # not a lookup failure: the name can be no object's; the caller says so
         except errors.ApiError as e:
             raise ClusterError(str(e)) from e
         except Exception as e:
@@ -140,6 +143,8 @@ class KubeCluster:
         if found is None:
             try:
                 found = self.kube.resource_for(api_version, kind)
+            except errors.InvalidName:
+                raise
             except errors.ApiError as e:
                 raise ClusterError(str(e)) from e
             except Exception as e:

@@ -154,10 +154,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--require-namespace-label",
         action=EnvDefault,
         env="KUBETUNE_WEBHOOK_REQUIRE_NAMESPACE_LABEL",
-        default="true",
+        default="false",
         choices=["true", "false"],
         help="deny Experiments in namespaces without katib.kubeflow.org/"
-        "metrics-collector-injection=enabled (upstream behaviour)",
+        "metrics-collector-injection=enabled (default: accept them with a warning that no "
+        "metrics will be collected there)",
     )
 
     serve.add_argument(

@@ -19,6 +19,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kubetune import naming
 from kubetune.config import KatibConfig
 from kubetune_webhook import (
     authorizing,
@@ -92,8 +93,11 @@ def respond(
     message: str = "",
     code: int = 400,
     patch: patching.Patch | None = None,
+    warnings: list[str] | None = None,
 ) -> dict[str, Any]:
     response: dict[str, Any] = {"uid": uid, "allowed": allowed}
+    if warnings:
+        response["warnings"] = warnings
     if not allowed:
         reason = {400: "BadRequest", 403: "Forbidden"}.get(code, "InternalError")
         response["status"] = {"code": code, "reason": reason, "message": message}
@@ -179,7 +183,17 @@ class Admission:
         if not problems and review.operation == "CREATE":
             problems = self._author_problems(review)
         if not problems:
-            return respond(review.uid, allowed=True)
+            return respond(
+                review.uid,
+                allowed=True,
+                warnings=validating.warnings(
+                    review.obj,
+                    operation=review.operation,
+                    namespace=review.namespace,
+                    cluster=self.cluster,
+                    options=self.options,
+                ),
+            )
         name = review.name or _name(review.obj)
         retry = any("; retry" in p for p in problems)
         return respond(
@@ -199,31 +213,65 @@ class Admission:
         return permissions.problems(experiment, namespace, user, self.cluster)
 
     def mutate_pod(self, review: Review) -> dict[str, Any]:
+        """Inject into a Trial's pod; admit every other pod unchanged.
+
+        The objectSelector sends only pods labelled `katib.kubeflow.org/trial` (the
+        trial-controller labels every pod template of a trial's job). The owner walk confirms
+        the label: a labelled pod that no Trial of that name owns is denied (the label is
+        reserved: taking it off is the user's fix; stripping it could break the selector of
+        whatever made the pod), and one whose owners cannot be read is denied with code 500 so
+        it is retried rather than run without its collector. A pod without the label (a
+        configuration without that objectSelector) is admitted unchanged unless the walk finds
+        its Trial; a failed lookup never denies it.
+        """
         wrong = self._wrong_kind(review, "Pod")
         if wrong is not None:
             return wrong
         pod = review.obj
-        containers = (pod.get("spec") or {}).get("containers") if isinstance(pod, dict) else None
+        meta = pod.get("metadata") if isinstance(pod, dict) else None
+        if not isinstance(meta, dict):
+            return respond(review.uid, allowed=True)  # not a pod we could own; the server judges
+        labels = meta.get("labels")
+        claimed = labels.get(naming.LABEL_TRIAL) if isinstance(labels, dict) else None
+        namespace = review.namespace or str(meta.get("namespace") or "")
+        if claimed is None:
+            try:
+                trial = injecting.find_trial(pod, namespace, self.cluster, strict=False)
+            except Exception:
+                log.exception("owner walk failed for an unlabelled pod; admitting it unchanged")
+                return respond(review.uid, allowed=True)
+            if trial is None:
+                return respond(review.uid, allowed=True)
+        else:
+            try:
+                trial = injecting.find_trial(pod, namespace, self.cluster, strict=True)
+            except validating.ClusterError as e:
+                return respond(
+                    review.uid,
+                    allowed=False,
+                    code=500,
+                    message=f"pod is labelled {naming.LABEL_TRIAL}={claimed} but its owners "
+                    f"cannot be read to confirm it belongs to that Trial: {e}; retry (a pod "
+                    "that is not a trial's must not carry that label: remove it)",
+                )
+            owner = str((trial or {}).get("metadata", {}).get("name") or "")
+            if trial is None or naming.label_value(owner) != claimed:
+                found = f"it belongs to Trial {owner}" if trial else "no Trial owns it"
+                return respond(
+                    review.uid,
+                    allowed=False,
+                    message=f"metadata.labels[{naming.LABEL_TRIAL}]: {claimed!r} is reserved for "
+                    f"the pods of Trial {claimed}, but {found}; remove the label from this "
+                    "pod (or its template)",
+                )
+        spec = pod.get("spec")
+        containers = spec.get("containers") if isinstance(spec, dict) else None
         if not isinstance(containers, list) or not containers:
             return respond(
                 review.uid,
                 allowed=False,
                 message="spec.containers: a pod needs at least one container",
             )
-        if not isinstance(pod.get("metadata") or {}, dict):
-            return respond(review.uid, allowed=False, message="metadata: must be an object")
-        namespace = review.namespace or str((pod.get("metadata") or {}).get("namespace") or "")
-        try:
-            trial = injecting.find_trial(pod, namespace, self.cluster)
-        except validating.ClusterError as e:
-            return respond(
-                review.uid,
-                allowed=False,
-                code=500,
-                message=f"cannot look up the pod's owners to find its Trial: {e}; retry",
-            )
-        if trial is None:
-            return respond(review.uid, allowed=True)
         try:
             mutated = injecting.inject(pod, trial, namespace, self.config)
         except injecting.Denied as e:

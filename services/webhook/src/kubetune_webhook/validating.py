@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import yaml
 from pydantic import ValidationError
 
-from kubetune import algorithmsettings, jobstatus, kube, naming
+from kubetune import algorithmsettings, errors, jobstatus, kube, naming
 from kubetune.api.common import CollectorKind, FileFormat, FileSystemKind, MetricsCollectorSpec
 from kubetune.api.errors import describe
 from kubetune.api.experiment import (
@@ -80,10 +80,11 @@ class Cluster(Protocol):
 class Options:
     """Switches of the validator (flags of `webhook serve`)."""
 
-    require_namespace_label: bool = True
-    """Rule (a): the namespace must carry `katib.kubeflow.org/metrics-collector-injection:
-    enabled`, as upstream. Off for clusters whose users do not label namespaces (then trial pods
-    there get no collector: the pod webhook's namespaceSelector still needs the label)."""
+    require_namespace_label: bool = False
+    """Rule (a) as a denial: the namespace must carry `katib.kubeflow.org/metrics-collector-
+    injection: enabled`. Off by default: such an Experiment is accepted with an admission
+    warning (`namespace_warnings`), since its trials run but their pods get no collector (the
+    pod webhook's namespaceSelector needs the label)."""
 
 
 # --- shape ------------------------------------------------------------------------------------
@@ -523,6 +524,85 @@ def validate_trial_template(spec: ExperimentSpec, read: TemplateReader | None) -
             f"{base}.trialSpec.{path}: unknown field of a batch/v1 Job; check its spelling"
             for path in kube.unknown_fields("V1Job", job)
         ]
+    where = (
+        f"{base}.trialSpec"
+        if template.trial_spec is not None
+        else f"{base}.configMap[{template.config_map.template_path if template.config_map else ''}]"
+    )
+    return problems + primary_container_problems(job, spec, where)
+
+
+WRAPPED_COLLECTORS = (
+    CollectorKind.STDOUT.value,
+    CollectorKind.FILE.value,
+    CollectorKind.TENSORFLOW_EVENT.value,
+)
+IMPLICIT_CONTAINER_GROUPS = ("argoproj.io/", "tekton.dev/")
+"""Job kinds whose containers are named by their controller (Argo's `main`, Tekton's
+`step-<name>`), not listed under `containers`: the primary container cannot be checked."""
+
+
+def _pod_specs(
+    node: Any, path: str, labels: Any = None
+) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(path, pod spec, its template's labels) for every mapping holding a `containers` list."""
+    found: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+    if isinstance(node, dict):
+        if isinstance(node.get("containers"), list):
+            found.append((path, node, labels if isinstance(labels, dict) else {}))
+        meta = node.get("metadata")
+        for key, value in node.items():
+            child_labels = meta.get("labels") if key == "spec" and isinstance(meta, dict) else None
+            found += _pod_specs(value, f"{path}.{key}", child_labels)
+    elif isinstance(node, list):
+        for index, item in enumerate(node):
+            found += _pod_specs(item, f"{path}[{index}]")
+    return found
+
+
+def primary_container_problems(job: dict[str, Any], spec: ExperimentSpec, where: str) -> list[str]:
+    """The primary container must be in the template and, when the collector wraps its command,
+    have a `command`: otherwise every trial pod is refused and the Experiment cannot run."""
+    template = spec.trial_template
+    name = template.primary_container_name if template else None
+    if template is None or not name:
+        return []
+    if str(job.get("apiVersion") or "").startswith(IMPLICIT_CONTAINER_GROUPS):
+        return []
+    pod_specs = _pod_specs(job.get("spec"), f"{where}.spec")
+    if not pod_specs:
+        return []  # the pods are described elsewhere (a TrainJob's runtime): cannot check
+    names: list[str] = []
+    primaries: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+    for path, pod_spec, labels in pod_specs:
+        for index, container in enumerate(pod_spec["containers"]):
+            if not isinstance(container, dict):
+                continue
+            names.append(str(container.get("name")))
+            if container.get("name") == name:
+                primaries.append((f"{path}.containers[{index}]", container, labels))
+    if not primaries:
+        return [
+            f"spec.trialTemplate.primaryContainerName: {name!r} is not a container of the trial "
+            f"template (its containers: {', '.join(sorted(set(names))) or 'none'}); set it to "
+            "the name of the container that runs the training"
+        ]
+    mc = spec.metrics_collector_spec
+    kind = (mc.collector.kind if mc and mc.collector else None) or CollectorKind.STDOUT.value
+    if kind not in WRAPPED_COLLECTORS:
+        return []
+    wanted = template.primary_pod_labels or {}
+    problems = []
+    for path, container, labels in primaries:
+        # A pod is primary when it has every primaryPodLabels pair; labels its controller adds
+        # (a replica type...) are not known here, so only a template that has them all counts.
+        if container.get("command") or any(labels.get(k) != v for k, v in wanted.items()):
+            continue
+        problems.append(
+            f"{path}.command: required for primary container {name!r}: the {kind} metrics "
+            "collector wraps the training command and cannot read the image's ENTRYPOINT; set "
+            "command (e.g. command: [python3, train.py])"
+        )
     return problems
 
 
@@ -728,10 +808,39 @@ def namespace_problem(namespace: str, cluster: Cluster) -> list[str]:
     return []
 
 
+def namespace_warnings(namespace: str, cluster: Cluster) -> list[str]:
+    """Rule (a) as a warning: the Experiment runs, but no metrics are collected there."""
+    label = f"{naming.LABEL_INJECTION}={naming.INJECTION_ENABLED}"
+    try:
+        labels = cluster.namespace_labels(namespace)
+    except ClusterError as e:
+        return [f"cannot check namespace {namespace} for label {label}: {e}"]
+    if labels is not None and labels.get(naming.LABEL_INJECTION) == naming.INJECTION_ENABLED:
+        return []
+    # At most 256 characters whatever the namespace: longer warnings may be truncated.
+    return [
+        "no metrics will be collected for this Experiment: its namespace lacks the "
+        f"injection label; run: kubectl label namespace {namespace} {label}"
+    ]
+
+
+def warnings(
+    manifest: Any, *, operation: str, namespace: str, cluster: Cluster, options: Options = Options()
+) -> list[str]:
+    """Admission warnings for an allowed Experiment: shown by kubectl, never a denial."""
+    if operation != "CREATE" or options.require_namespace_label:
+        return []
+    meta = manifest.get("metadata") if isinstance(manifest, dict) else None
+    namespace = namespace or (str(meta.get("namespace") or "") if isinstance(meta, dict) else "")
+    return namespace_warnings(namespace, cluster) if namespace else []
+
+
 def template_reader(cluster: Cluster) -> TemplateReader:
     def read(namespace: str, name: str, key: str) -> str:
         try:
             data = cluster.config_map_data(namespace, name)
+        except errors.InvalidName as e:
+            raise LookupError(f"{e}; fix configMapName and configMapNamespace") from e
         except ClusterError as e:
             raise LookupError(f"cannot read ConfigMap {namespace}/{name}: {e}") from e
         if data is None:

@@ -1,0 +1,422 @@
+"""Against a real API server: the pod webhook is safe in a shared, labelled namespace.
+
+Here the webhook runs as a ServiceAccount bound to the ClusterRole of kustomize/base/webhook
+(not as the cluster admin), so it can read exactly what it may in production: no ReplicaSets,
+StatefulSets or CronJobs. Pods are pinned to a node that does not exist: they are admitted and
+stored, never run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from test_integration import (
+    CRDS,
+    EXPERIMENTS,
+    WEBHOOK_BASE,
+    Webhook,
+    _apply,
+    _configurations,
+    _experiment,
+    _free_port,
+    _wait,
+)
+
+from kubetune import errors, naming
+from kubetune.kube import JOBS, PODS, TRIALS, Kube, Resource
+from kubetune_webhook import certificates
+
+pytestmark = pytest.mark.integration
+
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
+STATEFULSETS = Resource("apps", "v1", "statefulsets", "StatefulSet")
+CRONJOBS = Resource("batch", "v1", "cronjobs", "CronJob")
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+NOWHERE = {"kubetune.test/node": "none"}
+"""A nodeSelector no node has: the pods are stored but never run."""
+
+
+@pytest.fixture(scope="module")
+def kube(cluster: Any) -> Kube:
+    return Kube(cluster.api_client())
+
+
+@pytest.fixture(scope="module")
+def webhook_account(
+    cluster: Any, kube: Kube, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A kubeconfig for a ServiceAccount with the webhook's real ClusterRole, and nothing else."""
+    for crd in ("experiments", "trials", "suggestions"):
+        cluster.kubectl("apply", "-f", str(CRDS / f"{crd}.kubeflow.org.yaml"))
+        cluster.kubectl(
+            "wait", "--for=condition=Established", f"crd/{crd}.kubeflow.org", "--timeout=60s"
+        )
+    suffix = uuid.uuid4().hex[:8]
+    ns, role = f"webhook-sa-{suffix}", f"kubetune-webhook-test-{suffix}"
+    cluster.kubectl("create", "namespace", ns)
+    cluster.kubectl("create", "serviceaccount", "kubetune-webhook", "-n", ns)
+    objs = [o for o in yaml.safe_load_all((WEBHOOK_BASE / "rbac.yaml").read_text()) if o]
+    for obj in objs:
+        obj["metadata"] = {"name": role, "labels": {"kubetune.test/webhook": "true"}}
+        if obj["kind"] == "ClusterRoleBinding":
+            obj["roleRef"]["name"] = role
+            obj["subjects"] = [
+                {"kind": "ServiceAccount", "name": "kubetune-webhook", "namespace": ns}
+            ]
+    cluster.kubectl(
+        "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs})
+    )
+    try:
+        token = cluster.kubectl(
+            "create", "token", "kubetune-webhook", "-n", ns, "--duration=2h"
+        ).stdout.strip()
+        config = yaml.safe_load(Path(cluster.kubeconfig).read_text())
+        for user in config["users"]:
+            user["user"] = {"token": token}
+        path = tmp_path_factory.mktemp("webhook-sa") / "kubeconfig"
+        path.write_text(yaml.safe_dump(config))
+        yield str(path)
+    finally:
+        for kind in ("clusterrolebinding", "clusterrole"):
+            cluster.kubectl("delete", kind, role, "--ignore-not-found", check=False)
+        cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def webhook(webhook_account: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Webhook]:
+    """`webhook serve` with its default options, as the webhook ServiceAccount."""
+    d = tmp_path_factory.mktemp("webhook")
+    files = certificates.issue(d, ["localhost"], ["127.0.0.1"])
+    port = _free_port()
+    log = d / "webhook.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBETUNE_WEBHOOK_")}
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [
+                str(Path(sys.executable).with_name("webhook")),
+                "serve",
+                "--address=127.0.0.1",
+                f"--port={port}",
+                f"--cert-file={files.cert}",
+                f"--key-file={files.key}",
+                f"--kubeconfig={webhook_account}",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    try:
+        _wait(
+            lambda: "serving admission" in log.read_text() or proc.poll() is not None,
+            "webhook start",
+        )
+        assert proc.poll() is None, log.read_text()
+        yield Webhook(f"https://127.0.0.1:{port}", files.ca_cert.read_bytes(), log)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+
+
+@contextlib.contextmanager
+def _registered(
+    cluster: Any, kube: Kube, webhook: Webhook, namespace: str, *, label: bool, selector: bool
+) -> Iterator[str]:
+    """The webhook registered for `namespace` only; `selector=False` drops the pod webhook's
+    objectSelector (a configuration where every pod of the namespace reaches the webhook)."""
+    if label:
+        cluster.kubectl(
+            "label", "namespace", namespace, f"{naming.LABEL_INJECTION}={naming.INJECTION_ENABLED}"
+        )
+    name = f"kubetune-webhook-test-{uuid.uuid4().hex[:8]}"
+    configs = _configurations(webhook, namespace, name)
+    if not selector:
+        for _, body in configs:
+            for hook in body["webhooks"]:
+                hook.pop("objectSelector", None)
+    try:
+        for resource, body in configs:
+            kube.create(resource, body)
+        probe = _experiment("probe", namespace, maxTrialCount=0)
+        _wait(
+            lambda: "must be greater than 0" in _apply(cluster, probe, "--dry-run=server").stderr,
+            "the webhook configuration to take effect",
+        )
+        yield namespace
+    finally:
+        for resource, _ in configs:
+            with contextlib.suppress(errors.NotFound):
+                kube.delete(resource, name)
+
+
+def _pod_template(app: str) -> dict[str, Any]:
+    return {
+        "metadata": {"labels": {"app": app}},
+        "spec": {
+            "nodeSelector": NOWHERE,
+            "containers": [{"name": "main", "image": "python:3.12", "command": ["sleep", "1"]}],
+        },
+    }
+
+
+def _pods(kube: Kube, ns: str, selector: str) -> list[dict[str, Any]]:
+    return list(kube.list(PODS, ns, label_selector=selector).get("items") or [])
+
+
+@pytest.mark.parametrize("selector", [True, False], ids=["as-shipped", "without-objectSelector"])
+def test_other_workloads_get_their_pods_unchanged(
+    cluster: Any, kube: Kube, webhook: Webhook, namespace: str, selector: bool
+) -> None:
+    """Deployment (-> ReplicaSet), StatefulSet and a CronJob's Job: owners the webhook may not
+    read. Their pods must be admitted, and unchanged, whatever the configuration."""
+    with _registered(cluster, kube, webhook, namespace, label=True, selector=selector) as ns:
+        kube.create(
+            DEPLOYMENTS,
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "web"},
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": {"app": "web"}},
+                    "template": _pod_template("web"),
+                },
+            },
+            ns,
+        )
+        kube.create(
+            STATEFULSETS,
+            {
+                "apiVersion": "apps/v1",
+                "kind": "StatefulSet",
+                "metadata": {"name": "db"},
+                "spec": {
+                    "replicas": 1,
+                    "serviceName": "db",
+                    "selector": {"matchLabels": {"app": "db"}},
+                    "template": _pod_template("db"),
+                },
+            },
+            ns,
+        )
+        job_spec = {"backoffLimit": 0, "template": _pod_template("cron")}
+        job_spec["template"]["spec"]["restartPolicy"] = "Never"
+        cron = kube.create(
+            CRONJOBS,
+            {
+                "apiVersion": "batch/v1",
+                "kind": "CronJob",
+                "metadata": {"name": "nightly"},
+                "spec": {
+                    "schedule": "0 3 * * *",
+                    "suspend": True,
+                    "jobTemplate": {"spec": job_spec},
+                },
+            },
+            ns,
+        )
+        # What `kubectl create job --from=cronjob/nightly` makes: a Job the CronJob owns.
+        kube.create(
+            JOBS,
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {
+                    "name": "nightly-manual",
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "batch/v1",
+                            "kind": "CronJob",
+                            "name": "nightly",
+                            "uid": cron["metadata"]["uid"],
+                            "controller": True,
+                        }
+                    ],
+                },
+                "spec": copy.deepcopy(job_spec),
+            },
+            ns,
+        )
+        for app in ("web", "db", "cron"):
+            (created,) = _wait(lambda app=app: _pods(kube, ns, f"app={app}"), f"the {app} pod")
+            assert [c["name"] for c in created["spec"]["containers"]] == ["main"]
+            assert created["spec"]["containers"][0]["command"] == ["sleep", "1"]
+            assert naming.LABEL_TRIAL not in created["metadata"]["labels"]
+            assert "shareProcessNamespace" not in created["spec"]
+        assert "Traceback" not in webhook.log.read_text()
+
+
+@pytest.fixture
+def victim(cluster: Any, kube: Kube) -> Iterator[dict[str, Any]]:
+    """Trial t-secret in another namespace, one not labelled for injection."""
+    ns = f"victim-{uuid.uuid4().hex[:8]}"
+    cluster.kubectl("create", "namespace", ns)  # not labelled for injection
+    try:
+        yield kube.create(
+            TRIALS,
+            {
+                "apiVersion": "kubeflow.org/v1beta1",
+                "kind": "Trial",
+                "metadata": {"name": "t-secret", "labels": {naming.LABEL_EXPERIMENT: "secret"}},
+                "spec": {
+                    "objective": {
+                        "type": "minimize",
+                        "objectiveMetricName": "loss",
+                        "metricStrategies": [{"name": "loss", "value": "min"}],
+                    },
+                    "primaryContainerName": "main",
+                    "metricsCollector": {"collector": {"kind": "StdOut"}},
+                    "runSpec": {"apiVersion": "batch/v1", "kind": "Job"},
+                },
+            },
+            ns,
+        )
+    finally:
+        cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def _forged_pod(
+    victim: dict[str, Any], owner_name: str, labels: dict[str, str], namespace: str
+) -> dict[str, Any]:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "forged",
+            "namespace": namespace,
+            "labels": labels,
+            "ownerReferences": [
+                {
+                    "apiVersion": "kubeflow.org/v1beta1",
+                    "kind": "Trial",
+                    "name": owner_name,
+                    "uid": victim["metadata"]["uid"],
+                }
+            ],
+        },
+        "spec": _pod_template("forged")["spec"],
+    }
+    pod["metadata"]["labels"]["app"] = "forged"
+    return pod
+
+
+TRAVERSALS = [
+    "../../{victim}/trials/t-secret",
+    "../../../../../api/v1/namespaces/kube-system/secrets/foo",
+    "t-secret/../../../{victim}/trials/t-secret",
+]
+
+
+@pytest.mark.parametrize("template", TRAVERSALS, ids=["other-namespace", "secret", "nested"])
+def test_owner_name_cannot_reach_another_namespace_when_labelled(
+    cluster: Any,
+    kube: Kube,
+    webhook: Webhook,
+    namespace: str,
+    victim: dict[str, Any],
+    template: str,
+) -> None:
+    """A pod that claims a Trial through a path in its owner name is refused, cleanly."""
+    owner = template.format(victim=victim["metadata"]["namespace"])
+    with _registered(cluster, kube, webhook, namespace, label=True, selector=True) as ns:
+        pod = _forged_pod(victim, owner, {naming.LABEL_TRIAL: "t-secret"}, ns)
+        result = _apply(cluster, pod)
+        assert result.returncode != 0, "a pod no Trial owns was admitted with the trial label"
+        assert "is reserved for the pods of Trial t-secret, but no Trial owns it" in result.stderr
+        assert "forbidden" not in result.stderr.lower() and "403" not in result.stderr
+        assert kube.get_or_none(PODS, "forged", ns) is None
+
+
+@pytest.mark.parametrize("selector", [True, False], ids=["as-shipped", "without-objectSelector"])
+def test_owner_name_cannot_reach_another_namespace_unlabelled(
+    cluster: Any,
+    kube: Kube,
+    webhook: Webhook,
+    namespace: str,
+    victim: dict[str, Any],
+    selector: bool,
+) -> None:
+    """Without the label the pod is admitted, and unchanged: no other namespace's Trial."""
+    owner = f"../../{victim['metadata']['namespace']}/trials/t-secret"
+    with _registered(cluster, kube, webhook, namespace, label=True, selector=selector) as ns:
+        # The object as admitted (the garbage collector soon deletes a pod whose owner is
+        # missing, so it is not read back afterwards).
+        result = cluster.kubectl(
+            "create",
+            "-n",
+            ns,
+            "-o",
+            "json",
+            "-f",
+            "-",
+            check=False,
+            stdin=json.dumps(_forged_pod(victim, owner, {}, ns)),
+        )
+        assert result.returncode == 0, result.stderr
+        stored = json.loads(result.stdout)
+        assert naming.LABEL_TRIAL not in stored["metadata"]["labels"]
+        (container,) = stored["spec"]["containers"]
+        assert not any(e.get("name") == "KATIB_TRIAL_NAME" for e in container.get("env") or [])
+
+
+def test_experiment_in_an_unlabelled_namespace_is_accepted_with_a_warning(
+    cluster: Any, kube: Kube, webhook: Webhook, namespace: str
+) -> None:
+    with _registered(cluster, kube, webhook, namespace, label=False, selector=True) as ns:
+        result = _apply(cluster, _experiment("unlabelled", ns))
+        assert result.returncode == 0, result.stderr
+        assert "Warning: no metrics will be collected for this Experiment" in result.stderr
+        assert (
+            f"kubectl label namespace {ns} katib.kubeflow.org/metrics-collector-injection=enabled"
+            in result.stderr
+        )
+        assert kube.get_or_none(EXPERIMENTS, "unlabelled", ns) is not None
+        # In a labelled namespace: no warning.
+        cluster.kubectl(
+            "label", "namespace", ns, f"{naming.LABEL_INJECTION}={naming.INJECTION_ENABLED}"
+        )
+        result = _apply(cluster, _experiment("labelled", ns))
+        assert result.returncode == 0, result.stderr
+        assert "Warning" not in result.stderr
+
+
+def test_experiment_that_could_never_start_a_trial_is_refused(
+    cluster: Any, kube: Kube, webhook: Webhook, namespace: str
+) -> None:
+    """A primary container that is not in the template, or one without `command` whose command
+    the collector must wrap: every trial pod would be refused, so refuse the Experiment."""
+    with _registered(cluster, kube, webhook, namespace, label=True, selector=True) as ns:
+        wrong = _experiment("wrong-primary", ns)
+        wrong["spec"]["trialTemplate"]["primaryContainerName"] = "trainer"
+        result = _apply(cluster, wrong)
+        assert result.returncode != 0
+        assert (
+            "spec.trialTemplate.primaryContainerName: 'trainer' is not a container of the trial "
+            "template (its containers: training-container)" in result.stderr
+        )
+        no_command = _experiment("no-command", ns)
+        template = no_command["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]
+        (container,) = template["spec"]["containers"]
+        container["args"] = container.pop("command")[2:]
+        result = _apply(cluster, no_command)
+        assert result.returncode != 0
+        assert (
+            "spec.trialTemplate.trialSpec.spec.template.spec.containers[0].command: required for "
+            "primary container 'training-container'" in result.stderr
+        )
+        for name in ("wrong-primary", "no-command"):
+            assert kube.get_or_none(EXPERIMENTS, name, ns) is None

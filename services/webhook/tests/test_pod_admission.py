@@ -1,0 +1,152 @@
+"""`/mutate-pod` decisions: which pods are a Trial's, and that no other pod is ever refused.
+
+The owner answers come from `StaticCluster` (pure rules); the same decisions against a real
+API server, as the webhook's real ServiceAccount, are in test_integration_pod_safety.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from webhook_cases import NS, TRIAL_LABEL, StaticCluster, job, pod, review, trial
+
+from kubetune import config as katib_config
+from kubetune import errors
+from kubetune_webhook import injecting, reviewing, validating
+
+CONFIG = katib_config.default()
+
+
+def _owned() -> StaticCluster:
+    return StaticCluster(
+        objects={("Job", NS, "random-abc"): job(), ("Trial", NS, "random-abc"): trial()}
+    )
+
+
+def _admit(cluster: Any, obj: dict[str, Any]) -> dict[str, Any]:
+    status, answer = reviewing.Admission(CONFIG, cluster).handle(
+        "/mutate-pod", json.dumps(review(obj, "Pod")).encode()
+    )
+    assert status == 200
+    response: dict[str, Any] = answer["response"]
+    return response
+
+
+def _unlabelled() -> dict[str, Any]:
+    return pod(labels={"job-name": "random-abc"})
+
+
+@dataclass
+class Refusing:
+    """Owners whose every lookup fails as the API server would for a kind it may not read."""
+
+    def get_object(
+        self, api_version: str, kind: str, name: str, namespace: str, uid: str | None = None
+    ) -> dict[str, Any] | None:
+        raise validating.ClusterError(f'403 Forbidden: cannot get resource "{kind.lower()}s"')
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(StaticCluster(), name)
+
+
+@dataclass
+class Validating:
+    """Owners that refuse what `kubetune.kube` refuses: names that are no object's."""
+
+    inner: StaticCluster
+
+    def get_object(
+        self, api_version: str, kind: str, name: str, namespace: str, uid: str | None = None
+    ) -> dict[str, Any] | None:
+        from kubetune import kube
+
+        kube.object_name(name)
+        return self.inner.get_object(api_version, kind, name, namespace, uid)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_unlabelled_pod_is_admitted_unchanged_whatever_the_lookups_do() -> None:
+    assert _admit(Refusing(), _unlabelled()) == {"uid": "u-1", "allowed": True}
+    assert _admit(StaticCluster(error=RuntimeError("boom")), _unlabelled()) == {
+        "uid": "u-1",
+        "allowed": True,
+    }
+
+
+def test_unlabelled_pod_of_a_trial_is_still_injected() -> None:
+    """A configuration without the objectSelector keeps upstream's behaviour for trial pods."""
+    response = _admit(_owned(), _unlabelled())
+    assert response["allowed"] is True
+    patch = json.loads(base64.b64decode(response["patch"]))
+    assert any(op["path"] == "/metadata/labels/katib.kubeflow.org~1trial" for op in patch)
+
+
+def test_labelled_pod_whose_owners_cannot_be_read_is_retried_not_run_bare() -> None:
+    response = _admit(Refusing(), pod())
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 500
+    assert "cannot be read to confirm it belongs to that Trial" in response["status"]["message"]
+    assert "remove it" in response["status"]["message"]
+
+
+def test_labelled_pod_of_its_trial_is_injected() -> None:
+    response = _admit(_owned(), pod())
+    assert response["allowed"] is True and response["patchType"] == "JSONPatch"
+
+
+def test_labelled_pod_of_another_trial_is_refused() -> None:
+    response = _admit(_owned(), pod(labels={TRIAL_LABEL: "random-xyz"}))
+    assert response["allowed"] is False and response["status"]["code"] == 400
+    assert response["status"]["message"] == (
+        "metadata.labels[katib.kubeflow.org/trial]: 'random-xyz' is reserved for the pods of "
+        "Trial random-xyz, but it belongs to Trial random-abc; remove the label from this pod "
+        "(or its template)"
+    )
+
+
+@pytest.mark.parametrize(
+    "owner", ["../../victim/trials/t-secret", "../../../../../api/v1/namespaces/x/secrets/y"]
+)
+def test_an_owner_name_that_is_no_object_name_is_a_dead_end(owner: str) -> None:
+    forged = pod()
+    forged["metadata"]["ownerReferences"] = [
+        {"apiVersion": "kubeflow.org/v1beta1", "kind": "Trial", "name": owner, "uid": "trial-uid"}
+    ]
+    # Even an Owners that would answer for that name is never asked with it.
+    inner = StaticCluster(objects={("Trial", NS, owner): trial()})
+    cluster = Validating(inner)
+    assert injecting.find_trial(forged, NS, cluster) is None
+    response = _admit(cluster, forged)
+    assert response["allowed"] is False
+    assert "but no Trial owns it" in response["status"]["message"]
+    unlabelled = json.loads(json.dumps(forged))
+    del unlabelled["metadata"]["labels"][TRIAL_LABEL]
+    assert _admit(cluster, unlabelled) == {"uid": "u-1", "allowed": True}
+
+
+def test_an_owner_with_another_uid_is_not_the_owner() -> None:
+    """A Trial of the same name that is not the one the reference names (recreated, forged)."""
+    cluster = _owned()
+    impostor = job()
+    impostor["metadata"]["ownerReferences"][0]["uid"] = "other-uid"
+    cluster.objects[("Job", NS, "random-abc")] = impostor
+    assert injecting.find_trial(pod(), NS, cluster) is None
+    moved = pod()
+    moved["metadata"]["ownerReferences"][0]["uid"] = "not-the-job"
+    assert injecting.find_trial(moved, NS, _owned()) is None
+
+
+def test_strict_walk_raises_and_lenient_walk_does_not() -> None:
+    with pytest.raises(validating.ClusterError):
+        injecting.find_trial(pod(), NS, Refusing(), strict=True)
+    assert injecting.find_trial(pod(), NS, Refusing(), strict=False) is None
+
+
+def test_invalid_name_error_is_a_value_error() -> None:
+    assert issubclass(errors.InvalidName, ValueError)
