@@ -436,8 +436,10 @@ def _closed_by_server(sock: socket.socket, wait: float) -> bool:
 
 
 def _allowed_pod(srv: serving.AdmissionServer, cert_dir: Path) -> None:
+    """An ordinary pod (no trial label): admitted unchanged, the cheapest whole admission."""
     conn = _connect(srv, cert_dir)
-    status, answer = _post(conn, "/mutate-pod", json.dumps(review(pod(), "Pod")).encode())
+    ordinary = pod(labels={})
+    status, answer = _post(conn, "/mutate-pod", json.dumps(review(ordinary, "Pod")).encode())
     assert status == 200 and answer["response"]["allowed"] is True
     conn.close()
 
@@ -614,7 +616,7 @@ def test_large_bodies_arriving_slowly_cannot_take_the_memory(
     start: Callable[..., serving.AdmissionServer], cert_dir: Path
 ) -> None:
     srv = start(max_body=64 * 1024, max_buffered=128 * 1024)
-    body = json.dumps(review(pod(), "Pod")).encode()
+    body = json.dumps(review(pod(labels={}), "Pod")).encode()
     holders = [_idle_tls(srv, cert_dir) for _ in range(2)]
     try:
         for sock in holders:  # each announces the largest body and sends all but a byte
