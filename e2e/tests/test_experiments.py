@@ -303,11 +303,15 @@ def test_refused_trial_pods_fail_the_experiment(kubetune: ClusterHandle, ns: str
 
 
 def _assignments(cluster: ClusterHandle, name: str, ns: str) -> list[tuple[str, str]]:
+    """(name, value) in assignment order; an assignment whose Trial exists keeps only its name in
+    the Suggestion (the object stays small), so its value comes from the Trial."""
     suggestion = get(cluster, "suggestion", name, "-n", ns)
-    return [
-        (s["name"], s["parameterAssignments"][0]["value"])
-        for s in suggestion["status"]["suggestions"]
-    ]
+    trials = {t["metadata"]["name"]: t for t in trials_of(cluster, name, ns)}
+    out = []
+    for s in suggestion["status"]["suggestions"]:
+        values = s.get("parameterAssignments") or trials[s["name"]]["spec"]["parameterAssignments"]
+        out.append((s["name"], values[0]["value"]))
+    return out
 
 
 def test_resume_from_volume_continues_the_same_study(kubetune: ClusterHandle, ns: str) -> None:
