@@ -2,13 +2,24 @@
 
 Shared by the end-to-end tests and the demo: apply the overlay server-side, wait for every
 Deployment to become Available, and label a namespace for trial-pod injection.
+
+Per cluster: every pod of the local cluster is a host process on the host's network, so the
+overlay's fixed host ports (webhook 28443, probes 28081-28083) and its hostPath prefix
+(/tmp/katib/suggestions/) would be shared by two clusters on one machine: the second API server
+would call the first cluster's webhook and the second webhook would die with EADDRINUSE. So the
+overlay is rendered with free ports chosen for the cluster the first time it is deployed there
+and the hostPath under the cluster's own state directory (`localcluster down` removes it); the
+choice is kept in that directory, so deploying again changes nothing.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import socket
 import sys
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -18,16 +29,87 @@ KUBETUNE_NAMESPACE = "kubeflow"
 INJECTION_LABEL = "katib.kubeflow.org/metrics-collector-injection=enabled"
 
 
+# What the overlay's files say; replaced per cluster by `render_overlay`.
+DEFAULT_PORTS = {
+    "webhook": 28443,
+    "experiment-controller": 28081,
+    "trial-controller": 28082,
+    "suggestion-controller": 28083,
+}
+DEFAULT_HOST_DIR = "/tmp/katib/suggestions/"
+SETTINGS_FILE = "kubetune-local-overlay.json"
+
+
 class Kubectl(Protocol):
     def kubectl(self, *args: str, check: bool = True, stdin: str | None = None) -> Any: ...
 
 
-def apply_overlay(cluster: Kubectl) -> None:
+@dataclass(frozen=True)
+class LocalSettings:
+    """The host ports and the hostPath prefix of one cluster's deployment of the overlay."""
+
+    ports: dict[str, int]
+    host_dir: str
+
+
+def state_dir_of(cluster: Kubectl) -> Path | None:
+    """The local cluster's state directory; None for a cluster localcluster did not start."""
+    state = getattr(cluster, "state", None)
+    directory = getattr(state, "state_dir", None)
+    return Path(directory) if directory else None
+
+
+def _free_ports(count: int) -> list[int]:
+    """`count` distinct ports the kernel says are free now (all held until all are chosen)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def local_settings(state_dir: Path | None) -> LocalSettings:
+    """The cluster's settings: read from its state dir, else chosen now and saved there.
+
+    Without a state dir (an existing cluster) the overlay's own values are used."""
+    if state_dir is None:
+        return LocalSettings(dict(DEFAULT_PORTS), DEFAULT_HOST_DIR)
+    path = state_dir / SETTINGS_FILE
+    if path.exists():
+        saved = json.loads(path.read_text())
+        return LocalSettings({k: int(v) for k, v in saved["ports"].items()}, saved["host_dir"])
+    ports = dict(zip(DEFAULT_PORTS, _free_ports(len(DEFAULT_PORTS)), strict=True))
+    settings = LocalSettings(ports, f"{state_dir.resolve() / 'suggestions'}/")
+    path.write_text(json.dumps(asdict(settings)))
+    return settings
+
+
+def render_overlay(cluster: Kubectl, settings: LocalSettings) -> str:
+    """`kubectl kustomize` of the overlay with the cluster's ports and hostPath prefix."""
+    out = cluster.kubectl("kustomize", str(OVERLAY), check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"kubectl kustomize {OVERLAY} failed:\n{out.stderr}")
+    text = str(out.stdout)
+    for name, default in DEFAULT_PORTS.items():
+        text = re.sub(rf"(?<![0-9]){default}(?![0-9])", str(settings.ports[name]), text)
+    return text.replace(DEFAULT_HOST_DIR, settings.host_dir)
+
+
+def apply_overlay(cluster: Kubectl) -> LocalSettings:
+    """Apply the overlay rendered for this cluster (server-side); returns what was chosen."""
+    settings = local_settings(state_dir_of(cluster))
+    manifest = render_overlay(cluster, settings)
     out = cluster.kubectl(
-        "apply", "--server-side", "--force-conflicts", "-k", str(OVERLAY), check=False
+        "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=manifest, check=False
     )
     if out.returncode != 0:
-        raise RuntimeError(f"kubectl apply -k {OVERLAY} failed:\n{out.stderr}")
+        raise RuntimeError(f"kubectl apply of {OVERLAY} failed:\n{out.stderr}")
+    return settings
 
 
 def wait_available(cluster: Kubectl, timeout: float = 240.0) -> None:

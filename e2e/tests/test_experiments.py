@@ -234,12 +234,85 @@ def test_never_refuses_a_restart(kubetune: ClusterHandle, ns: str) -> None:
     assert out.returncode != 0 and "resumePolicy" in out.stderr, out.stderr
 
 
+def test_refused_trial_pods_fail_the_experiment(kubetune: ClusterHandle, ns: str) -> None:
+    """Issue 13 defect 5: a policy refuses every trial pod of the namespace; each Trial fails
+    with the refusal (it stayed Running for ever) and maxFailedTrialCount ends the Experiment."""
+    refusal = "trial pods are not allowed in this namespace"
+    policy = f"refuse-trials-{ns}"
+    apply(
+        kubetune,
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": policy},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE"],
+                            "resources": ["pods"],
+                        }
+                    ]
+                },
+                "validations": [
+                    {
+                        "expression": "!has(object.metadata.labels) || "
+                        "!('katib.kubeflow.org/trial' in object.metadata.labels)",
+                        "message": refusal,
+                    }
+                ],
+            },
+        },
+    )
+    apply(
+        kubetune,
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": policy},
+            "spec": {
+                "policyName": policy,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}
+                },
+            },
+        },
+    )
+    try:
+        exp = quick_experiment(ns, "refused", "Never", 3)
+        exp["spec"]["maxFailedTrialCount"] = 1
+        apply(kubetune, exp)
+
+        def failed() -> Obj | None:
+            found = get(kubetune, "experiment", "refused", "-n", ns)
+            return found if condition(found, "Failed") else None
+
+        done = wait_for(failed, 180, "experiment refused to fail")
+        assert done["status"]["trialsFailed"] >= 1, done["status"]
+        trial = next(t for t in trials_of(kubetune, "refused", ns) if condition(t, "Failed"))
+        message = (condition(trial, "Failed") or {}).get("message", "")
+        assert refusal in message, message
+    finally:
+        kubetune.kubectl(
+            "delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", policy,
+            "--ignore-not-found", check=False,
+        )  # fmt: skip
+
+
 def _assignments(cluster: ClusterHandle, name: str, ns: str) -> list[tuple[str, str]]:
+    """(name, value) in assignment order; an assignment whose Trial exists keeps only its name in
+    the Suggestion (the object stays small), so its value comes from the Trial."""
     suggestion = get(cluster, "suggestion", name, "-n", ns)
-    return [
-        (s["name"], s["parameterAssignments"][0]["value"])
-        for s in suggestion["status"]["suggestions"]
-    ]
+    trials = {t["metadata"]["name"]: t for t in trials_of(cluster, name, ns)}
+    out = []
+    for s in suggestion["status"]["suggestions"]:
+        values = s.get("parameterAssignments") or trials[s["name"]]["spec"]["parameterAssignments"]
+        out.append((s["name"], values[0]["value"]))
+    return out
 
 
 def test_resume_from_volume_continues_the_same_study(kubetune: ClusterHandle, ns: str) -> None:

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import deploying
 import pytest
 import yaml
 
@@ -46,8 +48,8 @@ KEPT_KINDS = ("CustomResourceDefinition", "Namespace")
 
 
 def _render(cluster: ClusterHandle) -> list[Obj]:
-    out = cluster.kubectl("kustomize", str(OVERLAY))
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
+    settings = deploying.local_settings(deploying.state_dir_of(cluster))
+    return [d for d in yaml.safe_load_all(deploying.render_overlay(cluster, settings)) if d]
 
 
 def _json(cluster: ClusterHandle, *args: str) -> Any:
@@ -65,19 +67,40 @@ def _skip_on_shared_cluster() -> None:
 
 
 @pytest.fixture(scope="module")
-def rendered(cluster: ClusterHandle) -> list[Obj]:
+def another_cluster_ports() -> Iterator[list[int]]:
+    """The overlay's default host ports held open, as another local cluster's kubetune on this
+    machine would hold them (a port some other process holds already is just as taken)."""
+    held: list[socket.socket] = []
+    for port in deploying.DEFAULT_PORTS.values():
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+            s.listen()
+            held.append(s)
+        except OSError:
+            s.close()
+    try:
+        yield list(deploying.DEFAULT_PORTS.values())
+    finally:
+        for s in held:
+            s.close()
+
+
+@pytest.fixture(scope="module")
+def rendered(cluster: ClusterHandle, another_cluster_ports: list[int]) -> list[Obj]:
     _skip_on_shared_cluster()
     return _render(cluster)
 
 
 @pytest.fixture(scope="module")
 def deployed(cluster: ClusterHandle, rendered: list[Obj]) -> Iterator[list[Obj]]:
-    """The overlay applied (server-side); afterwards its objects are deleted again, except the
-    CRDs and the namespace (on a shared cluster deleting them would delete others' objects)."""
-    out = cluster.kubectl(
-        "apply", "--server-side", "--force-conflicts", "-k", str(OVERLAY), check=False
-    )
-    assert out.returncode == 0, f"kubectl apply -k {OVERLAY} failed:\n{out.stderr}"
+    """The overlay applied (server-side), with this cluster's own ports while the defaults are
+    taken (`another_cluster_ports`); afterwards its objects are deleted again, except the CRDs
+    and the namespace (on a shared cluster deleting them would delete others' objects)."""
+    try:
+        deploying.apply_overlay(cluster)
+    except RuntimeError as e:
+        pytest.fail(str(e))
     try:
         yield rendered
     finally:
@@ -338,6 +361,72 @@ def test_a_status_write_that_names_no_pod_is_refused(
     cluster.kubectl(*patch, "-p", forged)  # an admin is not a trial pod: RBAC decides
 
 
+def test_ports_and_host_path_are_the_clusters_own(
+    cluster: ClusterHandle, rendered: list[Obj], another_cluster_ports: list[int]
+) -> None:
+    """Issue 13 defect 11: nothing of the rendered overlay uses the shared defaults."""
+    state_dir = deploying.state_dir_of(cluster)
+    if state_dir is None:
+        pytest.skip("an existing cluster keeps the overlay's own ports")
+    settings = deploying.local_settings(state_dir)
+    assert len(set(settings.ports.values())) == len(settings.ports)
+    assert not set(settings.ports.values()) & set(another_cluster_ports)
+    assert settings.host_dir.startswith(f"{state_dir.resolve()}/")
+    text = yaml.safe_dump_all(rendered)
+    for default in another_cluster_ports:
+        assert str(default) not in text, f"port {default} is still in the rendered overlay"
+    assert deploying.DEFAULT_HOST_DIR not in text
+    webhooks = [
+        w["clientConfig"]["url"]
+        for o in rendered
+        if o["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+        for w in o["webhooks"]
+    ]
+    assert webhooks and all(
+        u.startswith(f"https://127.0.0.1:{settings.ports['webhook']}/") for u in webhooks
+    )
+    # Deploying again keeps the choice (no new ports, no restarted pods).
+    assert deploying.local_settings(state_dir) == settings
+
+
+def test_a_second_cluster_deploys_beside_the_first(
+    cluster: ClusterHandle, deployed: list[Obj], tmp_path: Path
+) -> None:
+    """Issue 13 defect 11, for real: a second local cluster on this machine deploys the overlay
+    while the first one's kubetune runs; each API server calls its own webhook."""
+    from localcluster import cluster as lc
+
+    if deploying.state_dir_of(cluster) is None:
+        pytest.skip("needs the session's local cluster")
+    test_every_deployment_becomes_available(cluster, deployed)
+    state = lc.up(tmp_path / "second", bind_to_parent=True, quiet=True)
+    try:
+        second = ClusterHandle(state.kubeconfig, state.kubectl, state.server, state)
+        mine = deploying.apply_overlay(second)
+        theirs = deploying.local_settings(deploying.state_dir_of(cluster))
+        assert not set(mine.ports.values()) & set(theirs.ports.values())
+        assert mine.host_dir != theirs.host_dir
+        deploying.wait_available(second, AVAILABLE_TIMEOUT)
+        url = _json(second, "get", "mutatingwebhookconfiguration", "kubetune-webhook")["webhooks"][
+            0
+        ]["clientConfig"]["url"]
+        assert url.startswith(f"https://127.0.0.1:{mine.ports['webhook']}/"), url
+        # The second API server's webhook answers (an Experiment comes back defaulted) ...
+        deploying.enable_injection(second, "default")
+        experiment = _experiment("beside", "default", "Never")
+        experiment["spec"].pop("metricsCollectorSpec", None)
+        out = second.kubectl(
+            "create", "--dry-run=server", "-o", "json", "-f", "-",
+            stdin=json.dumps(experiment), check=False,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["spec"]["metricsCollectorSpec"]["collector"]["kind"]
+        # ... and the first cluster's services still run.
+        test_every_deployment_becomes_available(cluster, deployed)
+    finally:
+        lc.down(tmp_path / "second", quiet=True)
+
+
 def test_image_map_renders_the_venv(tmp_path: Path) -> None:
     from deploying import render_image_map
 
@@ -481,7 +570,9 @@ def test_from_volume_gets_a_host_path_volume(
     pvcs = _json(cluster, "get", "pvc", "-n", namespace)["items"]
     assert len(pvcs) == 1 and pvcs[0]["status"]["phase"] == "Bound"
     pv = _json(cluster, "get", "pv", pvcs[0]["spec"]["volumeName"])
-    assert pv["spec"]["hostPath"]["path"].startswith("/tmp/katib/suggestions/")
+    settings = deploying.local_settings(deploying.state_dir_of(cluster))
+    assert pv["spec"]["hostPath"]["path"].startswith(settings.host_dir)
+    assert not settings.host_dir.startswith(deploying.DEFAULT_HOST_DIR)
     assert pv["spec"]["storageClassName"] == "kubetune-local"
     cluster.kubectl("delete", "experiment", "-n", namespace, "resumable", "--wait=true")
     deadline = time.monotonic() + 60

@@ -272,7 +272,17 @@ class StandIn:
         self.kube.patch(SUGGESTIONS, self.name, {"spec": {"requests": count}}, self.namespace)
 
     def assignments(self) -> list[dict[str, Any]]:
-        return list((self.suggestion().get("status") or {}).get("suggestions") or [])
+        """Whole assignments: one whose Trial exists keeps only its name in the Suggestion (the
+        object stays small), so its parameters come from the Trial, as the algorithm does."""
+        stored = list((self.suggestion().get("status") or {}).get("suggestions") or [])
+        if all("parameterAssignments" in a for a in stored):
+            return stored
+        trials = {
+            t["metadata"]["name"]: t["spec"] for t in self.kube.list_all(TRIALS, self.namespace)
+        }
+        return [
+            a if "parameterAssignments" in a else {**a, **trials.get(a["name"], {})} for a in stored
+        ]
 
     def wait_assignments(self, count: int, timeout: float = 120.0) -> list[dict[str, Any]]:
         return wait_for(  # type: ignore[no-any-return]

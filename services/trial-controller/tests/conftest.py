@@ -30,6 +30,11 @@ CRD_RESOURCE = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
 )
 CLUSTERROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False)
+CLUSTERROLEBINDINGS = Resource(
+    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False
+)
+SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
+ROLE_FILE = REPO / "kustomize" / "base" / "trial-controller" / "clusterrole.yaml"
 SCRIPT = shutil.which("trial-controller") or str(Path(sys.executable).parent / "trial-controller")
 
 
@@ -130,6 +135,45 @@ def thirdparty_crds(kube: Kube, crds: None) -> Iterator[Callable[[str | Path], N
     for name in ours:
         with contextlib.suppress(errors.NotFound):
             kube.delete(CRD_RESOURCE, name)
+
+
+@pytest.fixture
+def limited_kubeconfig(cluster: Any, kube: Kube, namespace: str, tmp_path: Path) -> Iterator[str]:
+    """A kubeconfig with the token of a ServiceAccount that holds only the shipped role."""
+    name = f"kubetune-trial-controller-test-{namespace}"
+    role = yaml.safe_load(ROLE_FILE.read_text())
+    role["metadata"] = {"name": name}
+    kube.create(CLUSTERROLES, role)
+    kube.create(SERVICEACCOUNTS, {"metadata": {"name": "trial-controller"}}, namespace)
+    kube.create(
+        CLUSTERROLEBINDINGS,
+        {
+            "metadata": {"name": name},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": name,
+            },
+            "subjects": [
+                {"kind": "ServiceAccount", "name": "trial-controller", "namespace": namespace}
+            ],
+        },
+    )
+    try:
+        token = cluster.kubectl(
+            "create", "token", "trial-controller", "-n", namespace, "--duration=1h"
+        ).stdout.strip()
+        config = yaml.safe_load(Path(cluster.kubeconfig).read_text())
+        config["users"] = [{"name": "limited", "user": {"token": token}}]
+        for context in config["contexts"]:
+            context["context"]["user"] = "limited"
+        path = tmp_path / "limited.kubeconfig"
+        path.write_text(yaml.safe_dump(config))
+        yield str(path)
+    finally:
+        for resource in (CLUSTERROLEBINDINGS, CLUSTERROLES):
+            with contextlib.suppress(errors.NotFound):
+                kube.delete(resource, name)
 
 
 @dataclass

@@ -77,3 +77,9 @@ def from_status(status: int, reason: str, message: str) -> ApiError:
     if status == 422:
         return Invalid(status, reason, message)
     return ApiError(status, reason, message)
+
+
+def is_too_large(e: ApiError) -> bool:
+    """A write refused for its size: the API server's body limit (413) or etcd's request limit
+    (`etcdserver: request is too large`, which the API server passes on as a 500)."""
+    return e.status == 413 or "too large" in e.message.lower()

@@ -207,7 +207,8 @@ def select_assignments(
             break
         if maximum is not None and index >= maximum:
             break
-        if assignment.get("name") not in existing:
+        # Without parameterAssignments: compacted by the algorithm once its Trial existed.
+        if assignment.get("name") not in existing and "parameterAssignments" in assignment:
             chosen.append(TrialAssignment.model_validate(assignment))
     return chosen
 

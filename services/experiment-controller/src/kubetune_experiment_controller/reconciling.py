@@ -19,6 +19,7 @@ create and status write is healed on the next pass from the annotation.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import socket
 from collections.abc import Callable
@@ -42,6 +43,7 @@ EVENTS = Resource("", "v1", "events", "Event")
 COMPONENT = "experiment-controller"
 CONFIG_MAP_RETRY = 10.0
 CACHE_WAIT = 0.2
+TOO_LARGE = "ObjectTooLarge"
 
 
 def status_dict(status: ExperimentStatus) -> dict[str, Any]:
@@ -116,6 +118,23 @@ class Reconciler:
     # --- the pass ------------------------------------------------------------------------
 
     def reconcile(self, key: Key) -> Result | None:
+        """One pass; a write refused for its size also shows as an event on the Experiment."""
+        try:
+            return self._reconcile(key)
+        except errors.ApiError as e:
+            if not errors.is_too_large(e):
+                raise
+            obj = self.kube.get_or_none(EXPERIMENTS, key.name, key.namespace)
+            if obj is not None:
+                message = (
+                    f"a write for Experiment {key} was refused as too large ({e.message}); "
+                    "objects above the API server's limit (etcd: ~1.5 MiB) cannot be stored: "
+                    "reduce the number or length of the parameters or of the trial template"
+                )
+                self.record(obj, planning.Event("Warning", TOO_LARGE, message))
+            raise
+
+    def _reconcile(self, key: Key) -> Result | None:
         if self.controller is not None and not self.controller.synced():
             # The runtime starts workers before the caches are filled; a pass now would list
             # every Trial from the API server (10,000 objects at once), so wait for the cache.
@@ -275,9 +294,23 @@ class Reconciler:
             log.info("%s/%s: trial %s created", namespace, obj["metadata"]["name"], assignment.name)
         except errors.AlreadyExists:
             return
-        except errors.Invalid as e:
-            # The API server refused the object the template produced: create it without runSpec.
+        except errors.ApiError as e:
+            # The API server refused the object the template produced (invalid, or above the
+            # object size limit: refused again on every retry): create it without runSpec.
+            too_large = errors.is_too_large(e)
+            if not (isinstance(e, errors.Invalid) or too_large):
+                raise
             error = f"Trial could not be created: {e.message}"
+            if too_large:
+                size = len(json.dumps(trial, separators=(",", ":")).encode())
+                error = (
+                    f"Trial could not be created: it is {size} bytes, too large for the "
+                    f"API server ({e.message}); the rendered trial template is too large: "
+                    "shorten the template or the parameter values it repeats"
+                )
+                self.record(
+                    obj, planning.Event("Warning", TOO_LARGE, f"{assignment.name}: {error}")
+                )
             trial = rendering.build_trial(obj, experiment, assignment, None, error)
             try:
                 self.kube.create(TRIALS, trial, namespace)

@@ -73,6 +73,15 @@ def parser() -> argparse.ArgumentParser:
         help="port of /healthz and /readyz (0 = any free port)",
     )
     p.add_argument(
+        "--max-suggestion-bytes",
+        action=EnvDefault,
+        env="KUBETUNE_MAX_SUGGESTION_BYTES",
+        type=int,
+        default=syncing.DEFAULT_MAX_BYTES,
+        help="keep the Suggestion object below this size: more new assignments wait until "
+        "their Trials exist (etcd refuses objects above ~1.5 MiB)",
+    )
+    p.add_argument(
         "--resync",
         action=EnvDefault,
         env="KUBETUNE_RESYNC",
@@ -129,7 +138,14 @@ def run(args: argparse.Namespace, stop: threading.Event, wake: threading.Event) 
     ]
     for informer in informers:
         informer.start(stop)
-    syncer = syncing.Syncer(kube, args.namespace, args.suggestion, args.algorithm, directory)
+    syncer = syncing.Syncer(
+        kube,
+        args.namespace,
+        args.suggestion,
+        args.algorithm,
+        directory,
+        max_bytes=int(args.max_suggestion_bytes),
+    )
     pause = 0.5
     try:
         while not stop.is_set():

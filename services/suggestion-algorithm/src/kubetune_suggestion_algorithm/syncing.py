@@ -8,27 +8,71 @@ disagree) and `algorithmSettings`. A Conflict means another writer came first: r
 
 Invalid settings never crash the process: the problem is logged once and the pass waits for the
 Suggestion to change (the suggestion-controller marks it Failed with the same problems).
+
+The Suggestion stays small by design (etcd refuses objects above ~1.5 MiB; 2,000 parameters make
+one assignment ~80 KB): an assignment whose Trial exists keeps only its `name` in
+`status.suggestions` (the Trial's spec holds its parameters; positions, and so indexes and
+`suggestionCount`, are unchanged), so only the assignments not yet turned into Trials (at most
+parallelTrialCount) are stored whole. And before writing, the pass measures the object: new
+assignments that would take it above `max_bytes` wait for a later pass (when Trials exist and
+their entries shrink). When not even one fits, or the API server refuses the write as too
+large anyway, a Warning Event `ObjectTooLarge` on the Experiment names the object, its size and
+the fix (the Experiment's status belongs to the experiment-controller).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import socket
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kubetune import algorithmsettings, conditions, errors, naming, observations
 from kubetune.algorithmsettings import Value
 from kubetune.api.common import AlgorithmSetting, ObjectiveType
 from kubetune.api.experiment import Experiment
-from kubetune.api.suggestion import Suggestion
+from kubetune.api.suggestion import Suggestion, TrialAssignment
 from kubetune.api.trial import Trial
 from kubetune.conditions import SuggestionCondition, TrialCondition
-from kubetune.kube import EXPERIMENTS, SUGGESTIONS, Kube, Obj
+from kubetune.kube import EXPERIMENTS, SUGGESTIONS, Kube, Obj, Resource
 from kubetune_suggestion_algorithm import studying
 
 log = logging.getLogger(__name__)
+
+EVENTS = Resource("", "v1", "events", "Event")
+TOO_LARGE = "ObjectTooLarge"
+DEFAULT_MAX_BYTES = 1024 * 1024
+"""The Suggestion's size this process keeps below: etcd's default limit is 1.5 MiB per request,
+and the object also carries metadata, managedFields and the other writers' fields."""
+
+
+def compact(assignment: TrialAssignment, has_trial: bool) -> dict[str, Any]:
+    """The stored form: the name only once its Trial exists (the Trial holds the rest)."""
+    return {"name": assignment.name} if has_trial else assignment.to_wire()
+
+
+def filled(
+    assignments: Sequence[TrialAssignment], trials: dict[str, Trial]
+) -> list[TrialAssignment]:
+    """Stored assignments with the parameters of compacted ones taken back from their Trials
+    (the study needs them to replay after a restart without its volume)."""
+    out = []
+    for assignment in assignments:
+        trial = trials.get(assignment.name)
+        if assignment.parameter_assignments is None and trial is not None:
+            assignment = assignment.model_copy(
+                update={"parameter_assignments": trial.spec.parameter_assignments}
+            )
+        out.append(assignment)
+    return out
+
+
+def size_of(obj: Obj) -> int:
+    return len(json.dumps(obj, separators=(",", ":")).encode())
 
 
 def outcome(experiment: Experiment, trial: Trial) -> studying.Outcome | None:
@@ -73,6 +117,8 @@ class Syncer:
     last_problem: str = ""
     passes: int = 0
     writes: list[int] = field(default_factory=list)
+    max_bytes: int = DEFAULT_MAX_BYTES
+    reported: set[str] = field(default_factory=set)
 
     def _search(
         self, experiment: Experiment, algorithm: str, settings: dict[str, Value]
@@ -143,12 +189,16 @@ class Syncer:
         search = self._search(experiment, algorithm, settings)
 
         outcomes: dict[str, studying.Outcome] = {}
+        trials: dict[str, Trial] = {}
         for obj in trial_objects:
             trial = Trial.model_validate(obj)
+            if not trial.metadata.name:
+                continue
+            trials[trial.metadata.name] = trial
             result = outcome(experiment, trial)
-            if result is not None and trial.metadata.name:
+            if result is not None:
                 outcomes[trial.metadata.name] = result
-        assignments = list((status.suggestions if status else None) or [])
+        assignments = filled((status.suggestions if status else None) or [], trials)
         told = search.catch_up(assignments, outcomes)
         if told:
             log.info("told %d finished trials to the study", told)
@@ -165,24 +215,100 @@ class Syncer:
             log.info(
                 "the search space is exhausted after %d assignments", len(assignments) + len(new)
             )
-        every = assignments + new
-        patch = {
-            "metadata": {"resourceVersion": suggestion.metadata.resource_version},
-            "status": {
-                "suggestions": [a.to_wire() for a in every],
+        stored = [compact(a, a.name in trials) for a in assignments]
+        wanted = len(new)
+        while True:
+            every = stored + [a.to_wire() for a in new]
+            fields: dict[str, Any] = {
+                "suggestions": every,
                 "suggestionCount": len(every),
                 "algorithmSettings": [s.to_wire() for s in settings_out],
-            },
-        }
+            }
+            patch = {
+                "metadata": {"resourceVersion": suggestion.metadata.resource_version},
+                "status": fields,
+            }
+            size = size_of({**raw, "status": {**(raw.get("status") or {}), **fields}})
+            if size <= self.max_bytes or not new:
+                break
+            new = new[:-1]  # the rest waits until Trials exist and their entries shrink
+        if len(new) < wanted:
+            log.info(
+                "handing out %d of %d assignments: more would make the Suggestion larger "
+                "than %d bytes",
+                len(new),
+                wanted,
+                self.max_bytes,
+            )
+            if not new and all(a.name in trials for a in assignments):
+                # Nothing fits and no stored assignment waits for its Trial: waiting won't help.
+                self.too_large(
+                    experiment_raw,
+                    size,
+                    f"it would be {size} bytes with one more assignment, above this "
+                    f"algorithm's limit of {self.max_bytes} bytes",
+                )
+            if not new and stored == list((raw.get("status") or {}).get("suggestions") or []):
+                return False  # nothing to add, nothing to compact
         try:
             self.kube.patch(SUGGESTIONS, self.name, patch, self.namespace, subresource="status")
         except errors.Conflict:
             log.info("Suggestion changed while computing; re-reading")
             return True
+        except errors.ApiError as e:
+            if not errors.is_too_large(e):
+                raise
+            self.too_large(experiment_raw, size, f"the API server refused it: {e.message}")
+            raise
         self.writes.append(len(new))
         if new:
             log.info("assigned %s", ", ".join(a.name for a in new))
         return True
+
+    def too_large(self, experiment: Obj, size: int, why: str) -> None:
+        """Say on the Experiment (a Warning Event, once per cause) why no more Trials come."""
+        message = (
+            f"Suggestion {self.namespace}/{self.name} cannot hold more assignments: {why}. "
+            f"Each assignment not yet turned into a Trial is stored whole; lower "
+            f"parallelTrialCount or the number or length of the parameters"
+        )
+        log.error("%s", message)
+        digest = hashlib.sha256(f"{TOO_LARGE}/{why.split(':')[0]}".encode()).hexdigest()[:12]
+        if digest in self.reported:
+            return
+        meta = experiment.get("metadata") or {}
+        now = conditions.rfc3339_now()
+        body: Obj = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": naming.shorten(f"{self.name}.{digest}", naming.NAME_LIMIT),
+                "namespace": self.namespace,
+            },
+            "involvedObject": {
+                "apiVersion": "kubeflow.org/v1beta1",
+                "kind": "Experiment",
+                "name": meta.get("name") or self.name,
+                "namespace": self.namespace,
+                "uid": meta.get("uid"),
+            },
+            "reason": TOO_LARGE,
+            "message": message[:1024],
+            "type": "Warning",
+            "source": {"component": "suggestion-algorithm"},
+            "reportingComponent": "kubetune-suggestion-algorithm",
+            "reportingInstance": socket.gethostname(),
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            self.kube.create(EVENTS, body, self.namespace)
+            self.reported.add(digest)
+        except errors.AlreadyExists:
+            self.reported.add(digest)
+        except errors.ApiError as e:
+            log.warning("event %s not recorded: %s", TOO_LARGE, e)
 
 
 def trial_selector(experiment: str) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from kubetune import config
 from kubetune.kube import TRIALS
 from kubetune.runtime import running
-from kubetune_trial_controller import kinds, reconciling, watching
+from kubetune_trial_controller import kinds, reconciling, refusals, watching
 
 log = logging.getLogger(__name__)
 SERVICE = "trial-controller"
@@ -77,11 +77,14 @@ def allowed_kinds(args: argparse.Namespace) -> frozenset[kinds.JobKind]:
 
 def build(args: argparse.Namespace) -> watching.DynamicController:
     """The controller, wired: Trials are watched at start, job kinds when first needed."""
-    reconciler = reconciling.TrialReconciler(
-        allowed_kinds(args), metrics_timeout=float(args.metrics_timeout)
-    )
+    allowed = allowed_kinds(args)
+    reconciler = reconciling.TrialReconciler(allowed, metrics_timeout=float(args.metrics_timeout))
     controller = watching.DynamicController(
-        SERVICE, reconciler.reconcile, watch_namespace=args.namespace or None
+        SERVICE,
+        reconciler.reconcile,
+        watch_namespace=args.namespace or None,
+        event_reasons=refusals.REASONS,
+        event_mapper=refusals.event_keys(k.kind for k in allowed),
     )
     controller.watch(TRIALS, namespace=args.namespace or None)
     reconciler.controller = controller

@@ -23,9 +23,10 @@ from pydantic import ValidationError
 from kubetune import conditions, errors, jobstatus, naming
 from kubetune.api.trial import Trial
 from kubetune.conditions import TrialCondition
+from kubetune.jobstatus import JobPhase
 from kubetune.kube import TRIALS, Kube, Obj, Resource
 from kubetune.runtime import Key, Result, owner_keys
-from kubetune_trial_controller import building, deciding, kinds, watching
+from kubetune_trial_controller import building, deciding, kinds, refusals, watching
 from kubetune_trial_controller.kinds import JobKind
 
 log = logging.getLogger(__name__)
@@ -207,6 +208,13 @@ class TrialReconciler:
             state = jobstatus.evaluate_rules(job, rules)
         except jobstatus.ConditionError as e:
             return deciding.Seen(problem=INVALID_CONDITION, message=str(e))
+        if state.phase is JobPhase.RUNNING:
+            refused = refusals.find(self._ctl.events(), job["metadata"].get("uid") or "")
+            if refused is not None and refused.persistent:
+                return deciding.Seen(
+                    problem=refused.reason,
+                    message=f"the pods of {kind.kind} {name} are refused: {refused.message}",
+                )
         return deciding.Seen(
             phase=state.phase,
             reason=state.reason,

@@ -19,6 +19,8 @@ from kubetune.runtime import Controller
 from kubetune.runtime.controlling import Mapper
 from kubetune.runtime.watching import Informer
 
+EVENTS = Resource("", "v1", "events", "Event")
+
 
 class NotStarted(RuntimeError):
     """The controller's informers have not been started yet (no client, no stop event)."""
@@ -31,11 +33,32 @@ class DynamicController(Controller):
     started_with: tuple[Kube, threading.Event] | None = None
     dynamic: dict[Resource, Informer] = field(default_factory=dict)
     watch_namespace: str | None = None
+    # Events of refused pods (`refusals`): one informer per reason, filtered by the server.
+    event_reasons: tuple[str, ...] = ()
+    event_mapper: Mapper | None = None
+    event_informers: list[Informer] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start_informers(self, kube: Kube, stop: threading.Event) -> None:
         self.started_with = (kube, stop)
         super().start_informers(kube, stop)
+        if self.event_mapper is None:
+            return
+        for reason in self.event_reasons:
+            informer = Informer(
+                kube,
+                EVENTS,
+                self._enqueue(self.event_mapper),
+                namespace=self.watch_namespace,
+                field_selector=f"reason={reason}",
+                resync_period=self.resync_period,
+            )
+            self.event_informers.append(informer)
+            informer.start(stop)
+
+    def events(self) -> list[Obj]:
+        """The cached refusal Events (empty until the informers synced)."""
+        return [e for informer in self.event_informers for e in informer.objects()]
 
     @property
     def kube(self) -> Kube:

@@ -54,6 +54,7 @@ class Informer:
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         resync_period: float = 300.0,
         watch_timeout: int = 300,
         resume_from: str | None = None,
@@ -64,6 +65,8 @@ class Informer:
         self.handler = handler
         self.namespace = namespace
         self.label_selector = label_selector
+        # e.g. `reason=FailedCreate`: the server filters, so a busy cluster's Events cost nothing.
+        self.field_selector = field_selector
         self.resync_period = resync_period
         self.watch_timeout = watch_timeout
         # Applied to every object before it is cached and handed on: a controller that needs a
@@ -90,6 +93,7 @@ class Informer:
                 self.resource,
                 self.namespace,
                 label_selector=self.label_selector,
+                field_selector=self.field_selector,
                 limit=500,
                 continue_token=token,
             )
@@ -163,6 +167,7 @@ class Informer:
                     resource_version=self.resource_version,
                     timeout_seconds=self.watch_timeout,
                     label_selector=self.label_selector,
+                    field_selector=self.field_selector,
                 ):
                     self._apply(event)
                     if stop.is_set():

@@ -1,0 +1,81 @@
+"""A Trial too large to store fails with the cause instead of being retried for ever (issue 13,
+defect 7): the template repeats a long parameter value until the rendered Trial is ~2 MB, above
+etcd's 1.5 MiB request limit. The API server answers 500 `etcdserver: request is too large`,
+which on main made every reconcile fail again with nothing on the Experiment."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kubetune import naming
+from kubetune.kube import EXPERIMENTS, SUGGESTIONS, Kube, Resource
+from tests.standins import (
+    RunningController,
+    experiment_manifest,
+    last_condition,
+    trials_of,
+    wait_for,
+)
+
+pytestmark = pytest.mark.integration
+EVENTS = Resource("", "v1", "events", "Event")
+REPEATS = 2000
+LONG_VALUE = "0." + "1" * 1000
+
+
+def test_a_trial_too_large_to_store_fails_and_shows_why(
+    kube: Kube, namespace: str, controller: RunningController
+) -> None:
+    manifest = experiment_manifest("huge", namespace, max_trials=2, parallel=1, max_failed=1)
+    container = manifest["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    container["command"] = ["echo", " ".join(["${trialParameters.learningRate}"] * REPEATS)]
+    kube.create(EXPERIMENTS, manifest, namespace)
+    suggestion = wait_for(
+        "the Suggestion", lambda: kube.get_or_none(SUGGESTIONS, "huge", namespace)
+    )
+    name = naming.trial_name("huge", "0")
+    kube.patch(
+        SUGGESTIONS,
+        "huge",
+        {
+            "metadata": {"resourceVersion": suggestion["metadata"]["resourceVersion"]},
+            "status": {
+                "suggestions": [
+                    {"name": name, "parameterAssignments": [{"name": "lr", "value": LONG_VALUE}]}
+                ],
+                "suggestionCount": 1,
+            },
+        },
+        namespace,
+        subresource="status",
+    )
+
+    def failed() -> list[dict[str, Any]]:
+        return [
+            t
+            for t in trials_of(kube, namespace, "huge")
+            if any(
+                c["type"] == "Failed" and c["status"] == "True"
+                for c in (t.get("status") or {}).get("conditions") or []
+            )
+        ]
+
+    (trial,) = wait_for("the Trial failed", failed, timeout=60)
+    message = trial["status"]["conditions"][-1]["message"]
+    assert message.startswith("Trial could not be created: it is "), message
+    assert "too large" in message and "shorten the template" in message
+    assert "runSpec" not in trial["spec"]
+    wait_for(
+        "the Experiment failed (maxFailedTrialCount 1)",
+        lambda: last_condition(kube, namespace, "huge") == ("Failed", "True", "ExperimentFailed"),
+    )
+    events = [
+        e
+        for e in kube.list_all(EVENTS, namespace)
+        if e.get("reason") == "ObjectTooLarge" and e["involvedObject"]["name"] == "huge"
+    ]
+    assert events and events[0]["type"] == "Warning" and name in events[0]["message"]

@@ -1,0 +1,237 @@
+"""The Suggestion stays below the object size limit (issue 13, defect 7).
+
+400 parameters with long names make one assignment ~95 KB; etcd refuses a request above
+1.5 MiB, so with every assignment stored whole the Suggestion stopped growing at ~16 of 24
+(`etcdserver: request is too large`, retried for ever, nothing on the Experiment). Now an
+assignment whose Trial exists keeps only its name, new ones wait when they would not fit, and
+a write that cannot be made shows on the Experiment as a Warning Event `ObjectTooLarge`. The test
+plays the experiment-controller: it raises `spec.requests` and creates the Trials.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import SCRIPT, wait_for
+
+from kubetune import naming
+from kubetune.kube import EXPERIMENTS, SUGGESTIONS, TRIALS, Kube, Resource
+
+pytestmark = pytest.mark.integration
+EVENTS = Resource("", "v1", "events", "Event")
+PARAMETERS = 400
+NAME_PAD = "x" * 190
+
+
+def _create(kube: Kube, namespace: str, requests: int) -> None:
+    algorithm = {
+        "algorithmName": "random",
+        "algorithmSettings": [{"name": "random_state", "value": "3"}],
+    }
+    parameters = [
+        {
+            "name": f"p{i:03d}-{NAME_PAD}",
+            "parameterType": "double",
+            "feasibleSpace": {"min": "0", "max": "1"},
+        }
+        for i in range(PARAMETERS)
+    ]
+    kube.create(
+        EXPERIMENTS,
+        {
+            "apiVersion": "kubeflow.org/v1beta1",
+            "kind": "Experiment",
+            "metadata": {"name": "exp", "namespace": namespace},
+            "spec": {
+                "parameters": parameters,
+                "objective": {"type": "maximize", "objectiveMetricName": "acc"},
+                "algorithm": algorithm,
+            },
+        },
+        namespace,
+    )
+    kube.create(
+        SUGGESTIONS,
+        {
+            "apiVersion": "kubeflow.org/v1beta1",
+            "kind": "Suggestion",
+            "metadata": {"name": "exp", "namespace": namespace},
+            "spec": {"algorithm": algorithm, "requests": requests, "resumePolicy": "Never"},
+        },
+        namespace,
+    )
+
+
+def _start(cluster: Any, namespace: str, tmp_path: Path, *extra: str) -> Any:
+    log = tmp_path / "algorithm.log"
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [
+                SCRIPT,
+                "--kubeconfig",
+                cluster.kubeconfig,
+                "--suggestion",
+                "exp",
+                "--namespace",
+                namespace,
+                "--algorithm",
+                "random",
+                "--data-dir",
+                str(tmp_path / "data"),
+                "--port",
+                "0",
+                "--resync",
+                "2",
+                *extra,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def _status(kube: Kube, namespace: str) -> dict[str, Any]:
+    return dict(kube.get(SUGGESTIONS, "exp", namespace).get("status") or {})
+
+
+def _trial_for(kube: Kube, namespace: str, entry: dict[str, Any]) -> None:
+    """The Trial of an assignment, as the experiment-controller creates it (spec only)."""
+    kube.create(
+        TRIALS,
+        {
+            "apiVersion": "kubeflow.org/v1beta1",
+            "kind": "Trial",
+            "metadata": {"name": entry["name"], "labels": {naming.LABEL_EXPERIMENT: "exp"}},
+            "spec": {"parameterAssignments": entry["parameterAssignments"]},
+        },
+        namespace,
+    )
+
+
+def _size(obj: dict[str, Any]) -> int:
+    """Bytes as stored (compact JSON)."""
+    return len(json.dumps(obj, separators=(",", ":")).encode())
+
+
+def _events(kube: Kube, namespace: str) -> list[dict[str, Any]]:
+    return [
+        e
+        for e in kube.list_all(EVENTS, namespace)
+        if e.get("reason") == "ObjectTooLarge"
+        and e["involvedObject"]["kind"] == "Experiment"
+        and e["involvedObject"]["name"] == "exp"
+    ]
+
+
+def _running(proc: Any) -> Callable[[], None]:
+    def stop() -> None:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+    return stop
+
+
+def test_large_assignments_reach_max_trial_count(
+    cluster: Any,
+    kube: Kube,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """parallelTrialCount 3, maxTrialCount 24: all 24 assignments arrive, the object stays
+    below 1 MiB, and those with a Trial are stored as their name only."""
+    _create(kube, namespace, 3)
+    proc = _start(cluster, namespace, tmp_path)
+    stop = _running(proc)
+    try:
+        deadline = time.monotonic() + 150
+        requests = 3
+        created: set[str] = set()
+        while time.monotonic() < deadline:
+            status = _status(kube, namespace)
+            assigned = status.get("suggestions") or []
+            for entry in assigned:
+                if entry["name"] not in created:  # not yet a Trial: play the controller
+                    created.add(entry["name"])
+                    _trial_for(kube, namespace, entry)
+            if len(assigned) == 24:
+                break
+            if len(assigned) == requests:
+                requests = min(24, requests + 3)
+                kube.patch(SUGGESTIONS, "exp", {"spec": {"requests": requests}}, namespace)
+            time.sleep(0.5)
+        log = (tmp_path / "algorithm.log").read_text()
+        assert len(assigned) == 24, f"stalled at {len(assigned)} assignments:\n{log[-3000:]}"
+        assert "too large" not in log, log[-3000:]
+        assert status["suggestionCount"] == 24
+        assert [s["name"] for s in assigned] == [
+            naming.trial_name("exp", str(i)) for i in range(24)
+        ]
+        suggestion = kube.get(SUGGESTIONS, "exp", namespace)
+        assert _size(suggestion) <= 1024 * 1024
+        whole = [s["name"] for s in assigned if "parameterAssignments" in s]
+        assert len(whole) <= 3, whole  # only those whose Trial did not exist yet
+        assert not _events(kube, namespace)
+    finally:
+        stop()
+
+
+def test_a_write_refused_as_too_large_shows_on_the_experiment(
+    cluster: Any,
+    kube: Kube,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """20 assignments at once (~1.9 MB) with the algorithm's own bound lifted above etcd's
+    limit: the API server refuses the write, and the Experiment gets an ObjectTooLarge event."""
+    _create(kube, namespace, 20)
+    proc = _start(cluster, namespace, tmp_path, "--max-suggestion-bytes=10000000")
+    stop = _running(proc)
+    try:
+        (event,) = wait_for("an ObjectTooLarge event", lambda: _events(kube, namespace), 90)
+        assert event["type"] == "Warning"
+        assert f"Suggestion {namespace}/exp cannot hold more assignments" in event["message"]
+        assert "too large" in event["message"] and "parallelTrialCount" in event["message"]
+        assert proc.poll() is None  # waits, does not crash
+    finally:
+        stop()
+
+
+def test_assignments_wait_when_they_would_not_fit(
+    cluster: Any,
+    kube: Kube,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """With the default bound, 20 requested at once: as many as fit below 1 MiB come now; and
+    with a bound below one assignment nothing is written and the Experiment says why."""
+    _create(kube, namespace, 20)
+    proc = _start(cluster, namespace, tmp_path)
+    stop = _running(proc)
+    try:
+        wait_for("some assignments", lambda: _status(kube, namespace).get("suggestions"), 90)
+        count = len(_status(kube, namespace)["suggestions"])
+        assert 5 <= count < 20
+        assert _size(kube.get(SUGGESTIONS, "exp", namespace)) <= 1024 * 1024
+        assert not _events(kube, namespace)
+    finally:
+        stop()
+    # Their Trials exist now; with a bound below one assignment nothing more can come.
+    for entry in _status(kube, namespace)["suggestions"]:
+        _trial_for(kube, namespace, entry)
+    kube.patch(SUGGESTIONS, "exp", {"spec": {"requests": 21}}, namespace)
+    proc = _start(cluster, namespace, tmp_path, "--max-suggestion-bytes=50000")
+    stop = _running(proc)
+    try:
+        (event,) = wait_for("an ObjectTooLarge event", lambda: _events(kube, namespace), 90)
+        assert "above this algorithm's limit of 50000 bytes" in event["message"]
+        stored = _status(kube, namespace)["suggestions"]
+        assert len(stored) == count
+        assert all(set(s) == {"name"} for s in stored)  # compacted: the Trials hold the rest
+    finally:
+        stop()
