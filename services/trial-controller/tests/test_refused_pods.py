@@ -13,7 +13,7 @@ import pytest
 from conftest import batch_job, conditions_of, is_true, observe, trial, wait_for
 
 from kubetune import errors
-from kubetune.kube import JOBS, TRIALS, Kube, Resource
+from kubetune.kube import JOBS, PODS, TRIALS, Kube, Resource
 
 pytestmark = pytest.mark.integration
 POLICIES = Resource(
@@ -78,11 +78,29 @@ def refusing_policy(kube: Kube, namespace: str) -> Iterator[None]:
         },
     )
     try:
+        # The API server loads a new policy within a second or so (longer on a busy machine);
+        # a Job whose first pod came before it would simply run. Wait until it refuses.
+        probe = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "policy-probe", "labels": {"job-name": "refused"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["true"]}]},
+        }
+        wait_for("the refusing policy to take effect", lambda: _refused(kube, namespace, probe), 60)
         yield
     finally:
         for resource in (BINDINGS, POLICIES):
             with contextlib.suppress(errors.NotFound):
                 kube.delete(resource, name)
+
+
+def _refused(kube: Kube, namespace: str, pod: dict[str, Any]) -> bool:
+    """Whether a server-side dry run of `pod` is refused by the policy (nothing is stored)."""
+    try:
+        kube.create(PODS, pod, namespace, dry_run=True)
+    except errors.ApiError as e:
+        return REFUSAL in str(e)
+    return False
 
 
 def test_refused_pods_fail_the_trial_with_the_refusal(

@@ -267,9 +267,19 @@ class Kube:
             response.release_conn()
 
     def create(
-        self, res: Resource, body: Obj, namespace: str | None = None, *, timeout: float = 30
+        self,
+        res: Resource,
+        body: Obj,
+        namespace: str | None = None,
+        *,
+        timeout: float = 30,
+        dry_run: bool = False,
     ) -> Obj:
-        result: Obj = self._call("POST", res.path(namespace), body=body, timeout=timeout)
+        """POST the object; `dry_run` runs admission and validation without storing it."""
+        query = {"dryRun": "All"} if dry_run else None
+        result: Obj = self._call(
+            "POST", res.path(namespace), query=query, body=body, timeout=timeout
+        )
         return result
 
     def replace(
