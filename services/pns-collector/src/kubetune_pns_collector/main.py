@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from kubetune import logs, procwait
+from kubetune import flags, logs, procwait
 from kubetune.api.common import MetricStrategy, MetricStrategyType, ObjectiveSpec, ObjectiveType
+from kubetune.flags import EnvDefault
 from kubetune.kube import Kube, connect
-from kubetune.runtime.running import EnvDefault
 from kubetune_pns_collector import collecting, parsing, reporting, stopping, summaries
 
 log = logging.getLogger("pns-collector")
@@ -72,11 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     flag("report-interval", type=float, default=10.0, help="min seconds between reports")
     flag("report-timeout", type=float, default=60.0, help="seconds to retry the final report")
     flag("history", type=int, default=summaries.DEFAULT_HISTORY, help="recent values kept")
-    p.add_argument(
-        "--kubeconfig", action=EnvDefault, env="KUBECONFIG", help="(default: in-cluster)"
-    )
-    flag("log-format", default="text", choices=["text", "json"], help="log line format")
-    flag("log-level", default="info", help="log level")
+    flags.add_connection_flags(p)
     return p
 
 
