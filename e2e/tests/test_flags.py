@@ -66,7 +66,9 @@ PARSERS: dict[str, Callable[[], argparse.ArgumentParser]] = {
 }
 
 
-@pytest.mark.parametrize(("command", "shared"), SCRIPTS, ids=lambda v: " ".join(v[:2]))
+@pytest.mark.parametrize(
+    ("command", "shared"), [pytest.param(c, s, id=" ".join(c)) for c, s in SCRIPTS]
+)
 def test_help_of_every_console_script_shows_the_shared_flags(
     command: list[str], shared: list[str]
 ) -> None:
@@ -94,7 +96,11 @@ def _containers(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 MANIFESTS = sorted(
-    [*KUSTOMIZE.glob("base/*/deployment.yaml"), *KUSTOMIZE.glob("overlays/*/patches/*.yaml")]
+    [
+        *KUSTOMIZE.glob("base/*/deployment.yaml"),
+        *KUSTOMIZE.glob("base/patches/*.yaml"),
+        *KUSTOMIZE.glob("overlays/*/patches/*.yaml"),
+    ]
 )
 
 
@@ -103,7 +109,7 @@ def _cases() -> list[Any]:
     base_args = {
         container["name"]: container.get("args") or []
         for path in MANIFESTS
-        if path.parts[-3] == "base"
+        if path.parts[-3] == "base" and path.name == "deployment.yaml"
         for _, container in _containers(path)
     }
     cases = []
