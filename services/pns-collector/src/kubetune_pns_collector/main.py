@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Wait for every training process of this pod, collect its metrics while "
         "it runs and report them in the Trial's status.observation.",
     )
+    flags.add_connection_flags(p)
 
     def flag(name: str, **kw: object) -> None:
         p.add_argument(f"--{name}", action=EnvDefault, env=_env(name), **kw)  # type: ignore[arg-type]
@@ -72,7 +73,6 @@ def build_parser() -> argparse.ArgumentParser:
     flag("report-interval", type=float, default=10.0, help="min seconds between reports")
     flag("report-timeout", type=float, default=60.0, help="seconds to retry the final report")
     flag("history", type=int, default=summaries.DEFAULT_HISTORY, help="recent values kept")
-    flags.add_connection_flags(p)
     return p
 
 

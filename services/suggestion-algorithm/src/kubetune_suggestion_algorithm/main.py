@@ -34,6 +34,8 @@ def parser() -> argparse.ArgumentParser:
         prog="suggestion-algorithm",
         description="Fill a Suggestion's status with assignments from a search algorithm.",
     )
+    flags.add_connection_flags(p)
+    flags.add_probe_flags(p, port=6789)
     p.add_argument(
         "--suggestion",
         action=EnvDefault,
@@ -62,8 +64,6 @@ def parser() -> argparse.ArgumentParser:
         default="/opt/katib/data",
         help="directory of the algorithm state ('' = in memory)",
     )
-    flags.add_connection_flags(p)
-    flags.add_probe_flags(p, port=6789)
     p.add_argument(
         "--max-suggestion-bytes",
         action=EnvDefault,

@@ -145,10 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
         )
     serve.add_argument(
         "--require-namespace-label",
-        action=EnvDefault,
+        action=flags.BoolEnv,
         env="KUBETUNE_WEBHOOK_REQUIRE_NAMESPACE_LABEL",
-        default="false",
-        choices=["true", "false"],
+        default=False,
         help="deny Experiments in namespaces without katib.kubeflow.org/"
         "metrics-collector-injection=enabled (default: accept them with a warning that no "
         "metrics will be collected there)",
@@ -222,7 +221,7 @@ def run_serve(args: argparse.Namespace) -> int:
     admission = reviewing.Admission(
         cfg,
         KubeCluster(kube, args.lookup_cache_seconds),
-        validating.Options(require_namespace_label=args.require_namespace_label == "true"),
+        validating.Options(require_namespace_label=args.require_namespace_label),
         reviewing.StatusWriters(
             authorizing.trusted_users(args.trusted_status_writers.split(","), args.namespace),
             authorizing.KubeReader(kube),
