@@ -176,8 +176,9 @@ def test_replicas_and_leader_election(deployment: Obj) -> None:
         return
     for c in pod_spec(deployment)["containers"]:
         args = " ".join(list(c.get("command") or []) + list(c.get("args") or []))
-        assert "--leader-elect=false" not in args, f"{_name(deployment)} disables leader election"
-        assert str(_env(c).get("KUBETUNE_LEADER_ELECT", "true")) != "false"
+        assert "--no-leader-elect" not in args, f"{_name(deployment)} disables leader election"
+        elect = str(_env(c).get("KUBETUNE_LEADER_ELECT", "true")).lower()
+        assert elect in ("true", "1", "yes"), f"{_name(deployment)}: KUBETUNE_LEADER_ELECT={elect}"
 
 
 def test_images_are_kubetune_images(deployment: Obj) -> None:

@@ -342,7 +342,7 @@ def _process(kube: Kube, namespace: str, lease: str) -> running.Process:
         [
             "--probe-port=0",
             "--probe-address=127.0.0.1",
-            "--leader-elect=true",
+            "--leader-elect",
             f"--leader-election-namespace={namespace}",
             f"--leader-election-id={lease}",
         ]

@@ -25,7 +25,7 @@ class RunningController:
 
     def __init__(self, kube: Kube, namespace: str, max_listed: int = 1000) -> None:
         args = main.parser().parse_args(
-            ["--leader-elect=false", "--probe-port=0", "--probe-address=127.0.0.1"]
+            ["--no-leader-elect", "--probe-port=0", "--probe-address=127.0.0.1"]
         )
         controller = main.build(kube, config.default(), max_listed=max_listed, namespace=namespace)
         self.process = running.Process(kube, [controller], args)

@@ -85,7 +85,7 @@ def test_runs_as_its_service_account_with_a_config_map_template(
     }
     kube.create(EXPERIMENTS, manifest, namespace)
     args = main.parser().parse_args(
-        ["--leader-elect=false", "--probe-port=0", "--probe-address=127.0.0.1"]
+        ["--no-leader-elect", "--probe-port=0", "--probe-address=127.0.0.1"]
     )
     controller = main.build(service_account_kube, config.default(), namespace=namespace)
     process = running.Process(service_account_kube, [controller], args)

@@ -84,7 +84,7 @@ def _start(cluster: Any, namespace: str, tmp_path: Path, *extra: str) -> Any:
                 "random",
                 "--data-dir",
                 str(tmp_path / "data"),
-                "--port",
+                "--probe-port",
                 "0",
                 "--resync",
                 "2",

@@ -45,7 +45,7 @@ def process(
                     "random",
                     "--data-dir",
                     str(tmp_path / "data"),
-                    "--port",
+                    "--probe-port",
                     "0",
                     "--resync",
                     "2",

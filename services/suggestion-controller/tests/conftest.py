@@ -144,7 +144,7 @@ def controller(
                 namespace,
                 "--config",
                 str(path),
-                "--leader-elect=false",
+                "--no-leader-elect",
                 "--probe-port=0",
                 "--log-level=debug",
             ],

@@ -195,7 +195,7 @@ class ControllerProcess:
             SCRIPT,
             "--kubeconfig",
             self.kubeconfig,
-            "--namespace",
+            "--watch-namespace",
             self.namespace,
             "--probe-port=0",
             "--log-level=debug",
@@ -239,9 +239,9 @@ def controller(
         *extra: str, kubeconfig: str | None = None, leader_elect: bool = False
     ) -> ControllerProcess:
         if leader_elect:
-            extra = ("--leader-elect=true", f"--leader-election-namespace={namespace}", *extra)
+            extra = ("--leader-elect", f"--leader-election-namespace={namespace}", *extra)
         else:
-            extra = ("--leader-elect=false", *extra)
+            extra = ("--no-leader-elect", *extra)
         handle = ControllerProcess(
             kubeconfig or cluster.kubeconfig,
             namespace,

@@ -27,11 +27,9 @@ def test_default_allow_list_is_the_configs() -> None:
 def test_flag_overrides_config(tmp_path: Path) -> None:
     cfg = tmp_path / "katib-config.yaml"
     cfg.write_text("init:\n  controller:\n    trialResources: [TFJob.v1.kubeflow.org]\n")
-    args = main.parser().parse_args(["--katib-config", str(cfg)])
+    args = main.parser().parse_args(["--config", str(cfg)])
     assert main.allowed_kinds(args) == {JobKind("TFJob", "v1", "kubeflow.org")}
-    args = main.parser().parse_args(
-        ["--katib-config", str(cfg), "--trial-resources", "Job.v1.batch"]
-    )
+    args = main.parser().parse_args(["--config", str(cfg), "--trial-resources", "Job.v1.batch"])
     assert main.allowed_kinds(args) == {JobKind("Job", "v1", "batch")}
 
 
@@ -42,7 +40,7 @@ def test_env_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize(
-    "argv", [["--trial-resources", "Job"], ["--katib-config", "/nonexistent/katib-config.yaml"]]
+    "argv", [["--trial-resources", "Job"], ["--config", "/nonexistent/katib-config.yaml"]]
 )
 def test_bad_configuration_is_fatal_with_a_message(
     argv: list[str], capsys: pytest.CaptureFixture[str]

@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from kubetune import config, naming
+from kubetune import config, flags, naming
 from kubetune.kube import EXPERIMENTS, SUGGESTIONS, TRIALS, Kube, connect
 from kubetune.runtime import Controller, owner_keys, running
 from kubetune_experiment_controller import planning, reconciling, summaries
@@ -25,32 +25,19 @@ def parser() -> argparse.ArgumentParser:
         description="kubetune experiment-controller: drives Experiments (Katib v1beta1).",
     )
     running.add_flags(p, SERVICE)
-    p.add_argument(
-        "--katib-config",
-        "--config",  # the name the webhook and suggestion-controller use
-        action=running.EnvDefault,
-        env="KUBETUNE_KATIB_CONFIG",
-        default=None,
-        help="katib-config file (default: built-in configuration)",
-    )
+    flags.add_config_flag(p)
+    flags.add_watch_namespace_flag(p)
     p.add_argument(
         "--max-listed-trials",
-        action=running.EnvDefault,
+        action=flags.EnvDefault,
         env="KUBETUNE_MAX_LISTED_TRIALS",
         type=int,
         default=planning.DEFAULT_MAX_LISTED,
         help="names kept per trial list in Experiment status (newest); counts stay exact",
     )
     p.add_argument(
-        "--namespace",
-        action=running.EnvDefault,
-        env="KUBETUNE_WATCH_NAMESPACE",
-        default=None,
-        help="watch only this namespace (default: all namespaces)",
-    )
-    p.add_argument(
         "--resync-period",
-        action=running.EnvDefault,
+        action=flags.EnvDefault,
         env="KUBETUNE_RESYNC_PERIOD",
         type=float,
         default=300.0,
@@ -87,7 +74,7 @@ def build(
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        katib_config = config.load(args.katib_config)
+        katib_config = config.load(args.config)
     except (OSError, config.ConfigError) as e:
         print(f"{SERVICE}: {e}", file=sys.stderr)
         return 2
@@ -98,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         katib_config,
         max_listed=int(args.max_listed_trials),
         resync_period=float(args.resync_period),
-        namespace=args.namespace or None,
+        namespace=args.watch_namespace or None,
     )
     return running.run([controller], args)
 

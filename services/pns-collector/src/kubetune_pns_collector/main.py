@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from kubetune import logs, procwait
+from kubetune import flags, logs, procwait
 from kubetune.api.common import MetricStrategy, MetricStrategyType, ObjectiveSpec, ObjectiveType
+from kubetune.flags import EnvDefault
 from kubetune.kube import Kube, connect
-from kubetune.runtime.running import EnvDefault
 from kubetune_pns_collector import collecting, parsing, reporting, stopping, summaries
 
 log = logging.getLogger("pns-collector")
@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Wait for every training process of this pod, collect its metrics while "
         "it runs and report them in the Trial's status.observation.",
     )
+    flags.add_connection_flags(p)
 
     def flag(name: str, **kw: object) -> None:
         p.add_argument(f"--{name}", action=EnvDefault, env=_env(name), **kw)  # type: ignore[arg-type]
@@ -72,11 +73,6 @@ def build_parser() -> argparse.ArgumentParser:
     flag("report-interval", type=float, default=10.0, help="min seconds between reports")
     flag("report-timeout", type=float, default=60.0, help="seconds to retry the final report")
     flag("history", type=int, default=summaries.DEFAULT_HISTORY, help="recent values kept")
-    p.add_argument(
-        "--kubeconfig", action=EnvDefault, env="KUBECONFIG", help="(default: in-cluster)"
-    )
-    flag("log-format", default="text", choices=["text", "json"], help="log line format")
-    flag("log-level", default="info", help="log level")
     return p
 
 

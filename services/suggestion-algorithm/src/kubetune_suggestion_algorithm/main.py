@@ -1,8 +1,8 @@
 """`suggestion-algorithm`: the process in the algorithm Deployment of one Suggestion.
 
 Watches its Suggestion, its Experiment and the Experiment's Trials; every change (and a periodic
-resync) wakes one `syncing.Syncer.sync` pass. /healthz and /readyz are served on `--port`
-(the Service's 6789). SIGTERM ends the process with 0 after the pass in progress.
+resync) wakes one `syncing.Syncer.sync` pass. /healthz and /readyz are served on
+`--probe-port` (the Service's 6789). SIGTERM ends the process with 0 after the pass in progress.
 """
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-from kubetune import logs
+from kubetune import flags, logs
+from kubetune.flags import EnvDefault
 from kubetune.kube import EXPERIMENTS, SUGGESTIONS, TRIALS, Kube, connect
-from kubetune.runtime import running
-from kubetune.runtime.running import EnvDefault
 from kubetune.runtime.serving import serve_probes
 from kubetune.runtime.watching import Event, Informer
 from kubetune_suggestion_algorithm import syncing
@@ -35,6 +34,8 @@ def parser() -> argparse.ArgumentParser:
         prog="suggestion-algorithm",
         description="Fill a Suggestion's status with assignments from a search algorithm.",
     )
+    flags.add_connection_flags(p)
+    flags.add_probe_flags(p, port=6789)
     p.add_argument(
         "--suggestion",
         action=EnvDefault,
@@ -62,15 +63,6 @@ def parser() -> argparse.ArgumentParser:
         env="KUBETUNE_DATA_DIR",
         default="/opt/katib/data",
         help="directory of the algorithm state ('' = in memory)",
-    )
-    running.add_connection_flags(p)
-    p.add_argument(
-        "--port",
-        action=EnvDefault,
-        env="KUBETUNE_PORT",
-        type=int,
-        default=6789,
-        help="port of /healthz and /readyz (0 = any free port)",
     )
     p.add_argument(
         "--max-suggestion-bytes",
@@ -114,9 +106,11 @@ def run(args: argparse.Namespace, stop: threading.Event, wake: threading.Event) 
     kube = Kube(connect(args.kubeconfig))
     ready = threading.Event()
     try:
-        server = serve_probes("0.0.0.0", int(args.port), healthy=lambda: True, ready=ready.is_set)
+        server = serve_probes(
+            args.probe_address, int(args.probe_port), healthy=lambda: True, ready=ready.is_set
+        )
     except OSError as e:  # pods sharing one network (the local cluster) all want 6789
-        log.warning("no probe server on port %s: %s", args.port, e)
+        log.warning("no probe server on port %s: %s", args.probe_port, e)
         server = None
     directory = data_dir(args.data_dir)
     marker = (directory or Path(tempfile.gettempdir())) / READY_FILE

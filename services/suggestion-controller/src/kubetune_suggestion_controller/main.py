@@ -4,33 +4,24 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 
-from kubetune import config
+from kubetune import config, flags
 from kubetune.kube import EXPERIMENTS, SUGGESTIONS, Kube, connect
 from kubetune.runtime import Controller, owner_keys, running
 from kubetune_suggestion_controller import reconciling
 
+SERVICE = "suggestion-controller"
+
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="suggestion-controller",
+        prog=SERVICE,
         description="Run the algorithm Deployment of every Suggestion and report its conditions.",
     )
-    running.add_flags(p, "suggestion-controller")
-    p.add_argument(
-        "--config",
-        action=running.EnvDefault,
-        env="KUBETUNE_CONFIG",
-        default=None,
-        help="katib-config file (default: kubetune's built-in configuration)",
-    )
-    p.add_argument(
-        "--watch-namespace",
-        action=running.EnvDefault,
-        env="KUBETUNE_WATCH_NAMESPACE",
-        default=None,
-        help="reconcile Suggestions of this namespace only (default: all namespaces)",
-    )
+    running.add_flags(p, SERVICE)
+    flags.add_config_flag(p)
+    flags.add_watch_namespace_flag(p)
     return p
 
 
@@ -50,9 +41,14 @@ def build(kube: Kube, args: argparse.Namespace) -> list[Controller]:
     return [controller]
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    return running.run(build(Kube(connect(args.kubeconfig)), args), args)
+    try:
+        controllers = build(Kube(connect(args.kubeconfig)), args)
+    except (OSError, config.ConfigError) as e:
+        print(f"{SERVICE}: {e}", file=sys.stderr)
+        return 2
+    return running.run(controllers, args)
 
 
 if __name__ == "__main__":

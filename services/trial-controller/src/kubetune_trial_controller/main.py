@@ -1,8 +1,9 @@
 """`trial-controller`: runs every Trial as its job (any allowed kind) and keeps its conditions.
 
-Flags have env-var fallbacks; the shared ones (kubeconfig, logs, probes, leader election,
-workers) come from `kubetune.runtime.running`. The allow-list is `--trial-resources`, else the
-katib-config's `init.controller.trialResources`, else kubetune's default list.
+Flags have env-var fallbacks; the shared ones (kubeconfig, logs, config, watch namespace,
+probes, leader election) come from `kubetune.flags`, workers from `kubetune.runtime.running`.
+The allow-list is `--trial-resources`, else the katib-config's
+`init.controller.trialResources`, else kubetune's default list.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from kubetune import config
+from kubetune import config, flags
 from kubetune.kube import TRIALS
 from kubetune.runtime import running
 from kubetune_trial_controller import kinds, reconciling, refusals, watching
@@ -27,15 +28,9 @@ def parser() -> argparse.ArgumentParser:
         description="Create each Trial's job from spec.runSpec and keep the Trial's conditions.",
     )
     running.add_flags(p, SERVICE)
-    env = running.EnvDefault
-    p.add_argument(
-        "--katib-config",
-        "--config",  # the name the webhook and suggestion-controller use
-        action=env,
-        env="KUBETUNE_KATIB_CONFIG",
-        default=None,
-        help="katib-config file (init.controller.trialResources); default: built-in config",
-    )
+    flags.add_config_flag(p)
+    flags.add_watch_namespace_flag(p)
+    env = flags.EnvDefault
     p.add_argument(
         "--trial-resources",
         action=env,
@@ -43,13 +38,6 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="job kinds Trials may create, Kind.version.group separated by commas "
         "(overrides the katib-config)",
-    )
-    p.add_argument(
-        "--namespace",
-        action=env,
-        env="KUBETUNE_WATCH_NAMESPACE",
-        default="",
-        help="watch Trials in this namespace only (default: all namespaces)",
     )
     p.add_argument(
         "--metrics-timeout",
@@ -71,7 +59,7 @@ def allowed_kinds(args: argparse.Namespace) -> frozenset[kinds.JobKind]:
     """
     if args.trial_resources:
         return kinds.parse_allow_list(kinds.split_flag(str(args.trial_resources)))
-    cfg = config.load(args.katib_config)
+    cfg = config.load(args.config)
     return kinds.parse_allow_list(cfg.init.controller.trial_resources)
 
 
@@ -82,11 +70,11 @@ def build(args: argparse.Namespace) -> watching.DynamicController:
     controller = watching.DynamicController(
         SERVICE,
         reconciler.reconcile,
-        watch_namespace=args.namespace or None,
+        watch_namespace=args.watch_namespace or None,
         event_reasons=refusals.REASONS,
         event_mapper=refusals.event_keys(k.kind for k in allowed),
     )
-    controller.watch(TRIALS, namespace=args.namespace or None)
+    controller.watch(TRIALS, namespace=args.watch_namespace or None)
     reconciler.controller = controller
     return controller
 

@@ -17,10 +17,9 @@ from pathlib import Path
 from types import FrameType
 
 from kubetune import config as katib_config
-from kubetune import logs
+from kubetune import flags, logs
+from kubetune.flags import EnvDefault
 from kubetune.kube import Kube, connect
-from kubetune.runtime import running
-from kubetune.runtime.running import EnvDefault
 from kubetune_webhook import authorizing, certificates, reviewing, serving, validating
 from kubetune_webhook.lookups import KubeCluster
 
@@ -66,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the HTTPS admission server")
-    running.add_connection_flags(serve)
+    flags.add_connection_flags(serve)
     serve.add_argument(
         "--address",
         action=EnvDefault,
@@ -104,13 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=1.0,
         help="seconds between checks of the certificate files",
     )
-    serve.add_argument(
-        "--config",
-        action=EnvDefault,
-        env="KUBETUNE_CONFIG",
-        default=None,
-        help="katib-config file (default: kubetune's built-in configuration)",
-    )
+    flags.add_config_flag(serve)
     serve.add_argument(
         "--max-body-bytes",
         action=EnvDefault,
@@ -152,10 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
         )
     serve.add_argument(
         "--require-namespace-label",
-        action=EnvDefault,
+        action=flags.BoolEnv,
         env="KUBETUNE_WEBHOOK_REQUIRE_NAMESPACE_LABEL",
-        default="false",
-        choices=["true", "false"],
+        default=False,
         help="deny Experiments in namespaces without katib.kubeflow.org/"
         "metrics-collector-injection=enabled (default: accept them with a warning that no "
         "metrics will be collected there)",
@@ -187,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     certs = sub.add_parser("certs", help="write a CA and a serving certificate; patch caBundle")
-    running.add_connection_flags(certs)
+    flags.add_connection_flags(certs)
     certs.add_argument(
         "--out-dir",
         action=EnvDefault,
@@ -229,7 +221,7 @@ def run_serve(args: argparse.Namespace) -> int:
     admission = reviewing.Admission(
         cfg,
         KubeCluster(kube, args.lookup_cache_seconds),
-        validating.Options(require_namespace_label=args.require_namespace_label == "true"),
+        validating.Options(require_namespace_label=args.require_namespace_label),
         reviewing.StatusWriters(
             authorizing.trusted_users(args.trusted_status_writers.split(","), args.namespace),
             authorizing.KubeReader(kube),

@@ -1,24 +1,23 @@
-"""A controller process: flags with env-var fallbacks, leader election, probes, graceful exit.
+"""A controller process: its flags, leader election, probes, graceful exit.
 
-`add_flags` gives every controller the same command line; `run` wires controllers to the API
-server and blocks until SIGTERM/SIGINT (exit 0 after in-flight reconciles finish) or a fatal
-error such as lost leadership (exit 1, so the pod restarts and campaigns again).
+`add_flags` gives every controller the same command line (from `kubetune.flags`); `run` wires
+controllers to the API server and blocks until SIGTERM/SIGINT (exit 0 after in-flight
+reconciles finish) or a fatal error such as lost leadership (exit 1, so the pod restarts and
+campaigns again).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Sequence
 from types import FrameType
 
-from kubetune import logs
+from kubetune import flags, logs
 from kubetune.kube import Kube, connect
 from kubetune.runtime.controlling import Controller
 from kubetune.runtime.electing import LeaderElector
@@ -27,96 +26,24 @@ from kubetune.runtime.serving import serve_probes
 log = logging.getLogger(__name__)
 
 
-class EnvDefault(argparse.Action):
-    """A flag whose default comes from an environment variable when that is set."""
-
-    def __init__(self, env: str, required: bool = False, default: object = None, **kw: object):
-        if env in os.environ:
-            default = os.environ[env]
-            required = False
-        kw.setdefault("help", "")
-        kw["help"] = f"{kw['help']} (env {env})"
-        super().__init__(default=default, required=required, **kw)  # type: ignore[arg-type]
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: str | Sequence[object] | None,
-        option_string: str | None = None,
-    ) -> None:
-        setattr(namespace, self.dest, values)
-
-
-def add_connection_flags(parser: argparse.ArgumentParser) -> None:
-    """The flags every kubetune process shares: where the cluster is and how to log."""
-    parser.add_argument("--kubeconfig", action=EnvDefault, env="KUBECONFIG", help="kubeconfig path")
-    parser.add_argument(
-        "--log-format",
-        action=EnvDefault,
-        env="KUBETUNE_LOG_FORMAT",
-        default="text",
-        choices=["text", "json"],
-        help="log line format",
-    )
-    parser.add_argument(
-        "--log-level", action=EnvDefault, env="KUBETUNE_LOG_LEVEL", default="info", help="log level"
-    )
-
-
 def add_flags(parser: argparse.ArgumentParser, service: str) -> None:
-    """The flags every controller shares."""
-    prefix = "KUBETUNE_"
-    add_connection_flags(parser)
-    parser.add_argument(
-        "--probe-address",
-        action=EnvDefault,
-        env=f"{prefix}PROBE_ADDRESS",
-        default="0.0.0.0",
-        help="address of /healthz, /readyz and /metrics",
-    )
-    parser.add_argument(
-        "--probe-port",
-        action=EnvDefault,
-        env=f"{prefix}PROBE_PORT",
-        type=int,
-        default=8080,
-        help="port of /healthz, /readyz and /metrics (0 = any free port)",
-    )
-    parser.add_argument(
-        "--leader-elect",
-        action=EnvDefault,
-        env=f"{prefix}LEADER_ELECT",
-        default="true",
-        choices=["true", "false"],
-        help="campaign for a Lease before reconciling",
-    )
-    parser.add_argument(
-        "--leader-election-namespace",
-        action=EnvDefault,
-        env="POD_NAMESPACE",
-        default="kubeflow",
-        help="namespace of the Lease",
-    )
-    parser.add_argument(
-        "--leader-election-id",
-        action=EnvDefault,
-        env=f"{prefix}LEADER_ELECTION_ID",
-        default=f"kubetune-{service}",
-        help="name of the Lease",
-    )
+    """The flags every controller shares: `kubetune.flags`' connection, probe and leader
+    election flags, and the runtime's own knobs (workers, shutdown grace)."""
+    flags.add_connection_flags(parser)
+    flags.add_probe_flags(parser)
+    flags.add_leader_election_flags(parser, service)
     parser.add_argument(
         "--workers",
-        action=EnvDefault,
-        env=f"{prefix}WORKERS",
+        action=flags.EnvDefault,
+        env="KUBETUNE_WORKERS",
         type=int,
         default=2,
         help="concurrent reconciles",
     )
     parser.add_argument(
         "--shutdown-grace",
-        action=EnvDefault,
-        env=f"{prefix}SHUTDOWN_GRACE",
+        action=flags.EnvDefault,
+        env="KUBETUNE_SHUTDOWN_GRACE",
         type=float,
         default=20.0,
         help="seconds to let in-flight reconciles finish on SIGTERM",
@@ -134,7 +61,7 @@ class Process:
         self.fatal = threading.Event()
         identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
         self.elector: LeaderElector | None = None
-        if str(args.leader_elect) == "true":
+        if args.leader_elect:
             self.elector = LeaderElector(
                 kube, args.leader_election_namespace, args.leader_election_id, identity
             )
