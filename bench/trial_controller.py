@@ -41,14 +41,11 @@ from typing import Any
 import yaml
 
 from kubetune import errors
-from kubetune.kube import NAMESPACES, TRIALS, Kube, Resource, connect
+from kubetune.kube import CUSTOM_RESOURCE_DEFINITIONS, NAMESPACES, TRIALS, Kube, Resource, connect
 
 ROOT = Path(__file__).resolve().parents[1]
 WIDGET_CRD = ROOT / "services" / "trial-controller" / "tests" / "standins" / "widget-crd.yaml"
 CRDS = ROOT / "kustomize" / "base" / "crds"
-CRD = Resource(
-    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
-)
 WIDGETS = Resource("standin.kubetune.test", "v1", "widgets", "Widget")
 KIND = "Widget.v1.standin.kubetune.test"
 SUCCESS = 'status.[@this].#(state=="Done")#'
@@ -98,9 +95,9 @@ def _cond_true(obj: dict[str, Any], type_: str) -> bool:
 
 def _ensure_crd(kube: Kube, path: Path) -> bool:
     body = yaml.safe_load(path.read_text())
-    if kube.get_or_none(CRD, body["metadata"]["name"]) is not None:
+    if kube.get_or_none(CUSTOM_RESOURCE_DEFINITIONS, body["metadata"]["name"]) is not None:
         return False
-    kube.create(CRD, body)
+    kube.create(CUSTOM_RESOURCE_DEFINITIONS, body)
     group, version = body["spec"]["group"], body["spec"]["versions"][0]["name"]
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -333,7 +330,7 @@ def main() -> int:
     finally:
         for name in made:
             with contextlib.suppress(errors.ApiError):
-                kube.delete(CRD, name)
+                kube.delete(CUSTOM_RESOURCE_DEFINITIONS, name)
         if state is not None:
             from localcluster import cluster as lc
 

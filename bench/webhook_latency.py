@@ -54,13 +54,17 @@ import psutil
 import yaml
 
 from kubetune import errors, naming
-from kubetune.kube import JOBS, NAMESPACES, TRIALS, Kube, Resource, connect
+from kubetune.kube import (
+    CUSTOM_RESOURCE_DEFINITIONS,
+    JOBS,
+    NAMESPACES,
+    TRIALS,
+    Kube,
+    connect,
+)
 from kubetune_webhook import certificates
 
 REPO = Path(__file__).resolve().parents[1]
-CRDS = Resource(
-    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
-)
 
 
 def _free_port() -> int:
@@ -180,7 +184,7 @@ def _review(obj: dict[str, Any], kind: str, ns: str) -> bytes:
 def _install_trial_crd(kube: Kube) -> None:
     crd = yaml.safe_load((REPO / "kustomize/base/crds/trials.kubeflow.org.yaml").read_text())
     try:
-        kube.create(CRDS, crd)
+        kube.create(CUSTOM_RESOURCE_DEFINITIONS, crd)
     except errors.AlreadyExists:
         return
     deadline = time.monotonic() + 30

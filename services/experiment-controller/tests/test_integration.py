@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from kubetune import naming
-from kubetune.kube import EXPERIMENTS, SUGGESTIONS, TRIALS, Kube, Resource
+from kubetune.kube import EVENTS, EXPERIMENTS, SUGGESTIONS, TRIALS, Kube
 from tests.standins import (
     RunningController,
     StandInAlgorithm,
@@ -20,8 +20,6 @@ from tests.standins import (
 )
 
 pytestmark = pytest.mark.integration
-
-EVENTS = Resource("", "v1", "events", "Event")
 
 
 def _state(trial: dict[str, Any]) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from kubetune import naming
-from kubetune.kube import EXPERIMENTS, SUGGESTIONS, Kube, Resource
+from kubetune.kube import EVENTS, EXPERIMENTS, SUGGESTIONS, Kube
 from tests.standins import (
     RunningController,
     experiment_manifest,
@@ -20,7 +20,6 @@ from tests.standins import (
 )
 
 pytestmark = pytest.mark.integration
-EVENTS = Resource("", "v1", "events", "Event")
 REPEATS = 2000
 LONG_VALUE = "0." + "1" * 1000
 

@@ -13,7 +13,15 @@ import pytest
 import yaml
 
 from kubetune import config, errors
-from kubetune.kube import CONFIGMAPS, EXPERIMENTS, SUGGESTIONS, Kube, Resource, connect
+from kubetune.kube import (
+    CLUSTER_ROLE_BINDINGS,
+    CLUSTER_ROLES,
+    CONFIGMAPS,
+    EXPERIMENTS,
+    SUGGESTIONS,
+    Kube,
+    connect,
+)
 from kubetune.runtime import running
 from kubetune_experiment_controller import main
 from tests.conftest import REPO
@@ -30,10 +38,6 @@ from tests.standins import (
 
 pytestmark = pytest.mark.integration
 
-CLUSTERROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False)
-CLUSTERROLEBINDINGS = Resource(
-    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False
-)
 BASE = REPO / "kustomize" / "base" / "experiment-controller"
 
 
@@ -50,14 +54,14 @@ def service_account_kube(kube: Kube, cluster: Any, namespace: str) -> Iterator[K
     binding["subjects"] = [
         {"kind": "ServiceAccount", "name": "experiment-controller", "namespace": namespace}
     ]
-    kube.create(CLUSTERROLES, role)
-    kube.create(CLUSTERROLEBINDINGS, binding)
+    kube.create(CLUSTER_ROLES, role)
+    kube.create(CLUSTER_ROLE_BINDINGS, binding)
     api = connect(cluster.kubeconfig)
     api.set_default_header("Impersonate-User", user)
     try:
         yield Kube(api)
     finally:
-        for res, name in ((CLUSTERROLEBINDINGS, binding), (CLUSTERROLES, role)):
+        for res, name in ((CLUSTER_ROLE_BINDINGS, binding), (CLUSTER_ROLES, role)):
             with contextlib.suppress(errors.NotFound):
                 kube.delete(res, name["metadata"]["name"])
 

@@ -19,15 +19,13 @@ from typing import Any
 import pytest
 
 from kubetune import procwait
-from kubetune.kube import PODS, TRIALS, Kube, Resource
+from kubetune.kube import PODS, ROLE_BINDINGS, ROLES, TRIALS, Kube
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[3]
 COLLECTOR = str(Path(sys.executable).parent / "pns-collector")
 LOG_DIR = "/var/log/katib"
-ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
-ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
 
 TRAIN = """
 import sys, time

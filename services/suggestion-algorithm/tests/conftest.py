@@ -14,12 +14,9 @@ import pytest
 import yaml
 
 from kubetune import errors
-from kubetune.kube import Kube, Resource, connect
+from kubetune.kube import CUSTOM_RESOURCE_DEFINITIONS, Kube, connect
 
 REPO = Path(__file__).resolve().parents[3]
-CRD_RESOURCE = Resource(
-    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
-)
 SCRIPT = shutil.which("suggestion-algorithm") or str(
     Path(sys.executable).parent / "suggestion-algorithm"
 )
@@ -41,7 +38,7 @@ def kube(cluster: Any) -> Kube:
     kube = Kube(connect(cluster.kubeconfig))
     for path in sorted((REPO / "kustomize" / "base" / "crds").glob("*.kubeflow.org.yaml")):
         with contextlib.suppress(errors.AlreadyExists):
-            kube.create(CRD_RESOURCE, yaml.safe_load(path.read_text()))
+            kube.create(CUSTOM_RESOURCE_DEFINITIONS, yaml.safe_load(path.read_text()))
 
     def served() -> bool:
         try:

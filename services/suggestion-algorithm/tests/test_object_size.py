@@ -21,10 +21,9 @@ import pytest
 from conftest import SCRIPT, wait_for
 
 from kubetune import naming
-from kubetune.kube import EXPERIMENTS, SUGGESTIONS, TRIALS, Kube, Resource
+from kubetune.kube import EVENTS, EXPERIMENTS, SUGGESTIONS, TRIALS, Kube
 
 pytestmark = pytest.mark.integration
-EVENTS = Resource("", "v1", "events", "Event")
 PARAMETERS = 400
 NAME_PAD = "x" * 190
 

@@ -24,15 +24,20 @@ import pytest
 import yaml
 
 from kubetune import config, errors, naming
-from kubetune.kube import EXPERIMENTS, PODS, SUGGESTIONS, TRIALS, Kube, Resource, connect
+from kubetune.kube import (
+    CLUSTER_ROLES,
+    CUSTOM_RESOURCE_DEFINITIONS,
+    EXPERIMENTS,
+    PODS,
+    SUGGESTIONS,
+    TRIALS,
+    Kube,
+    connect,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 CRDS = REPO / "kustomize" / "base" / "crds"
 ALGORITHM_ROLE = REPO / "kustomize" / "base" / "suggestion-algorithm" / "clusterrole.yaml"
-CRD_RESOURCE = Resource(
-    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
-)
-CLUSTERROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False)
 SCRIPT = shutil.which("suggestion-controller") or str(
     Path(sys.executable).parent / "suggestion-controller"
 )
@@ -70,19 +75,19 @@ def installed(kube: Kube) -> Iterator[None]:
     for path in sorted(CRDS.glob("*.kubeflow.org.yaml")):
         body = yaml.safe_load(path.read_text())
         with contextlib.suppress(errors.AlreadyExists):
-            kube.create(CRD_RESOURCE, body)
+            kube.create(CUSTOM_RESOURCE_DEFINITIONS, body)
     for kind in ("Experiment", "Suggestion", "Trial"):
         wait_for(f"{kind} served", lambda k=kind: _served(kube, k), 60)
     role = yaml.safe_load(ALGORITHM_ROLE.read_text())
     made = False
-    if kube.get_or_none(CLUSTERROLES, role["metadata"]["name"]) is None:
+    if kube.get_or_none(CLUSTER_ROLES, role["metadata"]["name"]) is None:
         with contextlib.suppress(errors.AlreadyExists):
-            kube.create(CLUSTERROLES, role)
+            kube.create(CLUSTER_ROLES, role)
             made = True
     yield
     if made:
         with contextlib.suppress(errors.NotFound):
-            kube.delete(CLUSTERROLES, role["metadata"]["name"])
+            kube.delete(CLUSTER_ROLES, role["metadata"]["name"])
 
 
 def _served(kube: Kube, kind: str) -> bool:

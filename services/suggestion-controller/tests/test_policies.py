@@ -18,16 +18,20 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
 from kubetune import naming
-from kubetune.kube import Kube, Resource
+from kubetune.kube import (
+    DEPLOYMENTS,
+    EXPERIMENTS,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    PODS,
+    SERVICES,
+    Kube,
+)
 
 from .conftest import ControllerProcess, StandIn, conditions_of, is_true, wait_for
 
 pytestmark = pytest.mark.integration
 
-DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
-SERVICES = Resource("", "v1", "services", "Service")
-PVCS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
-PVS = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False)
 
 PARAMETERS = [
     {"name": "lr", "parameterType": "double", "feasibleSpace": {"min": "0.01", "max": "0.1"}},
@@ -100,13 +104,16 @@ def test_policy_runs_to_the_end_then_restarts(
     assert deployment["metadata"]["ownerReferences"][0]["kind"] == "Suggestion"
     assert kube.get(SERVICES, "exp-tpe", namespace)["spec"]["ports"][0]["port"] == 6789
     if policy == "FromVolume":
-        pvc = kube.get(PVCS, "exp-tpe", namespace)
+        pvc = kube.get(PERSISTENT_VOLUME_CLAIMS, "exp-tpe", namespace)
         assert pvc["metadata"]["ownerReferences"][0]["kind"] == "Suggestion"
-        pv = kube.get(PVS, f"exp-tpe-{namespace}")
+        pv = kube.get(PERSISTENT_VOLUMES, f"exp-tpe-{namespace}")
         assert pv["spec"]["hostPath"]["path"] == str(host_prefix / f"exp-tpe-{namespace}")
-        wait_for("PVC bound", lambda: kube.get(PVCS, "exp-tpe", namespace)["status"]["phase"])
+        wait_for(
+            "PVC bound",
+            lambda: kube.get(PERSISTENT_VOLUME_CLAIMS, "exp-tpe", namespace)["status"]["phase"],
+        )
     else:
-        assert kube.get_or_none(PVCS, "exp-tpe", namespace) is None
+        assert kube.get_or_none(PERSISTENT_VOLUME_CLAIMS, "exp-tpe", namespace) is None
     pod_uid = standin.algorithm_pods()[0]["metadata"]["uid"]
 
     for assignment in first:
@@ -140,8 +147,8 @@ def test_policy_runs_to_the_end_then_restarts(
             ),
         )
         if policy == "FromVolume":
-            assert kube.get_or_none(PVCS, "exp-tpe", namespace) is not None
-            assert kube.get_or_none(PVS, f"exp-tpe-{namespace}") is not None
+            assert kube.get_or_none(PERSISTENT_VOLUME_CLAIMS, "exp-tpe", namespace) is not None
+            assert kube.get_or_none(PERSISTENT_VOLUMES, f"exp-tpe-{namespace}") is not None
 
     # restart by raising maxTrialCount: the Experiment goes Restarting, requests grow
     standin.restart_experiment()
@@ -189,7 +196,7 @@ def test_policy_runs_to_the_end_then_restarts(
     # deleting the Experiment removes Deployment, Service, PVC, PV and the PV's directory
     directory = host_prefix / f"exp-tpe-{namespace}"
     assert directory.is_dir()
-    kube.delete(Resource("kubeflow.org", "v1beta1", "experiments", "Experiment"), "exp", namespace)
+    kube.delete(EXPERIMENTS, "exp", namespace)
     wait_for(
         "everything of the Suggestion gone",
         lambda: all(
@@ -197,8 +204,8 @@ def test_policy_runs_to_the_end_then_restarts(
             for obj in (
                 kube.get_or_none(DEPLOYMENTS, "exp-tpe", namespace),
                 kube.get_or_none(SERVICES, "exp-tpe", namespace),
-                kube.get_or_none(PVCS, "exp-tpe", namespace),
-                kube.get_or_none(PVS, f"exp-tpe-{namespace}"),
+                kube.get_or_none(PERSISTENT_VOLUME_CLAIMS, "exp-tpe", namespace),
+                kube.get_or_none(PERSISTENT_VOLUMES, f"exp-tpe-{namespace}"),
             )
         ),
         120,
@@ -219,10 +226,9 @@ def test_from_volume_survives_a_killed_algorithm_pod(
     for assignment in first:
         standin.finish(assignment, _loss(assignment))
     (pod,) = standin.algorithm_pods()
-    pods = Resource("", "v1", "pods", "Pod")
     # killed while asked for more (the old pod may or may not have answered), then more again
     standin.request(6)
-    kube.delete(pods, pod["metadata"]["name"], namespace, grace_seconds=0)
+    kube.delete(PODS, pod["metadata"]["name"], namespace, grace_seconds=0)
     wait_for(
         "a new algorithm pod",
         lambda: [

@@ -16,15 +16,13 @@ from typing import Any
 import pytest
 
 from kubetune import errors
-from kubetune.kube import SUGGESTIONS, Kube, Resource
+from kubetune.kube import DEPLOYMENTS, SERVICES, SUGGESTIONS, Kube
 
 from . import seed
 from .conftest import ControllerProcess, StandIn, is_true, wait_for
 
 pytestmark = pytest.mark.integration
 
-DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
-SERVICES = Resource("", "v1", "services", "Service")
 PARAMETERS = [
     {"name": "lr", "parameterType": "double", "feasibleSpace": {"min": "0.01", "max": "0.1"}},
 ]

@@ -20,20 +20,20 @@ import pytest
 import yaml
 
 from kubetune import errors
-from kubetune.kube import TRIALS, Kube, Resource, connect
+from kubetune.kube import (
+    CLUSTER_ROLE_BINDINGS,
+    CLUSTER_ROLES,
+    CUSTOM_RESOURCE_DEFINITIONS,
+    SERVICE_ACCOUNTS,
+    TRIALS,
+    Kube,
+    connect,
+)
 from localcluster import thirdparty
 
 REPO = Path(__file__).resolve().parents[3]
 CRDS = REPO / "kustomize" / "base" / "crds"
 COLLECTOR_ROLE = REPO / "kustomize" / "base" / "trial-controller" / "collector-clusterrole.yaml"
-CRD_RESOURCE = Resource(
-    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
-)
-CLUSTERROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False)
-CLUSTERROLEBINDINGS = Resource(
-    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False
-)
-SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 ROLE_FILE = REPO / "kustomize" / "base" / "trial-controller" / "clusterrole.yaml"
 SCRIPT = shutil.which("trial-controller") or str(Path(sys.executable).parent / "trial-controller")
 
@@ -65,15 +65,15 @@ def apply_crd(kube: Kube, path: Path) -> tuple[str, bool]:
     body = yaml.safe_load(path.read_text())
     name = body["metadata"]["name"]
     created = False
-    if kube.get_or_none(CRD_RESOURCE, name) is None:
+    if kube.get_or_none(CUSTOM_RESOURCE_DEFINITIONS, name) is None:
         try:
-            kube.create(CRD_RESOURCE, body)
+            kube.create(CUSTOM_RESOURCE_DEFINITIONS, body)
             created = True
         except errors.AlreadyExists:
             pass
 
     def established() -> bool:
-        crd = kube.get_or_none(CRD_RESOURCE, name) or {}
+        crd = kube.get_or_none(CUSTOM_RESOURCE_DEFINITIONS, name) or {}
         return any(
             c.get("type") == "Established" and c.get("status") == "True"
             for c in (crd.get("status") or {}).get("conditions") or []
@@ -107,13 +107,13 @@ def crds(kube: Kube) -> Iterator[None]:
         apply_crd(kube, path)
     role = yaml.safe_load(COLLECTOR_ROLE.read_text())
     made_role = False
-    if kube.get_or_none(CLUSTERROLES, role["metadata"]["name"]) is None:
-        kube.create(CLUSTERROLES, role)
+    if kube.get_or_none(CLUSTER_ROLES, role["metadata"]["name"]) is None:
+        kube.create(CLUSTER_ROLES, role)
         made_role = True
     yield
     if made_role:
         with contextlib.suppress(errors.NotFound):
-            kube.delete(CLUSTERROLES, role["metadata"]["name"])
+            kube.delete(CLUSTER_ROLES, role["metadata"]["name"])
 
 
 @pytest.fixture(scope="session")
@@ -134,7 +134,7 @@ def thirdparty_crds(kube: Kube, crds: None) -> Iterator[Callable[[str | Path], N
     yield install
     for name in ours:
         with contextlib.suppress(errors.NotFound):
-            kube.delete(CRD_RESOURCE, name)
+            kube.delete(CUSTOM_RESOURCE_DEFINITIONS, name)
 
 
 @pytest.fixture
@@ -143,10 +143,10 @@ def limited_kubeconfig(cluster: Any, kube: Kube, namespace: str, tmp_path: Path)
     name = f"kubetune-trial-controller-test-{namespace}"
     role = yaml.safe_load(ROLE_FILE.read_text())
     role["metadata"] = {"name": name}
-    kube.create(CLUSTERROLES, role)
-    kube.create(SERVICEACCOUNTS, {"metadata": {"name": "trial-controller"}}, namespace)
+    kube.create(CLUSTER_ROLES, role)
+    kube.create(SERVICE_ACCOUNTS, {"metadata": {"name": "trial-controller"}}, namespace)
     kube.create(
-        CLUSTERROLEBINDINGS,
+        CLUSTER_ROLE_BINDINGS,
         {
             "metadata": {"name": name},
             "roleRef": {
@@ -171,7 +171,7 @@ def limited_kubeconfig(cluster: Any, kube: Kube, namespace: str, tmp_path: Path)
         path.write_text(yaml.safe_dump(config))
         yield str(path)
     finally:
-        for resource in (CLUSTERROLEBINDINGS, CLUSTERROLES):
+        for resource in (CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES):
             with contextlib.suppress(errors.NotFound):
                 kube.delete(resource, name)
 

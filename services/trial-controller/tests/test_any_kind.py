@@ -12,12 +12,10 @@ from standins import running
 from standins.argo_operator import WORKFLOWS, ArgoOperatorStandIn
 from standins.tfjob_operator import TFJOBS, TFJobOperatorStandIn
 
-from kubetune.kube import PODS, TRIALS, Kube, Resource
+from kubetune.kube import PODS, ROLE_BINDINGS, SERVICE_ACCOUNTS, TRIALS, Kube, Resource
 
 pytestmark = pytest.mark.integration
 HERE = Path(__file__).parent
-SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
-ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
 WIDGETS = Resource("standin.kubetune.test", "v1", "widgets", "Widget")
 ARGO_SUCCESS = 'status.[@this].#(phase=="Succeeded")#'
 ARGO_FAILURE = 'status.[@this].#(phase=="Failed")#'
@@ -137,7 +135,7 @@ def test_argo_workflow_through_standin_operator(
     kube: Kube, namespace: str, controller: Any, thirdparty_crds: Any, command: str, final: str
 ) -> None:
     thirdparty_crds("argoproj.io_workflows.yaml")
-    kube.create(SERVICEACCOUNTS, {"metadata": {"name": "argo-trials"}}, namespace)
+    kube.create(SERVICE_ACCOUNTS, {"metadata": {"name": "argo-trials"}}, namespace)
     controller()  # the default allow-list has Workflow.v1alpha1.argoproj.io
     with running(ArgoOperatorStandIn(kube, namespace).controller, kube):
         kube.create(
@@ -151,7 +149,7 @@ def test_argo_workflow_through_standin_operator(
             "the workflow pod", lambda: kube.get_or_none(PODS, "wf-hp-tuning", namespace)
         )
         assert [c["name"] for c in pod["spec"]["containers"]] == ["wait", "main"]
-        binding = kube.get(ROLEBINDINGS, "kubetune-pns-collector", namespace)
+        binding = kube.get(ROLE_BINDINGS, "kubetune-pns-collector", namespace)
         assert [s["name"] for s in binding["subjects"]] == ["argo-trials"]
         if final == "Succeeded":
             wait_for(

@@ -8,10 +8,9 @@ from typing import Any
 import pytest
 from conftest import batch_job, conditions_of, is_true, observe, trial, wait_for
 
-from kubetune.kube import JOBS, PODS, TRIALS, Kube, Resource
+from kubetune.kube import JOBS, PODS, ROLE_BINDINGS, TRIALS, Kube
 
 pytestmark = pytest.mark.integration
-ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
 
 
 def _trial(kube: Kube, ns: str, name: str) -> dict[str, Any] | None:
@@ -28,7 +27,7 @@ def test_job_succeeds_with_observation(kube: Kube, namespace: str, controller: A
     assert meta["labels"]["katib.kubeflow.org/experiment"] == "exp"
     (ref,) = [r for r in meta["ownerReferences"] if r.get("controller")]
     assert (ref["kind"], ref["name"]) == ("Trial", "ok")
-    binding = kube.get(ROLEBINDINGS, "kubetune-pns-collector", namespace)
+    binding = kube.get(ROLE_BINDINGS, "kubetune-pns-collector", namespace)
     assert binding["roleRef"]["name"] == "kubetune-pns-collector"
     assert {"kind": "ServiceAccount", "name": "default", "namespace": namespace} in binding[
         "subjects"

@@ -12,10 +12,9 @@ import pytest
 from conftest import batch_job, trial, wait_for
 
 from kubetune import errors
-from kubetune.kube import EXPERIMENTS, TRIALS, Kube, Resource
+from kubetune.kube import EXPERIMENTS, ROLE_BINDINGS, TRIALS, Kube
 
 pytestmark = pytest.mark.integration
-ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
 BINDING = "kubetune-pns-collector"
 
 
@@ -42,7 +41,7 @@ def _trial_of(kube: Kube, ns: str, experiment: dict[str, Any]) -> None:
 
 
 def _owners(kube: Kube, ns: str) -> set[str] | None:
-    binding = kube.get_or_none(ROLEBINDINGS, BINDING, ns)
+    binding = kube.get_or_none(ROLE_BINDINGS, BINDING, ns)
     if binding is None:
         return None
     return {r["name"] for r in binding["metadata"].get("ownerReferences") or []}
@@ -70,4 +69,4 @@ def test_the_binding_goes_with_the_last_experiment(
         lambda: _owners(kube, namespace) is None,
     )
     with pytest.raises(errors.NotFound):
-        kube.get(ROLEBINDINGS, BINDING, namespace)
+        kube.get(ROLE_BINDINGS, BINDING, namespace)

@@ -28,7 +28,17 @@ import pytest
 import yaml
 
 from kubetune import errors, naming
-from kubetune.kube import JOBS, PODS, TRIALS, Kube, Resource
+from kubetune.kube import (
+    EXPERIMENTS,
+    JOBS,
+    MUTATING_WEBHOOK_CONFIGURATIONS,
+    PERSISTENT_VOLUMES,
+    PODS,
+    TRIALS,
+    VALIDATING_WEBHOOK_CONFIGURATIONS,
+    Kube,
+    Resource,
+)
 from kubetune_webhook import certificates, injecting
 
 pytestmark = pytest.mark.integration
@@ -36,8 +46,6 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[3]
 WEBHOOK_BASE = REPO / "kustomize" / "base" / "webhook"
 CRDS = REPO / "kustomize" / "base" / "crds"
-PVS = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False)
-EXPERIMENTS = Resource("kubeflow.org", "v1beta1", "experiments", "Experiment")
 DEADLINE = 60.0
 
 
@@ -134,8 +142,8 @@ def _configurations(
     """The kustomize configurations, pointed at the test server and scoped to `namespace`."""
     out = []
     for resource, file in (
-        (certificates.MUTATING, "mutatingwebhookconfiguration.yaml"),
-        (certificates.VALIDATING, "validatingwebhookconfiguration.yaml"),
+        (MUTATING_WEBHOOK_CONFIGURATIONS, "mutatingwebhookconfiguration.yaml"),
+        (VALIDATING_WEBHOOK_CONFIGURATIONS, "validatingwebhookconfiguration.yaml"),
     ):
         config = yaml.safe_load((WEBHOOK_BASE / file).read_text())
         config = copy.deepcopy(config)
@@ -371,7 +379,7 @@ def test_second_from_volume_experiment_is_refused_while_its_pv_exists(
     pv = naming.suggestion_pv_name(naming.suggestion_name(name), "random", ns)
     # The suggestion-controller's PV, left behind when the first experiment goes.
     kube.create(
-        PVS,
+        PERSISTENT_VOLUMES,
         {
             "apiVersion": "v1",
             "kind": "PersistentVolume",
@@ -394,13 +402,13 @@ def test_second_from_volume_experiment_is_refused_while_its_pv_exists(
         assert result.returncode != 0
         assert f"PV: {pv} is not deleted" in result.stderr
         assert f"kubectl delete pv {pv}" in result.stderr
-        kube.delete(PVS, pv)
-        _wait(lambda: kube.get_or_none(PVS, pv) is None, "the PV to go")
+        kube.delete(PERSISTENT_VOLUMES, pv)
+        _wait(lambda: kube.get_or_none(PERSISTENT_VOLUMES, pv) is None, "the PV to go")
         result = _apply(cluster, first)
         assert result.returncode == 0, result.stderr
     finally:
         with contextlib.suppress(errors.NotFound):
-            kube.delete(PVS, pv)
+            kube.delete(PERSISTENT_VOLUMES, pv)
 
 
 def test_an_author_without_the_rights_kubetune_would_use_is_refused(

@@ -34,15 +34,13 @@ from test_integration import (
 )
 
 from kubetune import errors, naming
-from kubetune.kube import JOBS, PODS, TRIALS, Kube, Resource
+from kubetune.kube import DEPLOYMENTS, JOBS, PODS, TRIALS, Kube, Resource
 from kubetune_webhook import certificates
 
 pytestmark = pytest.mark.integration
 
-DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
 STATEFULSETS = Resource("apps", "v1", "statefulsets", "StatefulSet")
 CRONJOBS = Resource("batch", "v1", "cronjobs", "CronJob")
-NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 NOWHERE = {"kubetune.test/node": "none"}
 """A nodeSelector no node has: the pods are stored but never run."""
 

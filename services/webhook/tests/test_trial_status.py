@@ -28,16 +28,21 @@ import yaml
 from kubernetes import client, config
 
 from kubetune import errors
-from kubetune.kube import JOBS, PODS, TRIALS, Kube, Resource
+from kubetune.kube import (
+    JOBS,
+    PODS,
+    ROLE_BINDINGS,
+    SERVICE_ACCOUNTS,
+    TRIALS,
+    VALIDATING_WEBHOOK_CONFIGURATIONS,
+    Kube,
+)
 from kubetune_webhook import certificates
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[3]
 BASE = REPO / "kustomize" / "base"
-ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
-CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False)
-SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 FORGED = {"status": {"observation": {"metrics": [{"name": "loss", "latest": "-999"}]}}}
 
 
@@ -141,7 +146,7 @@ def checked(cluster: Any, kube: Kube, home: str, tmp_path: Path) -> Iterator[str
         assert proc.poll() is None, log.read_text()
         if hooks:
             kube.create(
-                certificates.VALIDATING,
+                VALIDATING_WEBHOOK_CONFIGURATIONS,
                 {
                     "apiVersion": "admissionregistration.k8s.io/v1",
                     "kind": "ValidatingWebhookConfiguration",
@@ -153,7 +158,7 @@ def checked(cluster: Any, kube: Kube, home: str, tmp_path: Path) -> Iterator[str
         yield home
     finally:
         with contextlib.suppress(errors.NotFound):
-            kube.delete(certificates.VALIDATING, name)
+            kube.delete(VALIDATING_WEBHOOK_CONFIGURATIONS, name)
         proc.terminate()
         try:
             proc.wait(timeout=20)

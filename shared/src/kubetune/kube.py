@@ -97,6 +97,8 @@ class Resource:
         return base
 
 
+# Every resource kubetune's services touch, named once (tests and bench use these too); only the
+# stand-in kinds a test invents are defined beside that test.
 EXPERIMENTS = Resource("kubeflow.org", "v1beta1", "experiments", "Experiment")
 SUGGESTIONS = Resource("kubeflow.org", "v1beta1", "suggestions", "Suggestion")
 TRIALS = Resource("kubeflow.org", "v1beta1", "trials", "Trial")
@@ -104,7 +106,45 @@ LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 PODS = Resource("", "v1", "pods", "Pod")
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+EVENTS = Resource("", "v1", "events", "Event")
+SERVICES = Resource("", "v1", "services", "Service")
+SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
+PERSISTENT_VOLUME_CLAIMS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+PERSISTENT_VOLUMES = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False)
 JOBS = Resource("batch", "v1", "jobs", "Job")
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
+_RBAC = "rbac.authorization.k8s.io"
+ROLES = Resource(_RBAC, "v1", "roles", "Role")
+ROLE_BINDINGS = Resource(_RBAC, "v1", "rolebindings", "RoleBinding")
+CLUSTER_ROLES = Resource(_RBAC, "v1", "clusterroles", "ClusterRole", namespaced=False)
+CLUSTER_ROLE_BINDINGS = Resource(
+    _RBAC, "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
+)
+SUBJECT_ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
+)
+_ADMISSION = "admissionregistration.k8s.io"
+MUTATING_WEBHOOK_CONFIGURATIONS = Resource(
+    _ADMISSION,
+    "v1",
+    "mutatingwebhookconfigurations",
+    "MutatingWebhookConfiguration",
+    namespaced=False,
+)
+VALIDATING_WEBHOOK_CONFIGURATIONS = Resource(
+    _ADMISSION,
+    "v1",
+    "validatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration",
+    namespaced=False,
+)
+CUSTOM_RESOURCE_DEFINITIONS = Resource(
+    "apiextensions.k8s.io",
+    "v1",
+    "customresourcedefinitions",
+    "CustomResourceDefinition",
+    namespaced=False,
+)
 
 
 def connect(

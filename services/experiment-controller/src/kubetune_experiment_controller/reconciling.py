@@ -33,13 +33,12 @@ from kubetune.api.experiment import Experiment, ExperimentStatus
 from kubetune.api.suggestion import TrialAssignment
 from kubetune.conditions import TRUE, TrialCondition, TrialReason
 from kubetune.config import KatibConfig
-from kubetune.kube import CONFIGMAPS, EXPERIMENTS, SUGGESTIONS, TRIALS, Kube, Obj, Resource
+from kubetune.kube import CONFIGMAPS, EVENTS, EXPERIMENTS, SUGGESTIONS, TRIALS, Kube, Obj
 from kubetune.runtime import Controller, Key, Result
 from kubetune_experiment_controller import planning, rendering, summaries
 
 log = logging.getLogger(__name__)
 
-EVENTS = Resource("", "v1", "events", "Event")
 COMPONENT = "experiment-controller"
 CONFIG_MAP_RETRY = 10.0
 CACHE_WAIT = 0.2

@@ -38,12 +38,11 @@ from kubetune.api.experiment import Experiment
 from kubetune.api.suggestion import Suggestion, TrialAssignment
 from kubetune.api.trial import Trial
 from kubetune.conditions import SuggestionCondition, TrialCondition
-from kubetune.kube import EXPERIMENTS, SUGGESTIONS, Kube, Obj, Resource
+from kubetune.kube import EVENTS, EXPERIMENTS, SUGGESTIONS, Kube, Obj
 from kubetune_suggestion_algorithm import studying
 
 log = logging.getLogger(__name__)
 
-EVENTS = Resource("", "v1", "events", "Event")
 TOO_LARGE = "ObjectTooLarge"
 DEFAULT_MAX_BYTES = 1024 * 1024
 """The Suggestion's size this process keeps below: etcd's default limit is 1.5 MiB per request,

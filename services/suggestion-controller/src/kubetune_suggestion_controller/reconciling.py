@@ -28,20 +28,37 @@ from kubetune import conditions, errors
 from kubetune.api.experiment import Experiment
 from kubetune.api.suggestion import Suggestion
 from kubetune.config import KatibConfig
-from kubetune.kube import EXPERIMENTS, SUGGESTIONS, Kube, Resource
+from kubetune.kube import (
+    DEPLOYMENTS as DEPLOYMENTS,  # re-exported: main watches the Deployments this reconciler owns
+)
+from kubetune.kube import (
+    EXPERIMENTS,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    ROLE_BINDINGS,
+    SERVICE_ACCOUNTS,
+    SERVICES,
+    SUGGESTIONS,
+    Kube,
+    Resource,
+)
 from kubetune.runtime import Key, Result
 from kubetune_suggestion_controller import composing, deciding
 from kubetune_suggestion_controller.deciding import FINALIZER
 
 log = logging.getLogger(__name__)
 
-DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
-SERVICES = Resource("", "v1", "services", "Service")
-PVCS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
-PVS = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False)
-SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
-ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
-BY_KIND = {r.kind: r for r in (DEPLOYMENTS, SERVICES, PVCS, PVS, SERVICE_ACCOUNTS, ROLE_BINDINGS)}
+BY_KIND = {
+    r.kind: r
+    for r in (
+        DEPLOYMENTS,
+        SERVICES,
+        PERSISTENT_VOLUME_CLAIMS,
+        PERSISTENT_VOLUMES,
+        SERVICE_ACCOUNTS,
+        ROLE_BINDINGS,
+    )
+}
 
 
 @dataclass
@@ -65,8 +82,8 @@ class Reconciler:
                 DEPLOYMENTS, composing.deployment_name(suggestion), namespace
             ),
             service=self._exists(SERVICES, composing.service_name(suggestion), namespace),
-            pvc=self._exists(PVCS, composing.pvc_name(suggestion), namespace),
-            pv=self._exists(PVS, composing.pv_name(suggestion), None),
+            pvc=self._exists(PERSISTENT_VOLUME_CLAIMS, composing.pvc_name(suggestion), namespace),
+            pv=self._exists(PERSISTENT_VOLUMES, composing.pv_name(suggestion), None),
             service_account=self._exists(SERVICE_ACCOUNTS, composing.ALGORITHM_SA, namespace),
             role_binding=self._exists(ROLE_BINDINGS, composing.ALGORITHM_SA, namespace),
         )
@@ -154,10 +171,10 @@ class Reconciler:
         if FINALIZER not in (suggestion.metadata.finalizers or []):
             return
         name = composing.pv_name(suggestion)
-        pv = self.kube.get_or_none(PVS, name)
+        pv = self.kube.get_or_none(PERSISTENT_VOLUMES, name)
         if pv is not None:
             path = ((pv.get("metadata") or {}).get("annotations") or {}).get(composing.CREATED_DIR)
-            self._delete(PVS, name, None)
+            self._delete(PERSISTENT_VOLUMES, name, None)
             if path and os.path.isdir(path):
                 shutil.rmtree(path, ignore_errors=True)
                 log.info("removed host directory %s of PV %s", path, name)

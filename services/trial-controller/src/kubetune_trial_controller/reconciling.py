@@ -24,14 +24,13 @@ from kubetune import conditions, errors, jobstatus, naming
 from kubetune.api.trial import Trial
 from kubetune.conditions import TrialCondition
 from kubetune.jobstatus import JobPhase
-from kubetune.kube import TRIALS, Kube, Obj, Resource
+from kubetune.kube import ROLE_BINDINGS, TRIALS, Kube, Obj, Resource
 from kubetune.runtime import Key, Result, owner_keys
 from kubetune_trial_controller import building, deciding, kinds, refusals, watching
 from kubetune_trial_controller.kinds import JobKind
 
 log = logging.getLogger(__name__)
 
-ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
 JOB_PROPAGATION = "Foreground"
 
 # Short reasons carried as "TrialFailed. Job reason: <reason>" when the controller fails a Trial;
@@ -111,22 +110,22 @@ class TrialReconciler:
         namespace = raw["metadata"]["namespace"]
         accounts = building.service_accounts((raw.get("spec") or {}).get("runSpec") or {})
         owner = building.binding_owner(raw)
-        binding = self.kube.get_or_none(ROLEBINDINGS, building.COLLECTOR_BINDING, namespace)
+        binding = self.kube.get_or_none(ROLE_BINDINGS, building.COLLECTOR_BINDING, namespace)
         if binding is None:
             try:
                 self.kube.create(
-                    ROLEBINDINGS, building.collector_binding(namespace, accounts, owner), namespace
+                    ROLE_BINDINGS, building.collector_binding(namespace, accounts, owner), namespace
                 )
                 return
             except errors.AlreadyExists:
-                binding = self.kube.get(ROLEBINDINGS, building.COLLECTOR_BINDING, namespace)
+                binding = self.kube.get(ROLE_BINDINGS, building.COLLECTOR_BINDING, namespace)
         missing = building.missing_subjects(binding, namespace, accounts)
         if missing or building.missing_owner(binding, owner):
             binding["subjects"] = [*(binding.get("subjects") or []), *missing]
             meta = binding["metadata"]
             if building.missing_owner(binding, owner):
                 meta["ownerReferences"] = [*(meta.get("ownerReferences") or []), owner]
-            self.kube.replace(ROLEBINDINGS, binding, namespace)  # carries resourceVersion
+            self.kube.replace(ROLE_BINDINGS, binding, namespace)  # carries resourceVersion
 
     def _create_job(self, raw: Obj, resource: Resource) -> Obj:
         meta = raw["metadata"]

@@ -14,12 +14,10 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from kubetune.kube import Kube, Obj, Resource
+from kubetune.kube import EVENTS, Kube, Obj, Resource
 from kubetune.runtime import Controller
 from kubetune.runtime.controlling import Mapper
 from kubetune.runtime.watching import Informer
-
-EVENTS = Resource("", "v1", "events", "Event")
 
 
 class NotStarted(RuntimeError):

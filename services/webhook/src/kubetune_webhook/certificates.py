@@ -23,22 +23,14 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+# The configurations `webhook certs --patch` fills the caBundle of (re-exported for main).
+from kubetune.kube import (
+    MUTATING_WEBHOOK_CONFIGURATIONS as MUTATING_WEBHOOK_CONFIGURATIONS,
+)
+from kubetune.kube import (
+    VALIDATING_WEBHOOK_CONFIGURATIONS as VALIDATING_WEBHOOK_CONFIGURATIONS,
+)
 from kubetune.kube import Kube, Resource
-
-MUTATING = Resource(
-    "admissionregistration.k8s.io",
-    "v1",
-    "mutatingwebhookconfigurations",
-    "MutatingWebhookConfiguration",
-    namespaced=False,
-)
-VALIDATING = Resource(
-    "admissionregistration.k8s.io",
-    "v1",
-    "validatingwebhookconfigurations",
-    "ValidatingWebhookConfiguration",
-    namespaced=False,
-)
 
 CA_CERT = "ca.crt"
 CA_KEY = "ca.key"

@@ -26,14 +26,16 @@ from collections.abc import Callable
 from typing import Any
 
 from kubetune import errors, naming
-from kubetune.kube import CONFIGMAPS, NAMESPACES, Kube, Resource
+from kubetune.kube import (
+    CONFIGMAPS,
+    NAMESPACES,
+    PERSISTENT_VOLUMES,
+    SUBJECT_ACCESS_REVIEWS,
+    Kube,
+    Resource,
+)
 from kubetune_webhook.permissions import Permission
 from kubetune_webhook.validating import ClusterError
-
-PERSISTENT_VOLUMES = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False)
-ACCESS_REVIEWS = Resource(
-    "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
-)
 
 
 class TTLCache:
@@ -126,9 +128,9 @@ class KubeCluster:
         }
         if user.get("uid"):
             spec["uid"] = str(user["uid"])
-        review = {"apiVersion": ACCESS_REVIEWS.api_version, "kind": "SubjectAccessReview"}
+        review = {"apiVersion": SUBJECT_ACCESS_REVIEWS.api_version, "kind": "SubjectAccessReview"}
         try:
-            answer = self.kube.create(ACCESS_REVIEWS, {**review, "spec": spec})
+            answer = self.kube.create(SUBJECT_ACCESS_REVIEWS, {**review, "spec": spec})
         except errors.ApiError as e:
             raise ClusterError(str(e)) from e
         except Exception as e:

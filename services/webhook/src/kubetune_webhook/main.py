@@ -271,8 +271,8 @@ def run_certs(args: argparse.Namespace) -> int:
         kube = Kube(connect(args.kubeconfig))
         ca = files.ca_cert.read_bytes()
         for resource, names in (
-            (certificates.MUTATING, args.mutating_webhook),
-            (certificates.VALIDATING, args.validating_webhook),
+            (certificates.MUTATING_WEBHOOK_CONFIGURATIONS, args.mutating_webhook),
+            (certificates.VALIDATING_WEBHOOK_CONFIGURATIONS, args.validating_webhook),
         ):
             for name in names:
                 count = certificates.patch_ca_bundle(kube, resource, name, ca)
