@@ -194,3 +194,38 @@ def test_setting_the_current_state_again_is_never_illegal() -> None:
     )
     conds, changed = c.TRIAL.set(conds, c.TrialCondition.FAILED, T, "b", "other reason")
     assert changed and conds[-1].reason == "b"
+
+
+TS = c.TrialState
+TRIAL_STATES = [
+    ([], TS.PENDING),
+    ([("Created", T)], TS.PENDING),
+    ([("Created", T), ("Running", T)], TS.RUNNING),
+    ([("Created", T), ("Running", T), ("Succeeded", F)], TS.RUNNING),
+    ([("Succeeded", F)], TS.PENDING),
+    ([("Created", T), ("Running", F), ("Succeeded", T)], TS.SUCCEEDED),
+    ([("Created", T), ("Running", F), ("Failed", T)], TS.FAILED),
+    ([("Succeeded", T), ("Failed", T)], TS.FAILED),
+    ([("Killed", T), ("Failed", T)], TS.KILLED),
+    ([("Failed", T), ("Killed", T)], TS.KILLED),
+    ([("Running", T), ("EarlyStopped", T)], TS.EARLY_STOPPED),
+    ([("Running", T), ("EarlyStopped", T), ("MetricsUnavailable", T)], TS.EARLY_STOPPED),
+    ([("Running", F), ("MetricsUnavailable", T)], TS.METRICS_UNAVAILABLE),
+    ([("Running", T), ("MetricsUnavailable", T)], TS.RUNNING),
+    ([("Running", F), ("MetricsUnavailable", F)], TS.PENDING),
+]
+
+
+@pytest.mark.parametrize(("pairs", "state"), TRIAL_STATES)
+def test_trial_state_is_the_first_true_condition_in_upstream_order(
+    pairs: list[tuple[str, str]], state: c.TrialState
+) -> None:
+    typed = [Condition(type=t, status=s, reason="r") for t, s in pairs]
+    raw = [{"type": t, "status": s, "reason": "r"} for t, s in pairs]
+    assert c.trial_state(typed) is state
+    assert c.trial_state(raw) is state
+    assert c.trial_state(reversed(typed)) is state, "the order of the list does not matter"
+
+
+def test_trial_state_of_no_conditions_is_pending() -> None:
+    assert c.trial_state(None) is TS.PENDING

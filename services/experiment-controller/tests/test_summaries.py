@@ -4,37 +4,41 @@ from __future__ import annotations
 
 import pytest
 
+from kubetune import conditions
 from kubetune.api.common import ObjectiveSpec
+from kubetune.conditions import TrialState
 from kubetune_experiment_controller.summaries import (
-    TrialState,
     cached,
     count,
     in_creation_order,
     optimal,
-    state_of,
     summary_of,
 )
 from tests.helpers import trial
 
 
 @pytest.mark.parametrize(
-    ("true_types", "state"),
+    ("pairs", "state"),
     [
-        ((), TrialState.PENDING),
-        (("Created",), TrialState.PENDING),
-        (("Created", "Running"), TrialState.RUNNING),
-        (("Running", "Succeeded"), TrialState.SUCCEEDED),
-        (("Succeeded", "Failed"), TrialState.FAILED),
-        (("Failed", "Killed"), TrialState.KILLED),
-        (("EarlyStopped", "MetricsUnavailable"), TrialState.EARLY_STOPPED),
-        (("Running", "MetricsUnavailable"), TrialState.RUNNING),
-        (("MetricsUnavailable",), TrialState.METRICS_UNAVAILABLE),
+        ([], TrialState.PENDING),
+        ([("Created", "True")], TrialState.PENDING),
+        ([("Created", "True"), ("Running", "True")], TrialState.RUNNING),
+        ([("Running", "True"), ("Succeeded", "True")], TrialState.SUCCEEDED),
+        ([("Succeeded", "True"), ("Failed", "True")], TrialState.FAILED),
+        ([("Failed", "True"), ("Killed", "True")], TrialState.KILLED),
+        ([("EarlyStopped", "True"), ("MetricsUnavailable", "True")], TrialState.EARLY_STOPPED),
+        ([("Running", "True"), ("MetricsUnavailable", "True")], TrialState.RUNNING),
+        ([("Running", "False"), ("MetricsUnavailable", "True")], TrialState.METRICS_UNAVAILABLE),
     ],
 )
-def test_state_is_the_first_true_condition_in_upstream_order(
-    true_types: tuple[str, ...], state: TrialState
+def test_a_summary_counts_a_trial_in_the_state_every_reader_uses(
+    pairs: list[tuple[str, str]], state: TrialState
 ) -> None:
-    assert state_of(true_types) is state
+    """The cached summary keeps `conditions.trial_state` (the CLI and the algorithm use it too)."""
+    raw = [{"type": t, "status": s} for t, s in pairs]
+    obj = {"metadata": {"name": "t", "namespace": "ns"}, "status": {"conditions": raw}}
+    assert summary_of(cached(obj)).state is state
+    assert conditions.trial_state(raw) is state
 
 
 def test_count_buckets_and_orders_names_oldest_first() -> None:

@@ -9,10 +9,11 @@ new one appended, keeping `lastTransitionTime` when only the reason or message c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import Any
 
 from kubetune.api.base import Condition
 
@@ -86,6 +87,50 @@ TRIAL_COMPLETED = frozenset(
         TrialCondition.EARLY_STOPPED,
     }
 )
+
+
+class TrialState(StrEnum):
+    """What a Trial is, as every reader says it: the experiment's counts, the CLI, the algorithm."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    KILLED = "Killed"
+    EARLY_STOPPED = "EarlyStopped"
+    METRICS_UNAVAILABLE = "MetricsUnavailable"
+
+
+# Upstream's experiment summary: the first of these that is true, else Pending (reference §4.2).
+_TRIAL_STATE_ORDER = (
+    TrialCondition.KILLED,
+    TrialCondition.FAILED,
+    TrialCondition.SUCCEEDED,
+    TrialCondition.EARLY_STOPPED,
+    TrialCondition.RUNNING,
+    TrialCondition.METRICS_UNAVAILABLE,
+)
+
+
+def trial_state(conds: Iterable[Condition | Mapping[str, Any]] | None) -> TrialState:
+    """A Trial's state from its conditions (typed, or the raw dicts of a cached object).
+
+    The one rule, upstream's: the first true of Killed, Failed, Succeeded, EarlyStopped, Running,
+    MetricsUnavailable, else Pending. Not the last condition: an EarlyStopped Trial that later
+    became MetricsUnavailable is EarlyStopped, and a Trial only Created is Pending.
+    """
+    true_types: set[object] = set()
+    for condition in conds or ():
+        if isinstance(condition, Condition):
+            if condition.status == TRUE:
+                true_types.add(condition.type)
+        elif condition.get("status") == TRUE:
+            true_types.add(condition.get("type"))
+    for type_ in _TRIAL_STATE_ORDER:
+        if type_ in true_types:
+            return TrialState(type_.value)
+    return TrialState.PENDING
+
 
 State = tuple[str, str]
 """(condition type, status) of an object's last condition; None before the first one."""

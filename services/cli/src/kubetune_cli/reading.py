@@ -26,11 +26,9 @@ class TrialRow:
 
 
 def state_of(trial: Trial) -> str:
-    """The trial's state as users see it: its last true condition, else Pending."""
-    for condition in reversed((trial.status.conditions if trial.status else None) or []):
-        if condition.status == conditions.TRUE:
-            return condition.type
-    return "Pending"
+    """The trial's state as the Experiment counts it (not its last condition: see
+    `conditions.trial_state`), so a listing agrees with the Experiment's status."""
+    return conditions.trial_state(trial.status.conditions if trial.status else None).value
 
 
 def experiment_state(experiment: Experiment) -> str:

@@ -31,11 +31,11 @@ from kubetune.conditions import (
     ExperimentCondition,
     ExperimentReason,
     SuggestionCondition,
+    TrialState,
 )
 from kubetune.kube import Obj
 from kubetune_experiment_controller.summaries import (
     Counts,
-    TrialState,
     TrialSummary,
     count,
     in_creation_order,

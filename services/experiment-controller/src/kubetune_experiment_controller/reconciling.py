@@ -154,7 +154,7 @@ class Reconciler:
         requeue = plan.requeue_after
 
         for trial in trials:
-            if trial.render_error and trial.state != summaries.TrialState.FAILED:
+            if trial.render_error and trial.state != conditions.TrialState.FAILED:
                 self.mark_trial_failed(key.namespace, trial.name, trial.render_error, now)
         if plan.create_suggestion:
             self.create_suggestion(obj, experiment, plan.requests or 0)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from kubetune import naming, observations
@@ -25,32 +24,11 @@ from kubetune.api.common import (
     Observation,
     ParameterAssignment,
 )
-from kubetune.conditions import TRUE, TrialCondition
+from kubetune.conditions import TrialState, trial_state
 from kubetune.kube import Obj
 
 RENDER_ERROR_ANNOTATION = "kubetune.io/render-error"
 """Set on a Trial whose template could not be rendered; the Trial is marked Failed with it."""
-
-
-class TrialState(StrEnum):
-    PENDING = "Pending"
-    RUNNING = "Running"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-    KILLED = "Killed"
-    EARLY_STOPPED = "EarlyStopped"
-    METRICS_UNAVAILABLE = "MetricsUnavailable"
-
-
-# Upstream buckets a trial by the first true condition in this order, else Pending.
-_ORDER = (
-    TrialCondition.KILLED,
-    TrialCondition.FAILED,
-    TrialCondition.SUCCEEDED,
-    TrialCondition.EARLY_STOPPED,
-    TrialCondition.RUNNING,
-    TrialCondition.METRICS_UNAVAILABLE,
-)
 
 
 SUMMARY_KEY = "kubetune.summary"
@@ -69,14 +47,6 @@ class TrialSummary:
     render_error: str | None = None
 
 
-def state_of(true_types: Iterable[str]) -> TrialState:
-    present = set(true_types)
-    for condition in _ORDER:
-        if condition in present:
-            return TrialState(str(condition))
-    return TrialState.PENDING
-
-
 def _intern(value: Any) -> Any:
     return sys.intern(value) if isinstance(value, str) else value
 
@@ -89,9 +59,6 @@ def summarise(trial: Obj) -> TrialSummary:
     """A Trial as a summary."""
     meta = trial.get("metadata") or {}
     status = trial.get("status") or {}
-    true_types = [
-        str(c.get("type")) for c in status.get("conditions") or [] if c.get("status") == TRUE
-    ]
     observed = (status.get("observation") or {}).get("metrics") or []
     metrics: Metrics | None = None
     if observed:
@@ -106,7 +73,7 @@ def summarise(trial: Obj) -> TrialSummary:
         )
     return TrialSummary(
         name=str(meta.get("name") or ""),
-        state=state_of(true_types),
+        state=trial_state(status.get("conditions")),
         created=str(meta.get("creationTimestamp") or ""),
         assignments=tuple(
             (_intern(str(a.get("name"))), str(a.get("value")))

@@ -37,7 +37,7 @@ from kubetune.api.common import AlgorithmSetting, ObjectiveType
 from kubetune.api.experiment import Experiment
 from kubetune.api.suggestion import Suggestion, TrialAssignment
 from kubetune.api.trial import Trial
-from kubetune.conditions import SuggestionCondition, TrialCondition
+from kubetune.conditions import SuggestionCondition, TrialState
 from kubetune.kube import EVENTS, EXPERIMENTS, SUGGESTIONS, Kube, Obj
 from kubetune_suggestion_algorithm import studying
 
@@ -83,14 +83,12 @@ def outcome(experiment: Experiment, trial: Trial) -> studying.Outcome | None:
     objective = experiment.spec.objective or trial.spec.objective
     observation = status.observation if status else None
     value = observations.objective_value(objective, observation) if objective else None
-    if conditions.is_true(conds, TrialCondition.EARLY_STOPPED):
+    state = conditions.trial_state(conds)
+    if state is TrialState.EARLY_STOPPED:
         return studying.Outcome(value) if value is not None else None
-    if conditions.is_true(conds, TrialCondition.SUCCEEDED):
+    if state is TrialState.SUCCEEDED:
         return studying.Outcome(value)
-    if any(
-        conditions.is_true(conds, c)
-        for c in (TrialCondition.FAILED, TrialCondition.KILLED, TrialCondition.METRICS_UNAVAILABLE)
-    ):
+    if state in (TrialState.FAILED, TrialState.KILLED, TrialState.METRICS_UNAVAILABLE):
         return studying.Outcome(None)
     return None
 
