@@ -9,26 +9,19 @@ import logging
 import pytest
 
 from kubetune import errors, logs
+from kubetune.clock import ManualClock
 from kubetune.runtime import Controller, Key, Result
 from kubetune.runtime.queue import Backoff, WorkQueue
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def _controller(outcome: object) -> tuple[Controller, Clock]:
+def _controller(outcome: object) -> tuple[Controller, ManualClock]:
     def reconcile(key: Key) -> Result | None:
         if isinstance(outcome, Exception):
             raise outcome
         assert outcome is None or isinstance(outcome, Result)
         return outcome
 
-    clock = Clock()
+    clock = ManualClock(100.0)
     return Controller("t", reconcile, queue=WorkQueue(Backoff(base=1.0), clock=clock)), clock
 
 
@@ -56,7 +49,7 @@ def test_result_after_requeues_at_that_delay() -> None:
     c.queue.add(KEY)
     _run_once(c)
     assert c.queue.get(0) is None
-    clock.now += 7
+    clock.advance(7)
     assert c.queue.get(0) == KEY
 
 
@@ -74,9 +67,9 @@ def test_errors_requeue_after_their_delay(error: Exception, delay: float, attemp
     c.queue.add(KEY)
     _run_once(c)
     assert c.queue.attempts(KEY) == attempts
-    clock.now += delay - 0.01
+    clock.advance(delay - 0.01)
     assert c.queue.get(0) is None
-    clock.now += 0.01
+    clock.advance(0.01)
     assert c.queue.get(0) == KEY
 
 
@@ -84,7 +77,7 @@ def test_terminal_error_is_dropped() -> None:
     c, clock = _controller(errors.TerminalError("bad spec"))
     c.queue.add(KEY)
     _run_once(c)
-    clock.now += 10_000
+    clock.advance(10_000)
     assert c.queue.get(0) is None
 
 

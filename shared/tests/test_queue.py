@@ -5,15 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
+from kubetune.clock import ManualClock
 from kubetune.runtime.queue import Backoff, WorkQueue
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_duplicates_collapse() -> None:
@@ -38,13 +31,13 @@ def test_key_added_while_processing_comes_back_once_after_done() -> None:
 
 
 def test_delayed_add_waits_for_the_clock() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     q = WorkQueue(clock=clock)
     q.add_after("a", 5)
     assert q.get(0) is None
-    clock.now = 4.9
+    clock.seconds = 4.9
     assert q.get(0) is None
-    clock.now = 5.0
+    clock.seconds = 5.0
     assert q.get(0) == "a"
 
 
@@ -57,12 +50,12 @@ def test_backoff_doubles_per_key_caps_and_forgets() -> None:
 
 
 def test_rate_limited_adds_use_the_backoff() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     q = WorkQueue(Backoff(base=1.0, cap=100), clock=clock)
     assert q.add_rate_limited("k") == 1.0
     assert q.add_rate_limited("k") == 2.0
     assert q.attempts("k") == 2
-    clock.now = 1.0
+    clock.seconds = 1.0
     assert q.get(0) == "k"
     q.done("k")
     q.forget("k")

@@ -2,29 +2,22 @@
 
 from __future__ import annotations
 
+from kubetune.clock import ManualClock
 from kubetune_webhook.lookups import TTLCache
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_entries_expire() -> None:
-    clock = Clock()
+    clock = ManualClock()
     cache = TTLCache(10, clock=clock)
     cache.put("a", 1)
-    clock.now = 10
+    clock.seconds = 10
     assert cache.get("a") == 1
-    clock.now = 10.5
+    clock.seconds = 10.5
     assert cache.get("a") is None
 
 
 def test_least_recently_used_goes_first() -> None:
-    cache = TTLCache(10, size=2, clock=Clock())
+    cache = TTLCache(10, size=2, clock=ManualClock())
     cache.put("a", 1)
     cache.put("b", 2)
     assert cache.get("a") == 1

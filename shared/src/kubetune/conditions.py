@@ -9,12 +9,12 @@ new one appended, keeping `lastTransitionTime` when only the reason or message c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from kubetune import clock
 from kubetune.api.base import Condition
 
 TRUE = "True"
@@ -141,7 +141,8 @@ class IllegalTransition(ValueError):
 
 
 def rfc3339_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The system clock's time as a condition timestamp."""
+    return clock.rfc3339(clock.SYSTEM.now())
 
 
 def find(conditions: Sequence[Condition] | None, type_: str) -> Condition | None:
@@ -325,5 +326,3 @@ TRIAL = Machine(
         _t(_T.METRICS_UNAVAILABLE): frozenset(),
     },
 )
-
-Clock = Callable[[], str]

@@ -22,7 +22,6 @@ import hashlib
 import json
 import logging
 import socket
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -31,6 +30,7 @@ from pydantic import ValidationError
 from kubetune import conditions, errors, naming
 from kubetune.api.experiment import Experiment, ExperimentStatus
 from kubetune.api.suggestion import TrialAssignment
+from kubetune.clock import SYSTEM, Clock, rfc3339
 from kubetune.conditions import TRUE, TrialCondition, TrialReason
 from kubetune.config import KatibConfig
 from kubetune.kube import CONFIGMAPS, EVENTS, EXPERIMENTS, SUGGESTIONS, TRIALS, Kube, Obj
@@ -75,7 +75,7 @@ class Reconciler:
         *,
         max_listed: int = planning.DEFAULT_MAX_LISTED,
         create_concurrency: int = 8,
-        clock: Callable[[], str] = conditions.rfc3339_now,
+        clock: Clock = SYSTEM,
     ) -> None:
         self.kube = kube
         self.config = config
@@ -149,7 +149,7 @@ class Reconciler:
         suggestion_obj = self.suggestion_of(key.namespace, key.name)
         suggestion = planning.SuggestionView.of(suggestion_obj) if suggestion_obj else None
         trials = self.trials_of(key.namespace, key.name)
-        now = self.clock()
+        now = rfc3339(self.clock.now())
         plan = planning.plan(experiment, trials, suggestion, now, max_listed=self.max_listed)
         requeue = plan.requeue_after
 
@@ -347,7 +347,7 @@ class Reconciler:
         """A core/v1 Event on the Experiment, once per (reason, message)."""
         meta = obj["metadata"]
         digest = hashlib.sha256(f"{event.reason}/{event.message}".encode()).hexdigest()[:12]
-        now = self.clock()
+        now = rfc3339(self.clock.now())
         body: Obj = {
             "apiVersion": "v1",
             "kind": "Event",

@@ -16,6 +16,7 @@ from typing import Any
 
 from kubetune import errors
 from kubetune.api.common import Observation
+from kubetune.clock import SYSTEM, Clock
 from kubetune.kube import TRIALS, Kube
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ class Reporter:
         trial: str,
         namespace: str,
         *,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.kube = kube
@@ -70,7 +71,7 @@ class Reporter:
         Raises:
             ReportError: not written (terminal answer, or still failing at the deadline).
         """
-        deadline = self.clock() + timeout
+        deadline = self.clock.monotonic() + timeout
         delay = 0.1
         attempt = 0
         while True:
@@ -83,7 +84,7 @@ class Reporter:
                     f"cannot write the observation of trial {self.namespace}/{self.trial}: {e}"
                 ) from e
             except Exception as e:
-                left = deadline - self.clock()
+                left = deadline - self.clock.monotonic()
                 if left <= 0:
                     raise ReportError(
                         f"cannot write the observation of trial {self.namespace}/{self.trial} "

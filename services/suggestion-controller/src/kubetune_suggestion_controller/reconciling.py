@@ -18,8 +18,7 @@ import contextlib
 import logging
 import os
 import shutil
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -27,6 +26,7 @@ from pydantic import ValidationError
 from kubetune import conditions, errors
 from kubetune.api.experiment import Experiment
 from kubetune.api.suggestion import Suggestion
+from kubetune.clock import SYSTEM, Clock, rfc3339
 from kubetune.config import KatibConfig
 from kubetune.kube import (
     DEPLOYMENTS as DEPLOYMENTS,  # re-exported: main watches the Deployments this reconciler owns
@@ -65,7 +65,7 @@ BY_KIND = {
 class Reconciler:
     kube: Kube
     config: KatibConfig
-    clock: Callable[[], str] = field(default=conditions.rfc3339_now)
+    clock: Clock = SYSTEM
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -137,7 +137,10 @@ class Reconciler:
             ) from e
         try:
             decision = deciding.decide(
-                suggestion, self.observe(suggestion, experiment), self.config, now=self.clock()
+                suggestion,
+                self.observe(suggestion, experiment),
+                self.config,
+                now=rfc3339(self.clock.now()),
             )
         except conditions.IllegalTransition as e:
             raise errors.TerminalError(f"Suggestion {key}: {e}") from e
@@ -153,7 +156,7 @@ class Reconciler:
                 key.name,
                 {
                     "metadata": {"resourceVersion": suggestion.metadata.resource_version},
-                    "status": {**decision.status, "lastReconcileTime": self.clock()},
+                    "status": {**decision.status, "lastReconcileTime": rfc3339(self.clock.now())},
                 },
                 key.namespace,
                 subresource="status",

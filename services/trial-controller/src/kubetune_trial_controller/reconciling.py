@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
 from kubetune import conditions, errors, jobstatus, naming
 from kubetune.api.trial import Trial
+from kubetune.clock import SYSTEM, Clock
 from kubetune.conditions import TrialCondition
 from kubetune.jobstatus import JobPhase
 from kubetune.kube import ROLE_BINDINGS, TRIALS, Kube, Obj, Resource
@@ -53,7 +54,7 @@ class TrialReconciler:
         allowed: frozenset[JobKind],
         *,
         metrics_timeout: float = 600.0,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = SYSTEM,
     ) -> None:
         self.allowed = allowed
         self.metrics_timeout = metrics_timeout
@@ -275,7 +276,7 @@ class TrialReconciler:
             if not trial.spec.retain_run:
                 self._delete_job(raw)
             return None
-        now = self.clock()
+        now = self.clock.now().timestamp()
         try:
             decision = deciding.decide(
                 trial, seen, now=_stamp(now), now_ts=now, metrics_timeout=self.metrics_timeout

@@ -20,12 +20,11 @@ PersistentVolume and ConfigMap lookups are never cached: their answers must be c
 from __future__ import annotations
 
 import threading
-import time
 from collections import OrderedDict
-from collections.abc import Callable
 from typing import Any
 
 from kubetune import errors, naming
+from kubetune.clock import SYSTEM, Clock
 from kubetune.kube import (
     CONFIGMAPS,
     NAMESPACES,
@@ -41,9 +40,7 @@ from kubetune_webhook.validating import ClusterError
 class TTLCache:
     """A small thread-safe LRU whose entries expire after `ttl` seconds (0 = keep nothing)."""
 
-    def __init__(
-        self, ttl: float, size: int = 4096, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, ttl: float, size: int = 4096, clock: Clock = SYSTEM) -> None:
         self.ttl = ttl
         self.size = size
         self.clock = clock
@@ -57,7 +54,7 @@ class TTLCache:
             entry = self._items.get(key)
             if entry is None:
                 return None
-            if self.clock() - entry[0] > self.ttl:
+            if self.clock.monotonic() - entry[0] > self.ttl:
                 del self._items[key]
                 return None
             self._items.move_to_end(key)
@@ -67,7 +64,7 @@ class TTLCache:
         if self.ttl <= 0:
             return
         with self._lock:
-            self._items[key] = (self.clock(), value)
+            self._items[key] = (self.clock.monotonic(), value)
             self._items.move_to_end(key)
             while len(self._items) > self.size:
                 self._items.popitem(last=False)

@@ -14,23 +14,18 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 
 import urllib3
 
 from kubetune import errors
+from kubetune.clock import SYSTEM, Clock, rfc3339_micro
 from kubetune.kube import LEASES, Kube, Obj
 
 log = logging.getLogger(__name__)
 
 # The Kubernetes client's urllib3 pool retries an idempotent request 3 times by default.
 _TRIES = 4
-
-
-def _micro_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _parse(stamp: str | None) -> float:
@@ -53,7 +48,7 @@ class LeaderElector:
         lease_duration: float = 15.0,
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
-        wall_clock: Callable[[], float] = time.time,
+        clock: Clock = SYSTEM,
     ) -> None:
         self.kube = kube
         self.namespace = namespace
@@ -62,7 +57,7 @@ class LeaderElector:
         self.lease_duration = lease_duration
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
-        self.wall_clock = wall_clock
+        self.clock = clock
         self.is_leader = threading.Event()
         self.lost = threading.Event()
         self._lock = threading.Lock()
@@ -73,7 +68,7 @@ class LeaderElector:
     def _timeout(self) -> float:
         """A request's timeout: its share of what is left of the current attempt's deadline
         (the client retries a timed-out GET or PUT, `_TRIES` tries in all)."""
-        return max(0.05, (self._deadline - time.monotonic()) / _TRIES)
+        return max(0.05, (self._deadline - self.clock.monotonic()) / _TRIES)
 
     def _check_deadline(self) -> bool:
         """Step down when the last renewal is older than `renew_deadline`; True if lost."""
@@ -82,7 +77,7 @@ class LeaderElector:
                 return True
             if (
                 self.is_leader.is_set()
-                and time.monotonic() - self._renewed_at > self.renew_deadline
+                and self.clock.monotonic() - self._renewed_at > self.renew_deadline
             ):
                 log.error(
                     "lost leadership of lease %s/%s: not renewed within %gs",
@@ -96,7 +91,7 @@ class LeaderElector:
             return False
 
     def _spec(self, transitions: int, acquire: str | None) -> Obj:
-        now = _micro_now()
+        now = rfc3339_micro(self.clock.now())
         return {
             "holderIdentity": self.identity,
             "leaseDurationSeconds": max(1, int(self.lease_duration)),
@@ -128,7 +123,7 @@ class LeaderElector:
         else:
             duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
             expires = _parse(spec.get("renewTime") or spec.get("acquireTime")) + duration
-            if holder and expires > self.wall_clock():
+            if holder and expires > self.clock.now().timestamp():
                 return False
             new_spec = self._spec(transitions + 1, None)
         lease["spec"] = new_spec
@@ -148,7 +143,7 @@ class LeaderElector:
                 return
             self._released = True
             self.is_leader.clear()
-        self._deadline = time.monotonic() + self.renew_deadline
+        self._deadline = self.clock.monotonic() + self.renew_deadline
         try:
             lease = self.kube.get_or_none(
                 LEASES, self.name, self.namespace, timeout=self._timeout()
@@ -164,7 +159,7 @@ class LeaderElector:
     def run(self, stop: threading.Event) -> None:
         """Campaign until leader, then renew; set `lost` if renewing fails past the deadline."""
         while not stop.is_set():
-            started = time.monotonic()
+            started = self.clock.monotonic()
             leading = self.is_leader.is_set()
             self._deadline = (self._renewed_at if leading else started) + self.renew_deadline
             try:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import heapq
 import threading
-import time
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from dataclasses import dataclass, field
+
+from kubetune.clock import SYSTEM, Clock
 
 
 @dataclass
@@ -42,7 +43,7 @@ class WorkQueue:
     def __init__(
         self,
         backoff: Backoff | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM,
     ) -> None:
         self._backoff = backoff or Backoff()
         self._clock = clock
@@ -76,7 +77,7 @@ class WorkQueue:
             if self._shutdown:
                 return
             self._seq += 1
-            heapq.heappush(self._delayed, (self._clock() + delay, self._seq, key))
+            heapq.heappush(self._delayed, (self._clock.monotonic() + delay, self._seq, key))
             self._cond.notify()
 
     def add_rate_limited(self, key: Hashable) -> float:
@@ -96,7 +97,7 @@ class WorkQueue:
 
     def _promote_due(self) -> float | None:
         """Move due delayed keys to ready; return seconds until the next one, if any."""
-        now = self._clock()
+        now = self._clock.monotonic()
         while self._delayed and self._delayed[0][0] <= now:
             _, _, key = heapq.heappop(self._delayed)
             if key in self._processing:
@@ -108,7 +109,7 @@ class WorkQueue:
 
     def get(self, timeout: float | None = None) -> Hashable | None:
         """The next ready key, or None on shutdown or when `timeout` passes."""
-        deadline = None if timeout is None else self._clock() + timeout
+        deadline = None if timeout is None else self._clock.monotonic() + timeout
         with self._cond:
             while True:
                 wait = self._promote_due()
@@ -120,7 +121,7 @@ class WorkQueue:
                 if self._shutdown:
                     return None
                 if deadline is not None:
-                    left = deadline - self._clock()
+                    left = deadline - self._clock.monotonic()
                     if left <= 0:
                         return None
                     wait = left if wait is None else min(wait, left)
