@@ -39,7 +39,9 @@ print("training done", file=sys.stderr)
 @pytest.fixture
 def kube(cluster: Any) -> Kube:
     cluster.kubectl("apply", "-k", str(ROOT / "kustomize" / "base" / "crds"))
-    cluster.kubectl("wait", "--for=condition=Established", "crd/trials.kubeflow.org")
+    cluster.kubectl(
+        "wait", "--for=condition=Established", "--timeout=120s", "crd/trials.kubeflow.org"
+    )
     return Kube(cluster.api_client())
 
 
