@@ -367,7 +367,10 @@ def test_ports_and_host_path_are_the_clusters_own(
     """Issue 13 defect 11: nothing of the rendered overlay uses the shared defaults."""
     state_dir = deploying.state_dir_of(cluster)
     if state_dir is None:
-        pytest.skip("an existing cluster keeps the overlay's own ports")
+        pytest.skip(
+            "an existing cluster (KUBETUNE_E2E_EXISTING_CLUSTER) is deployed with the overlay's "
+            "own fixed ports: per-cluster ports apply only to clusters localcluster starts"
+        )
     settings = deploying.local_settings(state_dir)
     assert len(set(settings.ports.values())) == len(settings.ports)
     assert not set(settings.ports.values()) & set(another_cluster_ports)
@@ -397,7 +400,10 @@ def test_a_second_cluster_deploys_beside_the_first(
     from localcluster import cluster as lc
 
     if deploying.state_dir_of(cluster) is None:
-        pytest.skip("needs the session's local cluster")
+        pytest.skip(
+            "an existing cluster (KUBETUNE_E2E_EXISTING_CLUSTER) has no localcluster state to "
+            "compare a second local cluster with"
+        )
     test_every_deployment_becomes_available(cluster, deployed)
     state = lc.up(tmp_path / "second", bind_to_parent=True, quiet=True)
     try:

@@ -67,6 +67,12 @@ def _segment(value: str) -> str:
     return urllib.parse.quote(value, safe="")
 
 
+def group_version_path(group: str, version: str) -> str:
+    """`/apis/<group>/<version>` or `/api/<version>`, both checked and escaped."""
+    group, version = _segment(api_group(group)), _segment(api_version_part(version))
+    return f"/apis/{group}/{version}" if group else f"/api/{version}"
+
+
 @dataclass(frozen=True)
 class Resource:
     """A REST resource: `group` is "" for the core API."""
@@ -83,9 +89,7 @@ class Resource:
 
     def path(self, namespace: str | None = None, name: str | None = None, sub: str = "") -> str:
         """The REST path. Every part is validated and escaped: raises `errors.InvalidName`."""
-        group = _segment(api_group(self.group))
-        version = _segment(api_version_part(self.version))
-        base = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        base = group_version_path(self.group, self.version)
         if self.namespaced and namespace:
             base += f"/namespaces/{_segment(namespace_name(namespace))}"
         base += f"/{_segment(_checked(self.plural, 'resource', _DNS_LABEL, 63, _LABEL_RULE))}"
@@ -406,9 +410,7 @@ class Kube:
             InvalidName: `api_version` is not `<group>/<version>` or `<version>` (never sent).
         """
         group, _, version = api_version.rpartition("/")
-        group, version = _segment(api_group(group)), _segment(api_version_part(version))
-        path = f"/apis/{group}/{version}" if group else f"/api/{version}"
-        listing = self._call("GET", path)
+        listing = self._call("GET", group_version_path(group, version))
         for entry in listing.get("resources") or []:
             if entry.get("kind") == kind and "/" not in entry.get("name", ""):
                 return Resource(group, version, entry["name"], kind, bool(entry.get("namespaced")))

@@ -18,22 +18,20 @@ create and status write is healed on the next pass from the annotation.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import socket
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pydantic import ValidationError
 
-from kubetune import conditions, errors, naming
+from kubetune import conditions, errors, events, naming
 from kubetune.api.experiment import Experiment, ExperimentStatus
 from kubetune.api.suggestion import TrialAssignment
 from kubetune.clock import SYSTEM, Clock, rfc3339
 from kubetune.conditions import TRUE, TrialCondition, TrialReason
 from kubetune.config import KatibConfig
-from kubetune.kube import CONFIGMAPS, EVENTS, EXPERIMENTS, SUGGESTIONS, TRIALS, Kube, Obj
+from kubetune.kube import CONFIGMAPS, EXPERIMENTS, SUGGESTIONS, TRIALS, Kube, Obj
 from kubetune.runtime import Controller, Key, Result
 from kubetune_experiment_controller import planning, rendering, summaries
 
@@ -82,7 +80,6 @@ class Reconciler:
         self.max_listed = max_listed
         self.clock = clock
         self.controller: Controller | None = None
-        self.instance = socket.gethostname()
         self.pool = ThreadPoolExecutor(create_concurrency, thread_name_prefix="create-trial")
 
     # --- reading -------------------------------------------------------------------------
@@ -345,36 +342,13 @@ class Reconciler:
 
     def record(self, obj: Obj, event: planning.Event) -> None:
         """A core/v1 Event on the Experiment, once per (reason, message)."""
-        meta = obj["metadata"]
-        digest = hashlib.sha256(f"{event.reason}/{event.message}".encode()).hexdigest()[:12]
-        now = rfc3339(self.clock.now())
-        body: Obj = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {
-                "name": naming.shorten(f"{meta['name']}.{digest}", naming.NAME_LIMIT),
-                "namespace": meta["namespace"],
-            },
-            "involvedObject": {
-                "apiVersion": "kubeflow.org/v1beta1",
-                "kind": "Experiment",
-                "name": meta["name"],
-                "namespace": meta["namespace"],
-                "uid": meta.get("uid"),
-            },
-            "reason": event.reason,
-            "message": event.message[:1024],
-            "type": event.type,
-            "source": {"component": COMPONENT},
-            "reportingComponent": f"kubetune-{COMPONENT}",
-            "reportingInstance": self.instance,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
-        try:
-            self.kube.create(EVENTS, body, meta["namespace"])
-        except errors.AlreadyExists:
-            pass
-        except errors.ApiError as e:
-            log.warning("event %s not recorded: %s", event.reason, e)
+        events.record(
+            self.kube,
+            EXPERIMENTS,
+            obj,
+            type_=event.type,
+            reason=event.reason,
+            message=event.message,
+            component=COMPONENT,
+            clock=self.clock,
+        )

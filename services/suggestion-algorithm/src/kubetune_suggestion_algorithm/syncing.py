@@ -22,23 +22,21 @@ the fix (the Experiment's status belongs to the experiment-controller).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import socket
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubetune import algorithmsettings, conditions, errors, naming, observations
+from kubetune import algorithmsettings, conditions, errors, events, naming, observations
 from kubetune.algorithmsettings import Value
 from kubetune.api.common import AlgorithmSetting, ObjectiveType
 from kubetune.api.experiment import Experiment
 from kubetune.api.suggestion import Suggestion, TrialAssignment
 from kubetune.api.trial import Trial
 from kubetune.conditions import SuggestionCondition, TrialState
-from kubetune.kube import EVENTS, EXPERIMENTS, SUGGESTIONS, Kube, Obj
+from kubetune.kube import EXPERIMENTS, SUGGESTIONS, Kube, Obj
 from kubetune_suggestion_algorithm import studying
 
 log = logging.getLogger(__name__)
@@ -270,42 +268,27 @@ class Syncer:
             f"parallelTrialCount or the number or length of the parameters"
         )
         log.error("%s", message)
-        digest = hashlib.sha256(f"{TOO_LARGE}/{why.split(':')[0]}".encode()).hexdigest()[:12]
-        if digest in self.reported:
+        cause = f"{TOO_LARGE}/{why.split(':')[0]}"
+        if cause in self.reported:
             return
-        meta = experiment.get("metadata") or {}
-        now = conditions.rfc3339_now()
-        body: Obj = {
-            "apiVersion": "v1",
-            "kind": "Event",
+        involved = {
             "metadata": {
-                "name": naming.shorten(f"{self.name}.{digest}", naming.NAME_LIMIT),
+                **(experiment.get("metadata") or {}),
+                "name": (experiment.get("metadata") or {}).get("name") or self.name,
                 "namespace": self.namespace,
-            },
-            "involvedObject": {
-                "apiVersion": "kubeflow.org/v1beta1",
-                "kind": "Experiment",
-                "name": meta.get("name") or self.name,
-                "namespace": self.namespace,
-                "uid": meta.get("uid"),
-            },
-            "reason": TOO_LARGE,
-            "message": message[:1024],
-            "type": "Warning",
-            "source": {"component": "suggestion-algorithm"},
-            "reportingComponent": "kubetune-suggestion-algorithm",
-            "reportingInstance": socket.gethostname(),
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
+            }
         }
-        try:
-            self.kube.create(EVENTS, body, self.namespace)
-            self.reported.add(digest)
-        except errors.AlreadyExists:
-            self.reported.add(digest)
-        except errors.ApiError as e:
-            log.warning("event %s not recorded: %s", TOO_LARGE, e)
+        if events.record(
+            self.kube,
+            EXPERIMENTS,
+            involved,
+            type_="Warning",
+            reason=TOO_LARGE,
+            message=message,
+            component="suggestion-algorithm",
+            cause=cause,
+        ):
+            self.reported.add(cause)
 
 
 def trial_selector(experiment: str) -> str:
