@@ -218,6 +218,8 @@ def test_collector_reports_metrics_to_the_trial_and_exits_0(
     assert done["exitCode"] == 0, logs
     messages = [json.loads(line)["message"] for line in logs.splitlines() if line.startswith("{")]
     assert any("completed; observation reported" in m for m in messages), messages
+    # StdOut collection: the sidecar's log carries the training output (Katib's SDK reads it).
+    assert "epoch 3: loss=0.70" in logs and "training done" in logs, logs
 
     observation = kube.get(TRIALS, "trial-1", namespace)["status"]["observation"]
     assert observation == {

@@ -38,7 +38,7 @@ def test_stdout_pod_gets_everything_the_contract_names() -> None:
     assert spec["shareProcessNamespace"] is True
     assert {"name": "metrics-volume", "emptyDir": {}} in spec["volumes"]
     training = _container(out, "training-container")
-    assert {"name": "KATIB_TRIAL_NAME", "value": "random-abc"} in training["env"]
+    assert injecting.trial_name_env("random-abc") in training["env"]
     assert training["command"][:2] == ["sh", "-c"]
     assert "args" not in training
     assert {"name": "metrics-volume", "mountPath": "/var/log/katib"} in training["volumeMounts"]
@@ -135,7 +135,7 @@ def test_push_gets_labels_and_env_only() -> None:
     assert "shareProcessNamespace" not in out["spec"]
     assert out["metadata"]["labels"][naming.LABEL_TRIAL] == "random-abc"
     assert _container(out, "training-container")["env"] == [
-        {"name": "KATIB_TRIAL_NAME", "value": "random-abc"}
+        injecting.trial_name_env("random-abc")
     ]
 
 
@@ -297,3 +297,13 @@ def test_mutation_does_not_touch_its_input() -> None:
     before = copy.deepcopy(p)
     _inject(p)
     assert p == before
+
+
+def test_trial_name_env_comes_from_the_trial_label_as_upstream_injects_it() -> None:
+    assert injecting.trial_name_env("random-abc") == {
+        "name": "KATIB_TRIAL_NAME",
+        "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['katib.kubeflow.org/trial']"}},
+    }
+    # A name too long for a label value would be shortened there: the exact name, literally.
+    long_name = "x" * 70
+    assert injecting.trial_name_env(long_name) == {"name": "KATIB_TRIAL_NAME", "value": long_name}

@@ -121,7 +121,8 @@ def build_source(args: argparse.Namespace, names: list[str]) -> collecting.Sourc
         parser = parsing.JsonParser(names)
     else:
         parser = parsing.TextParser(names, args.filter)
-    return collecting.TextSource(path, parser)
+    echo = sys.stdout if kind == "StdOut" else None
+    return collecting.TextSource(path, parser, echo)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -289,6 +289,16 @@ def is_primary(pod: dict[str, Any], trial: Trial) -> bool:
     return all(labels.get(k) == v for k, v in wanted.items())
 
 
+def trial_name_env(trial_name: str) -> dict[str, Any]:
+    """`KATIB_TRIAL_NAME` from the pod's trial label through the downward API, as upstream
+    injects it; a literal only when the name does not fit a label value (it would be
+    shortened there, and the SDK's `report_metrics` needs the exact name)."""
+    if naming.label_value(trial_name) != trial_name:
+        return {"name": TRIAL_NAME_ENV, "value": trial_name}
+    path = f"metadata.labels['{naming.LABEL_TRIAL}']"
+    return {"name": TRIAL_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
 def inject(
     pod: dict[str, Any],
     trial_manifest: dict[str, Any],
@@ -321,7 +331,7 @@ def inject(
     for container in primaries:
         env = container.setdefault("env", [])
         if not any(isinstance(e, dict) and e.get("name") == TRIAL_NAME_ENV for e in env):
-            env.append({"name": TRIAL_NAME_ENV, "value": trial_name})
+            env.append(trial_name_env(trial_name))
     if not is_primary(out, trial):
         return out
     if not primaries:
