@@ -7,6 +7,7 @@ training script. Each test watches only the API, as a user would.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import random
@@ -215,6 +216,38 @@ def test_invalid_experiment_is_refused_at_apply(
     assert out.returncode != 0
     assert "denied the request" in out.stderr and message in out.stderr, out.stderr
     assert kubetune.kubectl("get", "experiment", "invalid", "-n", ns, check=False).returncode != 0
+
+
+def test_the_shipped_trial_templates_configmap_runs_an_experiment(
+    kubetune: ClusterHandle, ns: str
+) -> None:
+    """Katib's install ships `trial-templates` (label katib.kubeflow.org/component); kubetune's
+    equivalent is found by an Experiment that names only a key of it."""
+    found = get(
+        kubetune,
+        "configmaps",
+        "-n",
+        "kubeflow",
+        "-l",
+        "katib.kubeflow.org/component=trial-templates",
+    )["items"]
+    assert [c["metadata"]["name"] for c in found] == ["trial-templates"]
+    assert "defaultTrialTemplate.yaml" in found[0]["data"]
+
+    exp: Obj = yaml.safe_load((ROOT / "examples" / "configmap-template.yaml").read_text())
+    exp["metadata"]["namespace"] = ns
+    missing = copy.deepcopy(exp)
+    missing["metadata"]["name"] = "no-such-key"
+    missing["spec"]["trialTemplate"]["configMap"]["templatePath"] = "noSuchTemplate.yaml"
+    out = apply(kubetune, missing, check=False)
+    assert out.returncode != 0 and "noSuchTemplate.yaml" in out.stderr, out.stderr
+
+    out = apply(kubetune, exp, check=False)
+    assert out.returncode == 0, out.stderr
+    done = wait_for(experiment_done(kubetune, "configmap-template", ns), 420, "the experiment")
+    assert done["status"]["trialsSucceeded"] == 2
+    for trial in trials_of(kubetune, "configmap-template", ns):
+        assert 0 < metric(trial, "accuracy", "max") <= 1
 
 
 def test_never_refuses_a_restart(kubetune: ClusterHandle, ns: str) -> None:
