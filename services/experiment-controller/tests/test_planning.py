@@ -232,6 +232,4 @@ def test_current_optimal_trial_is_written_empty_until_a_trial_succeeds() -> None
     """As upstream: `currentOptimalTrial` is always there (Katib's SDK and verify.py read
     `best_trial_name` from it after an Experiment whose trials all failed)."""
     p = plan(experiment(), [trial(0, "Failed"), trial(1, "Running")], suggestion(2), NOW)
-    assert p.status.to_wire()["currentOptimalTrial"] == {
-        "observation": {}
-    }
+    assert p.status.to_wire()["currentOptimalTrial"] == {"observation": {}}

@@ -134,9 +134,7 @@ def test_push_gets_labels_and_env_only() -> None:
     assert [c["name"] for c in out["spec"]["containers"]] == ["training-container"]
     assert "shareProcessNamespace" not in out["spec"]
     assert out["metadata"]["labels"][naming.LABEL_TRIAL] == "random-abc"
-    assert _container(out, "training-container")["env"] == [
-        injecting.trial_name_env("random-abc")
-    ]
+    assert _container(out, "training-container")["env"] == [injecting.trial_name_env("random-abc")]
 
 
 def test_custom_collector_is_added_verbatim_without_wrapping() -> None:
@@ -307,3 +305,25 @@ def test_trial_name_env_comes_from_the_trial_label_as_upstream_injects_it() -> N
     # A name too long for a label value would be shortened there: the exact name, literally.
     long_name = "x" * 70
     assert injecting.trial_name_env(long_name) == {"name": "KATIB_TRIAL_NAME", "value": long_name}
+
+
+@pytest.mark.parametrize(
+    ("http_get", "url"),
+    [
+        ({"path": "/metrics", "port": 8080}, "http://127.0.0.1:8080/metrics"),
+        ({"path": "/m", "port": "9090", "scheme": "HTTPS"}, "https://127.0.0.1:9090/m"),
+        ({"path": "/m", "port": 9090, "host": "::1"}, "http://[::1]:9090/m"),
+    ],
+)
+def test_prometheus_pod_is_wrapped_and_the_sidecar_scrapes_the_endpoint(
+    http_get: dict[str, Any], url: str
+) -> None:
+    mc = {"collector": {"kind": "PrometheusMetric"}, "source": {"httpGet": http_get}}
+    out = _inject(pod(), trial(metricsCollector=mc))
+    training = _container(out, "training-container")
+    assert injecting.is_wrapped(training)
+    assert "metrics.log" not in training["command"][2], "the endpoint is the source, not stdout"
+    args = _container(out, "metrics-logger-and-collector")["args"]
+    assert args[args.index("--collector-kind") + 1] == "PrometheusMetric"
+    assert args[args.index("--metrics-url") + 1] == url
+    assert out["spec"]["shareProcessNamespace"] is True

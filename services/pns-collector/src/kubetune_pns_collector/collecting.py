@@ -60,9 +60,7 @@ class TextSource:
     `metrics-logger-and-collector`.
     """
 
-    def __init__(
-        self, path: Path, parser: parsing.Parser, echo: TextIO | None = None
-    ) -> None:
+    def __init__(self, path: Path, parser: parsing.Parser, echo: TextIO | None = None) -> None:
         self.tail = tailing.FileTail(path)
         self.parser = parser
         self.echo = echo

@@ -39,7 +39,10 @@ WRAPPED_KINDS = (
     CollectorKind.STDOUT.value,
     CollectorKind.FILE.value,
     CollectorKind.TENSORFLOW_EVENT.value,
+    CollectorKind.PROMETHEUS_METRIC.value,
 )
+DEFAULT_SCRAPE_PATH = "/metrics"
+DEFAULT_SCRAPE_PORT = 8080
 MAX_OWNER_DEPTH = 8
 
 
@@ -184,6 +187,20 @@ def metrics_path(mc: MetricsCollectorSpec, kind: str) -> str:
     return fsp.path
 
 
+def scrape_url(mc: MetricsCollectorSpec) -> str:
+    """The training's metrics endpoint as the sidecar reaches it: the pod's one network
+    namespace, so 127.0.0.1 unless `httpGet.host` names another address (the webhook has
+    already checked that the port is a positive integer and the path absolute)."""
+    http_get = (mc.source.http_get if mc.source else None) or {}
+    scheme = "https" if str(http_get.get("scheme") or "HTTP").upper() == "HTTPS" else "http"
+    host = str(http_get.get("host") or "127.0.0.1")
+    port = int(str(http_get.get("port") or DEFAULT_SCRAPE_PORT))
+    path = str(http_get.get("path") or DEFAULT_SCRAPE_PATH)
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"  # an IPv6 address
+    return f"{scheme}://{host}:{port}{path}"
+
+
 def metrics_dir(mc: MetricsCollectorSpec, kind: str) -> str | None:
     """The directory the collector reads, when it is not the log dir itself."""
     if kind not in (CollectorKind.FILE.value, CollectorKind.TENSORFLOW_EVENT.value, "Custom"):
@@ -232,6 +249,8 @@ def collector_args(
             ";".join(f"{s.name}={s.value.value}" for s in objective.metric_strategies),
         ]
     args += ["--collector-kind", kind, "--metrics-path", metrics_path(mc, kind)]
+    if kind == CollectorKind.PROMETHEUS_METRIC.value:
+        args += ["--metrics-url", scrape_url(mc)]
     fsp = mc.source.file_system_path if mc.source else None
     if kind == CollectorKind.STDOUT.value:
         args += ["--format", "TEXT"]
@@ -342,7 +361,7 @@ def inject(
         )
     mc = trial.spec.metrics_collector or MetricsCollectorSpec()
     kind = (mc.collector.kind if mc.collector else None) or CollectorKind.STDOUT.value
-    if kind in (CollectorKind.PUSH.value, CollectorKind.NONE.value, "PrometheusMetric"):
+    if kind in (CollectorKind.PUSH.value, CollectorKind.NONE.value):
         return out
     sidecar_names = {SIDECAR_NAME, CUSTOM_SIDECAR_NAME}
     custom = mc.collector.custom_collector if mc.collector else None
