@@ -12,6 +12,7 @@ import json
 import os
 import random
 import re
+import socket
 import sys
 import threading
 import time
@@ -248,6 +249,58 @@ def test_the_shipped_trial_templates_configmap_runs_an_experiment(
     assert done["status"]["trialsSucceeded"] == 2
     for trial in trials_of(kubetune, "configmap-template", ns):
         assert 0 < metric(trial, "accuracy", "max") <= 1
+
+
+# A trainer serving its metric over HTTP (Prometheus text format) until it has been scraped
+# three times: the score, then the score + 0.01 (`max` and `latest` tell the scrapes apart).
+PROMETHEUS_TRAINER = """
+import http.server, sys, threading, time
+x = float(sys.argv[2]); served = [0]
+class Metrics(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        served[0] += 1
+        score = 1 - abs(0.3 - x) + (0.01 if served[0] > 1 else 0)
+        body = f"# TYPE score gauge\\nscore {score:.4f}\\n".encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(body)))
+        self.end_headers(); self.wfile.write(body)
+    def log_message(self, *a): pass
+http.server.ThreadingHTTPServer.allow_reuse_address = True
+server = http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Metrics)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+deadline = time.monotonic() + 60
+while served[0] < 3 and time.monotonic() < deadline: time.sleep(0.05)
+"""
+
+
+def test_prometheus_metric_collector_scrapes_the_trainers_endpoint(
+    kubetune: ClusterHandle, ns: str
+) -> None:
+    with socket.socket() as s:  # pods share the host's network here: one free port, one trial
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    exp = quick_experiment(ns, "prometheus", "Never", 2)
+    exp["spec"]["parallelTrialCount"] = 1
+    exp["spec"]["metricsCollectorSpec"] = {
+        "collector": {"kind": "PrometheusMetric"},
+        "source": {"httpGet": {"port": port, "path": "/metrics"}},
+    }
+    job = exp["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]
+    job["containers"][0]["command"] = [
+        sys.executable,
+        "-c",
+        PROMETHEUS_TRAINER,
+        str(port),
+        "${trialParameters.x}",
+    ]
+    out = apply(kubetune, exp, check=False)
+    assert out.returncode == 0, out.stderr
+    done = wait_for(experiment_done(kubetune, "prometheus", ns), 300, "the experiment")
+    assert done["status"]["trialsSucceeded"] == 2
+    for trial in trials_of(kubetune, "prometheus", ns):
+        x = float(trial["spec"]["parameterAssignments"][0]["value"])
+        first = round(1 - abs(0.3 - x), 4)
+        assert metric(trial, "score", "min") == pytest.approx(first, abs=1e-4)
+        assert metric(trial, "score", "latest") == pytest.approx(first + 0.01, abs=1e-4)
 
 
 def test_never_refuses_a_restart(kubetune: ClusterHandle, ns: str) -> None:
