@@ -327,3 +327,42 @@ def test_prometheus_pod_is_wrapped_and_the_sidecar_scrapes_the_endpoint(
     assert args[args.index("--collector-kind") + 1] == "PrometheusMetric"
     assert args[args.index("--metrics-url") + 1] == url
     assert out["spec"]["shareProcessNamespace"] is True
+
+
+def _two_trainers(annotation: str) -> dict[str, Any]:
+    p = pod()
+    p["metadata"]["annotations"] = {naming.ANNOTATION_TRAINING_CONTAINERS: annotation}
+    p["spec"]["containers"] += [
+        {"name": "evaluator", "image": "python:3.11", "command": ["python3", "eval.py"]},
+        {"name": "proxy", "image": "envoy", "command": ["envoy"]},
+    ]
+    return p
+
+
+def test_annotated_training_containers_are_wrapped_and_all_waited_for() -> None:
+    out = _inject(_two_trainers(" evaluator, training-container "))
+    training, evaluator = (_container(out, n) for n in ("training-container", "evaluator"))
+    assert injecting.is_wrapped(training) and injecting.is_wrapped(evaluator)
+    assert "metrics.log" in training["command"][2], "the primary's output is the metrics source"
+    assert "metrics.log" not in evaluator["command"][2]
+    assert {"name": "metrics-volume", "mountPath": "/var/log/katib"} in evaluator["volumeMounts"]
+    assert _container(out, "proxy")["command"] == ["envoy"], "an unlisted sidecar is untouched"
+    args = _container(out, "metrics-logger-and-collector")["args"]
+    assert args[args.index("--expected-processes") + 1] == "2"
+    assert _inject(out) == out, "idempotent"
+
+
+def test_an_annotated_container_that_is_not_in_the_pod_is_refused() -> None:
+    with pytest.raises(injecting.Denied, match=r"names container 'scorer'.*not in this pod"):
+        _inject(_two_trainers("scorer"))
+
+
+def test_wait_all_processes_false_waits_for_the_primary_only() -> None:
+    config = katib_config.parse(
+        "runtime:\n  metricsCollectors:\n"
+        "    - {kind: StdOut, image: c:1, waitAllProcesses: false}\n"
+    )
+    out = injecting.inject(_two_trainers("evaluator"), trial(), NS, config)
+    assert not injecting.is_wrapped(_container(out, "evaluator"))
+    args = _container(out, "metrics-logger-and-collector")["args"]
+    assert args[args.index("--expected-processes") + 1] == "1"

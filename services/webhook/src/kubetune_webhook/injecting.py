@@ -152,6 +152,18 @@ def is_wrapped(container: dict[str, Any]) -> bool:
     )
 
 
+def watched_names(pod: dict[str, Any], primary: str, wait_all: bool) -> list[str]:
+    """The containers whose processes the collector waits for: the primary one first, then
+    those the pod's `kubetune.kubeflow.org/training-containers` annotation names, unless the
+    collector's katib-config entry says `waitAllProcesses: false` (then only the primary)."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    extra = str(annotations.get(naming.ANNOTATION_TRAINING_CONTAINERS) or "")
+    names = [primary]
+    if wait_all:
+        names += [n.strip() for n in extra.split(",") if n.strip() and n.strip() not in names]
+    return list(dict.fromkeys(names))
+
+
 def wrap_container(container: dict[str, Any], kind: str) -> None:
     if is_wrapped(container):
         return
@@ -308,6 +320,31 @@ def is_primary(pod: dict[str, Any], trial: Trial) -> bool:
     return all(labels.get(k) == v for k, v in wanted.items())
 
 
+def _watched_containers(
+    pod: dict[str, Any],
+    containers: list[Any],
+    primary: str,
+    kind: str,
+    config: KatibConfig,
+) -> list[dict[str, Any]]:
+    """The containers the collector waits for, the primary first; Denied names a missing one."""
+    try:
+        wait_all = config.metrics_collector(kind).wait_all_processes is not False
+    except ConfigError:
+        wait_all = True  # the sidecar step reports the missing entry
+    by_name = {c.get("name"): c for c in containers if isinstance(c, dict)}
+    found = []
+    for name in watched_names(pod, primary, wait_all):
+        if name not in by_name:
+            raise Denied(
+                f"annotation {naming.ANNOTATION_TRAINING_CONTAINERS} names container {name!r}, "
+                f"which is not in this pod (containers: {', '.join(map(str, by_name))}); "
+                "list only training containers of the trial template"
+            )
+        found.append(by_name[name])
+    return found
+
+
 def trial_name_env(trial_name: str) -> dict[str, Any]:
     """`KATIB_TRIAL_NAME` from the pod's trial label through the downward API, as upstream
     injects it; a literal only when the name does not fit a label value (it would be
@@ -363,6 +400,7 @@ def inject(
     kind = (mc.collector.kind if mc.collector else None) or CollectorKind.STDOUT.value
     if kind in (CollectorKind.PUSH.value, CollectorKind.NONE.value):
         return out
+    watched = _watched_containers(out, containers, primary_name, kind, config)
     sidecar_names = {SIDECAR_NAME, CUSTOM_SIDECAR_NAME}
     custom = mc.collector.custom_collector if mc.collector else None
     if kind == CollectorKind.CUSTOM.value and custom:
@@ -376,16 +414,19 @@ def inject(
     if kind in WRAPPED_KINDS:
         for container in primaries:
             wrap_container(container, kind)
+        for container in watched[1:]:
+            # Only the primary container's output is the metrics source (as upstream).
+            wrap_container(container, CollectorKind.FILE.value)
     if present:
         return out
     if kind in WRAPPED_KINDS:
-        sidecar = _sidecar(trial, namespace, kind, mc, config, len(primaries))
+        sidecar = _sidecar(trial, namespace, kind, mc, config, len(watched))
     else:  # Custom: the user's container, verbatim
         if not custom:
             raise Denied("metricsCollector kind Custom needs collector.customCollector")
         sidecar = copy.deepcopy(custom)
         sidecar.setdefault("name", CUSTOM_SIDECAR_NAME)
-    for container in [*primaries, sidecar]:
+    for container in [*primaries, *watched[1:], sidecar]:
         _mount(container, LOG_DIR)
         if extra_dir is not None:
             _mount(container, extra_dir)
