@@ -303,6 +303,38 @@ def test_prometheus_metric_collector_scrapes_the_trainers_endpoint(
         assert metric(trial, "score", "latest") == pytest.approx(first + 0.01, abs=1e-4)
 
 
+def test_a_trial_with_two_training_containers_waits_for_both(
+    kubetune: ClusterHandle, ns: str
+) -> None:
+    """kubetune's extension: the pod template's `kubetune.kubeflow.org/training-containers`
+    annotation names a second container whose process the collector waits for."""
+    exp = quick_experiment(ns, "two-trainers", "Never", 1)
+    exp["spec"]["parallelTrialCount"] = 1
+    exp["spec"]["trialTemplate"]["retain"] = True
+    template = exp["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]
+    template["metadata"] = {"annotations": {"kubetune.kubeflow.org/training-containers": "eval"}}
+    evaluate = "import time; time.sleep(4); print('evaluated', flush=True)"
+    template["spec"]["containers"].append(
+        {"name": "eval", "image": "python:3.11", "command": [sys.executable, "-c", evaluate]}
+    )
+    out = apply(kubetune, exp, check=False)
+    assert out.returncode == 0, out.stderr
+    wait_for(experiment_done(kubetune, "two-trainers", ns), 300, "the experiment")
+    (trial,) = trials_of(kubetune, "two-trainers", ns)
+    (pod,) = get(
+        kubetune, "pods", "-n", ns, "-l", f"katib.kubeflow.org/trial={trial['metadata']['name']}"
+    )["items"]
+    ended = {
+        s["name"]: s["state"]["terminated"]["finishedAt"]
+        for s in pod["status"]["containerStatuses"]
+    }
+    assert ended["metrics-logger-and-collector"] >= ended["eval"] >= ended["training"]
+    log = kubetune.kubectl(
+        "logs", "-n", ns, pod["metadata"]["name"], "-c", "metrics-logger-and-collector"
+    ).stdout
+    assert "2 training process(es) expected" in log, log
+
+
 def test_never_refuses_a_restart(kubetune: ClusterHandle, ns: str) -> None:
     apply(kubetune, quick_experiment(ns, "never", "Never", 2))
     wait_for(experiment_done(kubetune, "never", ns), 240, "experiment never to succeed")
