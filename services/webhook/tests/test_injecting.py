@@ -300,7 +300,12 @@ def test_mutation_does_not_touch_its_input() -> None:
 def test_trial_name_env_comes_from_the_trial_label_as_upstream_injects_it() -> None:
     assert injecting.trial_name_env("random-abc") == {
         "name": "KATIB_TRIAL_NAME",
-        "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['katib.kubeflow.org/trial']"}},
+        "valueFrom": {
+            "fieldRef": {
+                "apiVersion": "v1",
+                "fieldPath": "metadata.labels['katib.kubeflow.org/trial']",
+            }
+        },
     }
     # A name too long for a label value would be shortened there: the exact name, literally.
     long_name = "x" * 70

@@ -352,7 +352,9 @@ def trial_name_env(trial_name: str) -> dict[str, Any]:
     if naming.label_value(trial_name) != trial_name:
         return {"name": TRIAL_NAME_ENV, "value": trial_name}
     path = f"metadata.labels['{naming.LABEL_TRIAL}']"
-    return {"name": TRIAL_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+    # apiVersion as the API server defaults it, so the admitted pod equals the stored one.
+    ref = {"apiVersion": "v1", "fieldPath": path}
+    return {"name": TRIAL_NAME_ENV, "valueFrom": {"fieldRef": ref}}
 
 
 def inject(
