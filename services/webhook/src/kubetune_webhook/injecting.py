@@ -402,7 +402,7 @@ def inject(
     kind = (mc.collector.kind if mc.collector else None) or CollectorKind.STDOUT.value
     if kind in (CollectorKind.PUSH.value, CollectorKind.NONE.value):
         return out
-    watched = _watched_containers(out, containers, primary_name, kind, config)
+    watched = _watched_containers(out, containers, primary_name or "", kind, config)
     sidecar_names = {SIDECAR_NAME, CUSTOM_SIDECAR_NAME}
     custom = mc.collector.custom_collector if mc.collector else None
     if kind == CollectorKind.CUSTOM.value and custom:
