@@ -37,6 +37,9 @@ DEFAULT_PORTS = {
     "suggestion-controller": 28083,
 }
 DEFAULT_HOST_DIR = "/tmp/katib/suggestions/"
+# Where the example image keeps the trainer; pods on the local cluster run host processes, so
+# the shipped trial templates run this checkout's copy instead.
+EXAMPLES_IN_IMAGE = "/opt/kubetune/examples/"
 SETTINGS_FILE = "kubetune-local-overlay.json"
 
 
@@ -90,13 +93,15 @@ def local_settings(state_dir: Path | None) -> LocalSettings:
 
 
 def render_overlay(cluster: Kubectl, settings: LocalSettings) -> str:
-    """`kubectl kustomize` of the overlay with the cluster's ports and hostPath prefix."""
+    """`kubectl kustomize` of the overlay with the cluster's ports and hostPath prefix, and
+    the example trainer of this checkout in the shipped trial templates."""
     out = cluster.kubectl("kustomize", str(OVERLAY), check=False)
     if out.returncode != 0:
         raise RuntimeError(f"kubectl kustomize {OVERLAY} failed:\n{out.stderr}")
     text = str(out.stdout)
     for name, default in DEFAULT_PORTS.items():
         text = re.sub(rf"(?<![0-9]){default}(?![0-9])", str(settings.ports[name]), text)
+    text = text.replace(EXAMPLES_IN_IMAGE, f"{ROOT / 'examples'}/")
     return text.replace(DEFAULT_HOST_DIR, settings.host_dir)
 
 

@@ -7,10 +7,12 @@ training script. Each test watches only the API, as a user would.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import random
 import re
+import socket
 import sys
 import threading
 import time
@@ -215,6 +217,122 @@ def test_invalid_experiment_is_refused_at_apply(
     assert out.returncode != 0
     assert "denied the request" in out.stderr and message in out.stderr, out.stderr
     assert kubetune.kubectl("get", "experiment", "invalid", "-n", ns, check=False).returncode != 0
+
+
+def test_the_shipped_trial_templates_configmap_runs_an_experiment(
+    kubetune: ClusterHandle, ns: str
+) -> None:
+    """Katib's install ships `trial-templates` (label katib.kubeflow.org/component); kubetune's
+    equivalent is found by an Experiment that names only a key of it."""
+    found = get(
+        kubetune,
+        "configmaps",
+        "-n",
+        "kubeflow",
+        "-l",
+        "katib.kubeflow.org/component=trial-templates",
+    )["items"]
+    assert [c["metadata"]["name"] for c in found] == ["trial-templates"]
+    assert "defaultTrialTemplate.yaml" in found[0]["data"]
+
+    exp: Obj = yaml.safe_load((ROOT / "examples" / "configmap-template.yaml").read_text())
+    exp["metadata"]["namespace"] = ns
+    missing = copy.deepcopy(exp)
+    missing["metadata"]["name"] = "no-such-key"
+    missing["spec"]["trialTemplate"]["configMap"]["templatePath"] = "noSuchTemplate.yaml"
+    out = apply(kubetune, missing, check=False)
+    assert out.returncode != 0 and "noSuchTemplate.yaml" in out.stderr, out.stderr
+
+    out = apply(kubetune, exp, check=False)
+    assert out.returncode == 0, out.stderr
+    done = wait_for(experiment_done(kubetune, "configmap-template", ns), 420, "the experiment")
+    assert done["status"]["trialsSucceeded"] == 2
+    for trial in trials_of(kubetune, "configmap-template", ns):
+        assert 0 < metric(trial, "accuracy", "max") <= 1
+
+
+# A trainer serving its metric over HTTP (Prometheus text format) until it has been scraped
+# three times: the score, then the score + 0.01 (`max` and `latest` tell the scrapes apart).
+PROMETHEUS_TRAINER = """
+import http.server, sys, threading, time
+x = float(sys.argv[2]); served = [0]
+class Metrics(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        served[0] += 1
+        score = 1 - abs(0.3 - x) + (0.01 if served[0] > 1 else 0)
+        body = f"# TYPE score gauge\\nscore {score:.4f}\\n".encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(body)))
+        self.end_headers(); self.wfile.write(body)
+    def log_message(self, *a): pass
+http.server.ThreadingHTTPServer.allow_reuse_address = True
+server = http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Metrics)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+deadline = time.monotonic() + 60
+while served[0] < 3 and time.monotonic() < deadline: time.sleep(0.05)
+"""
+
+
+def test_prometheus_metric_collector_scrapes_the_trainers_endpoint(
+    kubetune: ClusterHandle, ns: str
+) -> None:
+    with socket.socket() as s:  # pods share the host's network here: one free port, one trial
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    exp = quick_experiment(ns, "prometheus", "Never", 2)
+    exp["spec"]["parallelTrialCount"] = 1
+    exp["spec"]["metricsCollectorSpec"] = {
+        "collector": {"kind": "PrometheusMetric"},
+        "source": {"httpGet": {"port": port, "path": "/metrics"}},
+    }
+    job = exp["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]
+    job["containers"][0]["command"] = [
+        sys.executable,
+        "-c",
+        PROMETHEUS_TRAINER,
+        str(port),
+        "${trialParameters.x}",
+    ]
+    out = apply(kubetune, exp, check=False)
+    assert out.returncode == 0, out.stderr
+    done = wait_for(experiment_done(kubetune, "prometheus", ns), 300, "the experiment")
+    assert done["status"]["trialsSucceeded"] == 2
+    for trial in trials_of(kubetune, "prometheus", ns):
+        x = float(trial["spec"]["parameterAssignments"][0]["value"])
+        first = round(1 - abs(0.3 - x), 4)
+        assert metric(trial, "score", "min") == pytest.approx(first, abs=1e-4)
+        assert metric(trial, "score", "latest") == pytest.approx(first + 0.01, abs=1e-4)
+
+
+def test_a_trial_with_two_training_containers_waits_for_both(
+    kubetune: ClusterHandle, ns: str
+) -> None:
+    """kubetune's extension: the pod template's `kubetune.kubeflow.org/training-containers`
+    annotation names a second container whose process the collector waits for."""
+    exp = quick_experiment(ns, "two-trainers", "Never", 1)
+    exp["spec"]["parallelTrialCount"] = 1
+    exp["spec"]["trialTemplate"]["retain"] = True
+    template = exp["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]
+    template["metadata"] = {"annotations": {"kubetune.kubeflow.org/training-containers": "eval"}}
+    evaluate = "import time; time.sleep(4); print('evaluated', flush=True)"
+    template["spec"]["containers"].append(
+        {"name": "eval", "image": "python:3.11", "command": [sys.executable, "-c", evaluate]}
+    )
+    out = apply(kubetune, exp, check=False)
+    assert out.returncode == 0, out.stderr
+    wait_for(experiment_done(kubetune, "two-trainers", ns), 300, "the experiment")
+    (trial,) = trials_of(kubetune, "two-trainers", ns)
+    (pod,) = get(
+        kubetune, "pods", "-n", ns, "-l", f"katib.kubeflow.org/trial={trial['metadata']['name']}"
+    )["items"]
+    ended = {
+        s["name"]: s["state"]["terminated"]["finishedAt"]
+        for s in pod["status"]["containerStatuses"]
+    }
+    assert ended["metrics-logger-and-collector"] >= ended["eval"] >= ended["training"]
+    log = kubetune.kubectl(
+        "logs", "-n", ns, pod["metadata"]["name"], "-c", "metrics-logger-and-collector"
+    ).stdout
+    assert "2 training process(es) expected" in log, log
 
 
 def test_never_refuses_a_restart(kubetune: ClusterHandle, ns: str) -> None:

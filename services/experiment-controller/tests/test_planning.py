@@ -226,3 +226,10 @@ def test_plan_is_stable_when_nothing_changes() -> None:
     second = plan(exp, [trial(0, "Running")], suggestion(3, requests=3), "2026-01-01T02:00:00Z")
     assert second.status == first.status
     assert isinstance(second.status, ExperimentStatus)
+
+
+def test_current_optimal_trial_is_written_empty_until_a_trial_succeeds() -> None:
+    """As upstream: `currentOptimalTrial` is always there (Katib's SDK and verify.py read
+    `best_trial_name` from it after an Experiment whose trials all failed)."""
+    p = plan(experiment(), [trial(0, "Failed"), trial(1, "Running")], suggestion(2), NOW)
+    assert p.status.to_wire()["currentOptimalTrial"] == {"observation": {}}

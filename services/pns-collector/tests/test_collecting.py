@@ -224,3 +224,19 @@ def test_tensorflow_event_files(log_dir: Path, procs, metric_of, spec) -> None:
     outcome = collecting.Collector(settings, source, summary, None).run()
     assert outcome.code is ExitCode.OK
     assert metric_of(outcome.observation, "loss") == ("0.25", "0.5", "0.25")
+
+
+def test_text_source_echoes_every_line_it_reads(tmp_path: Path) -> None:
+    """StdOut collection: what the training printed reaches the sidecar's own log, once."""
+    import io
+
+    path = tmp_path / "metrics.log"
+    path.write_text("epoch 1 loss=0.5\nnot a metric\n")
+    echo = io.StringIO()
+    source = collecting.TextSource(path, parsing.TextParser(["loss"]), echo)
+    list(source.read(final=False))
+    with path.open("a") as f:
+        f.write("epoch 2 loss=0.4")
+    list(source.read(final=True))
+    source.close()
+    assert echo.getvalue() == "epoch 1 loss=0.5\nnot a metric\nepoch 2 loss=0.4"

@@ -218,6 +218,8 @@ def test_collector_reports_metrics_to_the_trial_and_exits_0(
     assert done["exitCode"] == 0, logs
     messages = [json.loads(line)["message"] for line in logs.splitlines() if line.startswith("{")]
     assert any("completed; observation reported" in m for m in messages), messages
+    # StdOut collection: the sidecar's log carries the training output (Katib's SDK reads it).
+    assert "epoch 3: loss=0.70" in logs and "training done" in logs, logs
 
     observation = kube.get(TRIALS, "trial-1", namespace)["status"]["observation"]
     assert observation == {
@@ -265,3 +267,44 @@ def test_intermediate_reports_while_training_runs(
     wait_for("the final report", lambda: (loss() or {}).get("latest") == "0.4")
     assert loss() == {"name": "loss", "min": "0.4", "max": "0.9", "latest": "0.4"}
     kube.delete(PODS, "trial-2-pod", namespace, grace_seconds=1)
+
+
+def test_every_watched_training_container_is_waited_for_and_one_failure_fails(
+    cluster: Any, kube: Kube, namespace: str
+) -> None:
+    """Two training containers ending at different times (the later one failing) and an
+    unwatched sidecar that never exits, as the webhook builds it for a pod annotated
+    `kubetune.kubeflow.org/training-containers: evaluator` (`--expected-processes 2`)."""
+    collector_rbac(kube, namespace)
+    kube.create(TRIALS, trial("trial-3"), namespace)
+    pod = trial_pod("trial-3-pod", "trial-3", extra=("--expected-processes", "2"))
+    sh, c, script, *rest = procwait.wrap_argv(
+        ["python3", "-c", "import time, sys; time.sleep(3); sys.exit(3)"], LOG_DIR
+    )
+    pod["spec"]["containers"].insert(
+        1,
+        {
+            "name": "evaluator",
+            "image": "python:3.11",
+            "command": [sh, c, script.replace("$", "$$"), *rest],
+            "volumeMounts": [{"name": "metrics-volume", "mountPath": LOG_DIR}],
+        },
+    )
+    kube.create(PODS, pod, namespace)
+
+    def collector_done() -> dict[str, Any] | None:
+        return container_state(
+            kube.get(PODS, "trial-3-pod", namespace), "metrics-logger-and-collector"
+        ).get("terminated")
+
+    done = wait_for("the collector to end", collector_done)
+    pod = kube.get(PODS, "trial-3-pod", namespace)
+    main, evaluator = (container_state(pod, n)["terminated"] for n in ("main", "evaluator"))
+    assert (main["exitCode"], evaluator["exitCode"]) == (0, 3)
+    assert done["finishedAt"] >= evaluator["finishedAt"] >= main["finishedAt"]
+    assert done["exitCode"] == 1, "a failed training container fails the collection"
+    assert "running" in container_state(pod, "wait")
+    metrics = kube.get(TRIALS, "trial-3", namespace)["status"]["observation"]["metrics"]
+    assert {"name": "loss", "min": "0.70", "max": "1.00", "latest": "0.70"} in metrics
+    kube.delete(PODS, "trial-3-pod", namespace, grace_seconds=1)
+    wait_for("the pod to go", lambda: kube.get_or_none(PODS, "trial-3-pod", namespace) is None)

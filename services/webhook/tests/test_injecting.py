@@ -38,7 +38,7 @@ def test_stdout_pod_gets_everything_the_contract_names() -> None:
     assert spec["shareProcessNamespace"] is True
     assert {"name": "metrics-volume", "emptyDir": {}} in spec["volumes"]
     training = _container(out, "training-container")
-    assert {"name": "KATIB_TRIAL_NAME", "value": "random-abc"} in training["env"]
+    assert injecting.trial_name_env("random-abc") in training["env"]
     assert training["command"][:2] == ["sh", "-c"]
     assert "args" not in training
     assert {"name": "metrics-volume", "mountPath": "/var/log/katib"} in training["volumeMounts"]
@@ -134,9 +134,7 @@ def test_push_gets_labels_and_env_only() -> None:
     assert [c["name"] for c in out["spec"]["containers"]] == ["training-container"]
     assert "shareProcessNamespace" not in out["spec"]
     assert out["metadata"]["labels"][naming.LABEL_TRIAL] == "random-abc"
-    assert _container(out, "training-container")["env"] == [
-        {"name": "KATIB_TRIAL_NAME", "value": "random-abc"}
-    ]
+    assert _container(out, "training-container")["env"] == [injecting.trial_name_env("random-abc")]
 
 
 def test_custom_collector_is_added_verbatim_without_wrapping() -> None:
@@ -297,3 +295,79 @@ def test_mutation_does_not_touch_its_input() -> None:
     before = copy.deepcopy(p)
     _inject(p)
     assert p == before
+
+
+def test_trial_name_env_comes_from_the_trial_label_as_upstream_injects_it() -> None:
+    assert injecting.trial_name_env("random-abc") == {
+        "name": "KATIB_TRIAL_NAME",
+        "valueFrom": {
+            "fieldRef": {
+                "apiVersion": "v1",
+                "fieldPath": "metadata.labels['katib.kubeflow.org/trial']",
+            }
+        },
+    }
+    # A name too long for a label value would be shortened there: the exact name, literally.
+    long_name = "x" * 70
+    assert injecting.trial_name_env(long_name) == {"name": "KATIB_TRIAL_NAME", "value": long_name}
+
+
+@pytest.mark.parametrize(
+    ("http_get", "url"),
+    [
+        ({"path": "/metrics", "port": 8080}, "http://127.0.0.1:8080/metrics"),
+        ({"path": "/m", "port": "9090", "scheme": "HTTPS"}, "https://127.0.0.1:9090/m"),
+        ({"path": "/m", "port": 9090, "host": "::1"}, "http://[::1]:9090/m"),
+    ],
+)
+def test_prometheus_pod_is_wrapped_and_the_sidecar_scrapes_the_endpoint(
+    http_get: dict[str, Any], url: str
+) -> None:
+    mc = {"collector": {"kind": "PrometheusMetric"}, "source": {"httpGet": http_get}}
+    out = _inject(pod(), trial(metricsCollector=mc))
+    training = _container(out, "training-container")
+    assert injecting.is_wrapped(training)
+    assert "metrics.log" not in training["command"][2], "the endpoint is the source, not stdout"
+    args = _container(out, "metrics-logger-and-collector")["args"]
+    assert args[args.index("--collector-kind") + 1] == "PrometheusMetric"
+    assert args[args.index("--metrics-url") + 1] == url
+    assert out["spec"]["shareProcessNamespace"] is True
+
+
+def _two_trainers(annotation: str) -> dict[str, Any]:
+    p = pod()
+    p["metadata"]["annotations"] = {naming.ANNOTATION_TRAINING_CONTAINERS: annotation}
+    p["spec"]["containers"] += [
+        {"name": "evaluator", "image": "python:3.11", "command": ["python3", "eval.py"]},
+        {"name": "proxy", "image": "envoy", "command": ["envoy"]},
+    ]
+    return p
+
+
+def test_annotated_training_containers_are_wrapped_and_all_waited_for() -> None:
+    out = _inject(_two_trainers(" evaluator, training-container "))
+    training, evaluator = (_container(out, n) for n in ("training-container", "evaluator"))
+    assert injecting.is_wrapped(training) and injecting.is_wrapped(evaluator)
+    assert "metrics.log" in training["command"][2], "the primary's output is the metrics source"
+    assert "metrics.log" not in evaluator["command"][2]
+    assert {"name": "metrics-volume", "mountPath": "/var/log/katib"} in evaluator["volumeMounts"]
+    assert _container(out, "proxy")["command"] == ["envoy"], "an unlisted sidecar is untouched"
+    args = _container(out, "metrics-logger-and-collector")["args"]
+    assert args[args.index("--expected-processes") + 1] == "2"
+    assert _inject(out) == out, "idempotent"
+
+
+def test_an_annotated_container_that_is_not_in_the_pod_is_refused() -> None:
+    with pytest.raises(injecting.Denied, match=r"names container 'scorer'.*not in this pod"):
+        _inject(_two_trainers("scorer"))
+
+
+def test_wait_all_processes_false_waits_for_the_primary_only() -> None:
+    config = katib_config.parse(
+        "runtime:\n  metricsCollectors:\n"
+        "    - {kind: StdOut, image: c:1, waitAllProcesses: false}\n"
+    )
+    out = injecting.inject(_two_trainers("evaluator"), trial(), NS, config)
+    assert not injecting.is_wrapped(_container(out, "evaluator"))
+    args = _container(out, "metrics-logger-and-collector")["args"]
+    assert args[args.index("--expected-processes") + 1] == "1"

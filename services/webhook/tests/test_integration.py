@@ -362,7 +362,8 @@ def test_trial_pod_arrives_with_sidecar_wrapped_command_and_annotation(
     assert names == ["training-container", injecting.SIDECAR_NAME]
     training, sidecar = spec["containers"]
     assert training["command"] == injecting.wrapped_command(user_argv, "StdOut")
-    assert {"name": "KATIB_TRIAL_NAME", "value": trial_name} in training["env"]
+    assert injecting.trial_name_env(trial_name) in training["env"]
+    assert injecting.trial_name_env(trial_name)["valueFrom"], "a downward-API reference"
     args = sidecar["args"]
     assert args[:4] == ["--trial-name", trial_name, "--namespace", ns]
     assert args[args.index("--expected-processes") + 1] == "1"

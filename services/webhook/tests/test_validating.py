@@ -399,7 +399,7 @@ CASES: list[tuple[str, dict[str, Any], str | None]] = [
     ("collector-kind-none", _with(f"{MC}.collector.kind", "None"), "(renamed Push in v0.18)"),
     ("collector-push-ok", _with(f"{MC}.collector.kind", "Push"), None),
     (
-        "collector-prometheus-unconfigured",
+        "collector-prometheus-configured-by-default",
         _with(
             f"{MC}",
             {
@@ -407,7 +407,7 @@ CASES: list[tuple[str, dict[str, Any], str | None]] = [
                 "source": {"httpGet": {"path": "/metrics", "port": 8080}},
             },
         ),
-        "failed to find metrics collector config for kind PrometheusMetric",
+        None,
     ),
     (
         "file-ok",
@@ -569,6 +569,24 @@ def test_missing_condition_hint_names_the_matching_job_condition(field: str, kin
 def test_early_stopping_configured_is_allowed() -> None:
     exp = _with("spec.earlyStopping", {"algorithmName": "medianstop"})
     assert _problems(exp, config=CONFIG_WITH_EARLY_STOPPING) == []
+
+
+def test_prometheus_without_a_collector_entry_is_refused_as_upstream() -> None:
+    unconfigured = katib_config.parse(
+        "runtime:\n  suggestions: [{algorithmName: random, image: r:1}]\n"
+        "  metricsCollectors: [{kind: StdOut, image: c:1}]\n"
+    )
+    exp = _with(
+        "spec.metricsCollectorSpec",
+        {
+            "collector": {"kind": "PrometheusMetric"},
+            "source": {"httpGet": {"path": "/metrics", "port": 8080}},
+        },
+    )
+    problems = _problems(exp, config=unconfigured)
+    assert any(
+        "failed to find metrics collector config for kind PrometheusMetric" in p for p in problems
+    ), problems
 
 
 def test_prometheus_configured_checks_port_and_path() -> None:

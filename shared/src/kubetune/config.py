@@ -39,7 +39,7 @@ ALGORITHMS = (
     "sobol",
     "bayesianoptimization",
 )
-COLLECTOR_KINDS = ("StdOut", "File", "TensorFlowEvent")
+COLLECTOR_KINDS = ("StdOut", "File", "TensorFlowEvent", "PrometheusMetric")
 DEFAULT_TRIAL_RESOURCES = (
     "Job.v1.batch",
     "TFJob.v1.kubeflow.org",

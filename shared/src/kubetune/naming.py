@@ -32,6 +32,10 @@ webhook, whatever their owners. The owner walk then confirms the pod really is t
 LABEL_INJECTION = f"{DOMAIN}/metrics-collector-injection"
 INJECTION_ENABLED = "enabled"
 ISTIO_INJECT = "sidecar.istio.io/inject"
+ANNOTATION_TRAINING_CONTAINERS = "kubetune.kubeflow.org/training-containers"
+"""kubetune's extension on a trial's pod template: more containers (comma-separated names)
+whose processes must complete, besides the primary one. The collector waits for all of them
+and the trial fails if any fails; other containers (sidecars) are never waited for."""
 
 DEFAULT_SUGGESTION_VOLUME_PATH = "/opt/katib/data"
 DEFAULT_PV_HOST_PREFIX = "/tmp/katib/suggestions/"

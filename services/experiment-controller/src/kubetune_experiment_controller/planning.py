@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kubetune import conditions, observations
+from kubetune.api.common import Observation
 from kubetune.api.experiment import Experiment, ExperimentStatus, OptimalTrial, ResumePolicy
 from kubetune.api.suggestion import TrialAssignment
 from kubetune.conditions import (
@@ -247,6 +248,10 @@ def plan(
             parameter_assignments=best.assignments,
             observation=best.observation,
         )
+    elif status.current_optimal_trial is None:
+        # Upstream always writes it (empty until a trial succeeds); SDK code reading
+        # `status.current_optimal_trial.best_trial_name` must not meet None.
+        status.current_optimal_trial = OptimalTrial(observation=Observation())
 
     if is_completed(status):
         return _plan_completed(experiment, status, counts, events, now)

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TextIO
 
 import psutil
 import watchfiles
@@ -52,14 +52,24 @@ class Source(Protocol):
 
 
 class TextSource:
-    """A metrics file (StdOut's tee target or the user's File), TEXT or JSON lines."""
+    """A metrics file (StdOut's tee target or the user's File), TEXT or JSON lines.
 
-    def __init__(self, path: Path, parser: parsing.Parser) -> None:
+    With `echo` every line read is also written there: for StdOut collection the sidecar's own
+    log then carries the training output, which is the container Katib's SDK
+    (`KatibClient.get_job_logs`) and users of `kubectl logs` read, as with upstream's
+    `metrics-logger-and-collector`.
+    """
+
+    def __init__(self, path: Path, parser: parsing.Parser, echo: TextIO | None = None) -> None:
         self.tail = tailing.FileTail(path)
         self.parser = parser
+        self.echo = echo
 
     def read(self, final: bool) -> Iterator[list[Run]]:
         for block in self.tail.read(final):
+            if self.echo is not None:
+                self.echo.write(block)
+                self.echo.flush()
             yield self.parser.parse_runs(block)
 
     def watch_dirs(self) -> list[Path]:

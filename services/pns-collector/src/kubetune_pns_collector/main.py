@@ -22,11 +22,18 @@ from kubetune import flags, logs, procwait
 from kubetune.api.common import MetricStrategy, MetricStrategyType, ObjectiveSpec, ObjectiveType
 from kubetune.flags import EnvDefault
 from kubetune.kube import Kube, connect
-from kubetune_pns_collector import collecting, parsing, reporting, stopping, summaries
+from kubetune_pns_collector import (
+    collecting,
+    parsing,
+    reporting,
+    scraping,
+    stopping,
+    summaries,
+)
 
 log = logging.getLogger("pns-collector")
 
-KINDS = ("StdOut", "File", "TensorFlowEvent", "None", "Push")
+KINDS = ("StdOut", "File", "TensorFlowEvent", "PrometheusMetric", "None", "Push")
 _SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
@@ -53,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
     flag("metric-strategies", default="", help="name=min|max|latest, ';'-separated")
     flag("collector-kind", default="StdOut", choices=KINDS, help="where metrics come from")
     flag("metrics-path", default="", help="metrics file (StdOut, File) or event directory")
+    flag(
+        "metrics-url",
+        default="",
+        help="PrometheusMetric: the training's endpoint, e.g. http://127.0.0.1:8080/metrics",
+    )
+    flag("scrape-interval", type=float, default=1.0, help="PrometheusMetric: seconds per scrape")
     flag("format", default="TEXT", choices=["TEXT", "JSON"], help="metrics file format")
     p.add_argument(
         "--filter",
@@ -111,6 +124,12 @@ def build_source(args: argparse.Namespace, names: list[str]) -> collecting.Sourc
     if kind in ("None", "Push"):
         return None
     log_dir = Path(args.log_dir)
+    if kind == "PrometheusMetric":
+        if not args.metrics_url:
+            raise ValueError("--metrics-url is required for --collector-kind PrometheusMetric")
+        return scraping.PrometheusSource(
+            args.metrics_url, names, args.filter, interval=args.scrape_interval
+        )
     if kind == "TensorFlowEvent":
         return collecting.EventSource(Path(args.metrics_path or log_dir / "tfevent"), names)
     path = Path(args.metrics_path or log_dir / "metrics.log")
@@ -121,7 +140,8 @@ def build_source(args: argparse.Namespace, names: list[str]) -> collecting.Sourc
         parser = parsing.JsonParser(names)
     else:
         parser = parsing.TextParser(names, args.filter)
-    return collecting.TextSource(path, parser)
+    echo = sys.stdout if kind == "StdOut" else None
+    return collecting.TextSource(path, parser, echo)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -39,7 +39,10 @@ WRAPPED_KINDS = (
     CollectorKind.STDOUT.value,
     CollectorKind.FILE.value,
     CollectorKind.TENSORFLOW_EVENT.value,
+    CollectorKind.PROMETHEUS_METRIC.value,
 )
+DEFAULT_SCRAPE_PATH = "/metrics"
+DEFAULT_SCRAPE_PORT = 8080
 MAX_OWNER_DEPTH = 8
 
 
@@ -149,6 +152,18 @@ def is_wrapped(container: dict[str, Any]) -> bool:
     )
 
 
+def watched_names(pod: dict[str, Any], primary: str, wait_all: bool) -> list[str]:
+    """The containers whose processes the collector waits for: the primary one first, then
+    those the pod's `kubetune.kubeflow.org/training-containers` annotation names, unless the
+    collector's katib-config entry says `waitAllProcesses: false` (then only the primary)."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    extra = str(annotations.get(naming.ANNOTATION_TRAINING_CONTAINERS) or "")
+    names = [primary]
+    if wait_all:
+        names += [n.strip() for n in extra.split(",") if n.strip() and n.strip() not in names]
+    return list(dict.fromkeys(names))
+
+
 def wrap_container(container: dict[str, Any], kind: str) -> None:
     if is_wrapped(container):
         return
@@ -182,6 +197,20 @@ def metrics_path(mc: MetricsCollectorSpec, kind: str) -> str:
     if kind == CollectorKind.STDOUT.value or fsp is None or not fsp.path:
         return STDOUT_METRICS_FILE
     return fsp.path
+
+
+def scrape_url(mc: MetricsCollectorSpec) -> str:
+    """The training's metrics endpoint as the sidecar reaches it: the pod's one network
+    namespace, so 127.0.0.1 unless `httpGet.host` names another address (the webhook has
+    already checked that the port is a positive integer and the path absolute)."""
+    http_get = (mc.source.http_get if mc.source else None) or {}
+    scheme = "https" if str(http_get.get("scheme") or "HTTP").upper() == "HTTPS" else "http"
+    host = str(http_get.get("host") or "127.0.0.1")
+    port = int(str(http_get.get("port") or DEFAULT_SCRAPE_PORT))
+    path = str(http_get.get("path") or DEFAULT_SCRAPE_PATH)
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"  # an IPv6 address
+    return f"{scheme}://{host}:{port}{path}"
 
 
 def metrics_dir(mc: MetricsCollectorSpec, kind: str) -> str | None:
@@ -232,6 +261,8 @@ def collector_args(
             ";".join(f"{s.name}={s.value.value}" for s in objective.metric_strategies),
         ]
     args += ["--collector-kind", kind, "--metrics-path", metrics_path(mc, kind)]
+    if kind == CollectorKind.PROMETHEUS_METRIC.value:
+        args += ["--metrics-url", scrape_url(mc)]
     fsp = mc.source.file_system_path if mc.source else None
     if kind == CollectorKind.STDOUT.value:
         args += ["--format", "TEXT"]
@@ -289,6 +320,43 @@ def is_primary(pod: dict[str, Any], trial: Trial) -> bool:
     return all(labels.get(k) == v for k, v in wanted.items())
 
 
+def _watched_containers(
+    pod: dict[str, Any],
+    containers: list[Any],
+    primary: str,
+    kind: str,
+    config: KatibConfig,
+) -> list[dict[str, Any]]:
+    """The containers the collector waits for, the primary first; Denied names a missing one."""
+    try:
+        wait_all = config.metrics_collector(kind).wait_all_processes is not False
+    except ConfigError:
+        wait_all = True  # the sidecar step reports the missing entry
+    by_name = {c.get("name"): c for c in containers if isinstance(c, dict)}
+    found = []
+    for name in watched_names(pod, primary, wait_all):
+        if name not in by_name:
+            raise Denied(
+                f"annotation {naming.ANNOTATION_TRAINING_CONTAINERS} names container {name!r}, "
+                f"which is not in this pod (containers: {', '.join(map(str, by_name))}); "
+                "list only training containers of the trial template"
+            )
+        found.append(by_name[name])
+    return found
+
+
+def trial_name_env(trial_name: str) -> dict[str, Any]:
+    """`KATIB_TRIAL_NAME` from the pod's trial label through the downward API, as upstream
+    injects it; a literal only when the name does not fit a label value (it would be
+    shortened there, and the SDK's `report_metrics` needs the exact name)."""
+    if naming.label_value(trial_name) != trial_name:
+        return {"name": TRIAL_NAME_ENV, "value": trial_name}
+    path = f"metadata.labels['{naming.LABEL_TRIAL}']"
+    # apiVersion as the API server defaults it, so the admitted pod equals the stored one.
+    ref = {"apiVersion": "v1", "fieldPath": path}
+    return {"name": TRIAL_NAME_ENV, "valueFrom": {"fieldRef": ref}}
+
+
 def inject(
     pod: dict[str, Any],
     trial_manifest: dict[str, Any],
@@ -321,7 +389,7 @@ def inject(
     for container in primaries:
         env = container.setdefault("env", [])
         if not any(isinstance(e, dict) and e.get("name") == TRIAL_NAME_ENV for e in env):
-            env.append({"name": TRIAL_NAME_ENV, "value": trial_name})
+            env.append(trial_name_env(trial_name))
     if not is_primary(out, trial):
         return out
     if not primaries:
@@ -332,8 +400,9 @@ def inject(
         )
     mc = trial.spec.metrics_collector or MetricsCollectorSpec()
     kind = (mc.collector.kind if mc.collector else None) or CollectorKind.STDOUT.value
-    if kind in (CollectorKind.PUSH.value, CollectorKind.NONE.value, "PrometheusMetric"):
+    if kind in (CollectorKind.PUSH.value, CollectorKind.NONE.value):
         return out
+    watched = _watched_containers(out, containers, primary_name or "", kind, config)
     sidecar_names = {SIDECAR_NAME, CUSTOM_SIDECAR_NAME}
     custom = mc.collector.custom_collector if mc.collector else None
     if kind == CollectorKind.CUSTOM.value and custom:
@@ -347,16 +416,19 @@ def inject(
     if kind in WRAPPED_KINDS:
         for container in primaries:
             wrap_container(container, kind)
+        for container in watched[1:]:
+            # Only the primary container's output is the metrics source (as upstream).
+            wrap_container(container, CollectorKind.FILE.value)
     if present:
         return out
     if kind in WRAPPED_KINDS:
-        sidecar = _sidecar(trial, namespace, kind, mc, config, len(primaries))
+        sidecar = _sidecar(trial, namespace, kind, mc, config, len(watched))
     else:  # Custom: the user's container, verbatim
         if not custom:
             raise Denied("metricsCollector kind Custom needs collector.customCollector")
         sidecar = copy.deepcopy(custom)
         sidecar.setdefault("name", CUSTOM_SIDECAR_NAME)
-    for container in [*primaries, sidecar]:
+    for container in [*primaries, *watched[1:], sidecar]:
         _mount(container, LOG_DIR)
         if extra_dir is not None:
             _mount(container, extra_dir)

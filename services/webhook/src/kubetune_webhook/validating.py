@@ -536,6 +536,7 @@ WRAPPED_COLLECTORS = (
     CollectorKind.STDOUT.value,
     CollectorKind.FILE.value,
     CollectorKind.TENSORFLOW_EVENT.value,
+    CollectorKind.PROMETHEUS_METRIC.value,
 )
 IMPLICIT_CONTAINER_GROUPS = ("argoproj.io/", "tekton.dev/")
 """Job kinds whose containers are named by their controller (Argo's `main`, Tekton's
