@@ -15,7 +15,7 @@ from typing import Any
 
 from kubetune import errors
 from kubetune.kube import PODS, Kube, Resource
-from kubetune.runtime import Controller, Key, owner_keys
+from kubetune.runtime import Context, Controller, Key, owner_keys
 
 WORKFLOWS = Resource("argoproj.io", "v1alpha1", "workflows", "Workflow")
 RUN = "/var/run/argo"
@@ -105,7 +105,7 @@ class ArgoControllerStandIn:
             label_selector="workflows.argoproj.io/workflow",
         )
 
-    def reconcile(self, key: Key) -> None:
+    def reconcile(self, ctx: Context, key: Key) -> None:
         workflow = self.kube.get_or_none(WORKFLOWS, key.name, key.namespace)
         if workflow is None or workflow["metadata"].get("deletionTimestamp"):
             return

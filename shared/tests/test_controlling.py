@@ -10,15 +10,15 @@ import pytest
 
 from kubetune import errors, logs
 from kubetune.clock import ManualClock
-from kubetune.runtime import Controller, Key, Result
+from kubetune.runtime import Context, Controller, Key, Result
 from kubetune.runtime.queue import Backoff, WorkQueue
 
 
 def _controller(outcome: object) -> tuple[Controller, ManualClock]:
-    def reconcile(key: Key) -> Result | None:
+    def reconcile(ctx: Context, key: Key) -> Result:
         if isinstance(outcome, Exception):
             raise outcome
-        assert outcome is None or isinstance(outcome, Result)
+        assert isinstance(outcome, Result)
         return outcome
 
     clock = ManualClock(100.0)
@@ -36,7 +36,7 @@ KEY = Key("ns", "obj")
 
 
 def test_success_forgets_backoff_and_does_not_requeue() -> None:
-    c, _ = _controller(None)
+    c, _ = _controller(Result.done())
     c.queue.add_rate_limited(KEY)
     c.queue._backoff.failures[KEY] = 3
     c.queue.add(KEY)
@@ -108,3 +108,39 @@ def test_json_logs_are_one_object_a_line() -> None:
     entry = json.loads(stream.getvalue().strip())
     assert entry["message"] == "hello world" and entry["trial"] == "t1" and entry["level"] == "info"
     logs.configure("text", "info")
+
+
+def test_each_pass_logs_with_its_reconcile_id_and_object(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Every line of a pass names the object and the pass; lines of one pass share the id."""
+    ids: list[str] = []
+
+    def reconcile(ctx: Context, key: Key) -> Result:
+        ids.append(ctx.reconcile_id)
+        ctx.log.info("working on %s", "it")
+        raise RuntimeError("boom")  # the runtime's own line about the pass
+
+    controller = Controller("t", reconcile)
+    caplog.set_level(logging.INFO)
+    for _ in range(2):
+        controller.queue.add(KEY)
+        _run_once(controller)
+    lines = [r for r in caplog.records if r.name == "kubetune.t"]
+    assert [r.getMessage().split(": ", 1)[1] for r in lines] == [
+        "working on it",
+        "failed; retry in 0.01s",
+        "working on it",
+        "failed; retry in 0.01s",
+    ]
+    assert len(set(ids)) == 2, "a new id each pass"
+    for record, reconcile_id in zip(lines, [ids[0], ids[0], ids[1], ids[1]], strict=True):
+        assert record.getMessage().startswith(f"ns/obj [{reconcile_id}]: ")
+        fields = (record.reconcile_id, record.namespace, record.object_name)  # type: ignore[attr-defined]
+        assert fields == (reconcile_id, "ns", "obj")
+    entry = json.loads(logs.JsonFormatter().format(lines[0]))
+    assert (entry["reconcile_id"], entry["namespace"], entry["object_name"]) == (
+        ids[0],
+        "ns",
+        "obj",
+    )

@@ -20,18 +20,6 @@ MANIFESTS = ROOT / "shared" / "tests" / "manifests"
 RESOURCES = {"Experiment": EXPERIMENTS, "Suggestion": SUGGESTIONS, "Trial": TRIALS}
 
 
-@pytest.fixture(scope="module")
-def crds_installed(cluster: ClusterHandle) -> None:
-    cluster.kubectl("apply", "-k", str(ROOT / "kustomize/base/crds"))
-    for plural in ("experiments", "suggestions", "trials"):
-        cluster.kubectl(
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            f"crd/{plural}.kubeflow.org",
-        )
-
-
 def _examples() -> list[tuple[str, dict[str, Any]]]:
     out = []
     for path in sorted(MANIFESTS.glob("*.yaml")):

@@ -1,4 +1,5 @@
-"""The reconcile runtime on a real API server: watch, relist after 410 Gone, leader hand-over."""
+"""The reconcile runtime on a real API server: watch, relist after 410 Gone, leader hand-over,
+and what a reconcile gets (`Context`): cached reads, on-demand watches, status writes."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,8 +25,17 @@ from typing import Any
 import pytest
 
 from kubetune import errors
-from kubetune.kube import CONFIGMAPS, LEASES, Kube, connect
-from kubetune.runtime import Controller, Key, Result, running
+from kubetune.kube import (
+    CONFIGMAPS,
+    LEASES,
+    SERVICE_ACCOUNTS,
+    SUGGESTIONS,
+    Kube,
+    Obj,
+    Resource,
+    connect,
+)
+from kubetune.runtime import Context, Controller, Key, OnDemand, Result, own_key, running
 from kubetune.runtime.electing import LeaderElector
 from kubetune.runtime.watching import WATCH_RESTARTS, Event, Informer
 from localcluster.pytest_plugin import ClusterHandle
@@ -154,12 +165,12 @@ def test_controller_reconciles_each_change_and_retries_failures(
     calls: list[Key] = []
     failures = {"flaky": 2}
 
-    def reconcile(key: Key) -> Result | None:
+    def reconcile(ctx: Context, key: Key) -> Result:
         calls.append(key)
         if failures.get(key.name, 0) > 0:
             failures[key.name] -= 1
             raise RuntimeError("transient")
-        return None
+        return Result.done()
 
     controller = Controller("test", reconcile)
     controller.watch(CONFIGMAPS, namespace=namespace)
@@ -347,7 +358,7 @@ def _process(kube: Kube, namespace: str, lease: str) -> running.Process:
             f"--leader-election-id={lease}",
         ]
     )
-    controller = Controller("test", lambda key: None)
+    controller = Controller("test", lambda ctx, key: Result.done())
     controller.watch(CONFIGMAPS, namespace=namespace)
     return running.Process(kube, [controller], args)
 
@@ -404,3 +415,196 @@ def test_sigterm_releases_the_lease_once(
     assert not [r for r in caplog.records if "release" in r.getMessage()]
     lease = kube.get(LEASES, "release-once", namespace)
     assert not lease["spec"].get("holderIdentity")
+
+
+# --- what a reconcile gets: `kubetune.runtime.Context` -----------------------------------------
+
+
+class CountingKube(Kube):
+    """The real API server; counts the GETs of single objects and the patches, per resource."""
+
+    def __init__(self, kube: Kube) -> None:
+        super().__init__(kube.api)
+        self.gets: Counter[str] = Counter()
+        self.patches: Counter[str] = Counter()
+
+    def get(self, res: Resource, name: str, namespace: str | None = None, **kw: Any) -> Obj:
+        self.gets[res.plural] += 1
+        return super().get(res, name, namespace, **kw)
+
+    def patch(
+        self, res: Resource, name: str, patch: Any, namespace: str | None = None, **kw: Any
+    ) -> Obj:
+        self.patches[res.plural] += 1
+        return super().patch(res, name, patch, namespace, **kw)
+
+
+@pytest.fixture
+def counting(kube: Kube) -> CountingKube:
+    return CountingKube(kube)
+
+
+def _done(ctx: Context, key: Key) -> Result:
+    return Result.done()
+
+
+def _started(kube: Kube, stop: threading.Event, namespace: str, *watched: Resource) -> Controller:
+    controller = Controller("test", _done, namespace=namespace)
+    for resource in watched:
+        controller.watch(resource, namespace=namespace)
+    controller.start_informers(kube, stop)
+    if watched:
+        wait_for(controller.synced, what="the caches")
+    return controller
+
+
+def _configmap(kube: Kube, namespace: str, name: str) -> Obj:
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {}}
+    return kube.create(CONFIGMAPS, body, namespace)
+
+
+def test_read_serves_a_watched_object_from_the_cache_and_asks_the_server_otherwise(
+    counting: CountingKube, namespace: str, stop: threading.Event
+) -> None:
+    kube = counting
+    _configmap(kube, namespace, "cached")
+    controller = _started(kube, stop, namespace, CONFIGMAPS)
+    ctx = controller.context(Key(namespace, "cached"))
+    kube.gets.clear()
+
+    cached = ctx.read(CONFIGMAPS, Key(namespace, "cached"))
+    assert cached is not None and cached["metadata"]["name"] == "cached"
+    assert kube.gets["configmaps"] == 0, "a cached object costs no request"
+
+    # absent from the synced cache: it may be lag behind a create, so the server answers
+    assert ctx.read(CONFIGMAPS, Key(namespace, "absent")) is None
+    assert kube.gets["configmaps"] == 1
+    # unless the caller says a stale "absent" is harmless
+    assert ctx.read(CONFIGMAPS, Key(namespace, "absent"), trust_absent=True) is None
+    assert kube.gets["configmaps"] == 1
+    # fresh: the server, even for a cached object (about to be status-written)
+    assert ctx.read(CONFIGMAPS, Key(namespace, "cached"), fresh=True) is not None
+    assert kube.gets["configmaps"] == 2
+
+    # a resource the controller does not watch: a GET
+    account = ctx.read(SERVICE_ACCOUNTS, Key(namespace, "default"))
+    assert account is not None and kube.gets["serviceaccounts"] == 1
+    assert controller.informers_of(SERVICE_ACCOUNTS) == []
+
+
+def test_read_starts_a_watch_on_demand_and_its_changes_wake_the_reconcile(
+    counting: CountingKube, namespace: str, stop: threading.Event
+) -> None:
+    kube = counting
+    _configmap(kube, namespace, "first")
+    controller = _started(kube, stop, namespace)  # watches nothing from the start
+    ctx = controller.context(Key(namespace, "first"))
+    how = OnDemand(own_key)
+
+    # the first read starts the watch (the server answers until its cache has listed)
+    assert controller.informers_of(CONFIGMAPS) == []
+    assert ctx.read(CONFIGMAPS, Key(namespace, "first"), watch=how) is not None
+    (informer,) = controller.informers_of(CONFIGMAPS)
+    wait_for(informer.synced.is_set, what="the on-demand cache")
+    gets = kube.gets["configmaps"]
+    assert ctx.read(CONFIGMAPS, Key(namespace, "first"), watch=how) is not None
+    assert kube.gets["configmaps"] == gets, "served from the on-demand cache"
+    assert controller.informers_of(CONFIGMAPS) == [informer], "one watch per resource"
+
+    # the listed object's key was queued; a new object's change wakes its key too
+    assert Key(namespace, "first") in _queued(controller)
+    _configmap(kube, namespace, "second")
+    assert Key(namespace, "second") in _queued(controller)
+    names = {o["metadata"]["name"] for o in ctx.list(CONFIGMAPS, namespace)}
+    assert {"first", "second"} <= names
+
+
+def _queued(controller: Controller) -> list[Key]:
+    """The keys queued until 3 s pass without one (the namespace holds kube-root-ca.crt too)."""
+    keys = []
+    while (key := controller.queue.get(3)) is not None:
+        assert isinstance(key, Key)
+        keys.append(key)
+        controller.queue.done(key)
+    return keys
+
+
+def test_list_needs_a_watched_and_synced_cache(
+    kube: Kube, namespace: str, stop: threading.Event
+) -> None:
+    controller = Controller("test", _done)
+    controller.watch(CONFIGMAPS, namespace=namespace)
+    ctx = controller.context(Key(namespace, "x"))
+    with pytest.raises(LookupError, match="does not watch"):
+        ctx.list(CONFIGMAPS)  # not started: no informer yet
+    controller.start_informers(kube, stop)
+    controller.informers[0].synced.wait(30)
+    assert ctx.list(CONFIGMAPS, namespace, {"absent": "label"}) == []
+    controller.informers[0].synced.clear()  # as before the first list
+    with pytest.raises(errors.TemporaryError, match="not synced"):
+        ctx.list(CONFIGMAPS)
+
+
+def _suggestion(kube: Kube, namespace: str, name: str) -> Obj:
+    body = {
+        "apiVersion": "kubeflow.org/v1beta1",
+        "kind": "Suggestion",
+        "metadata": {"name": name},
+        "spec": {"algorithm": {"algorithmName": "random"}, "requests": 1},
+    }
+    kube.create(SUGGESTIONS, body, namespace)
+    # another writer's field (the algorithm's), which a status write must leave alone
+    return kube.patch(
+        SUGGESTIONS, name, {"status": {"suggestionCount": 1}}, namespace, subresource="status"
+    )
+
+
+def test_write_status_skips_an_unchanged_status_and_leaves_other_fields_alone(
+    crds_installed: None, counting: CountingKube, namespace: str, stop: threading.Event
+) -> None:
+    kube = counting
+    obj = _suggestion(kube, namespace, "s")
+    ctx = _started(kube, stop, namespace).context(Key(namespace, "s"))
+    new = {"startTime": "2026-01-01T00:00:00Z"}
+    kube.patches.clear()
+
+    assert ctx.write_status(SUGGESTIONS, obj, new) is True
+    stored = kube.get(SUGGESTIONS, "s", namespace)
+    assert stored["status"] == {"suggestionCount": 1, **new}
+    assert kube.patches["suggestions"] == 1
+
+    # the same status again: no request
+    assert ctx.write_status(SUGGESTIONS, stored, new) is False
+    assert kube.patches["suggestions"] == 1
+
+    # None removes a field
+    assert ctx.write_status(SUGGESTIONS, stored, {"startTime": None}) is True
+    assert kube.get(SUGGESTIONS, "s", namespace)["status"] == {"suggestionCount": 1}
+
+
+def test_a_stale_status_write_conflicts_and_the_key_is_requeued(
+    crds_installed: None, kube: Kube, namespace: str, stop: threading.Event
+) -> None:
+    stale = _suggestion(kube, namespace, "s")
+    kube.patch(
+        SUGGESTIONS, "s", {"status": {"suggestionCount": 2}}, namespace, subresource="status"
+    )
+    written: list[bool] = []
+
+    def reconcile(ctx: Context, key: Key) -> Result:
+        written.append(ctx.write_status(SUGGESTIONS, stale, {"startTime": "2026-01-01T00:00:00Z"}))
+        return Result.done()
+
+    controller = Controller("test", reconcile, namespace=namespace)
+    controller.start_informers(kube, stop)
+    key = Key(namespace, "s")
+    controller.queue.add(key)
+    assert controller.queue.get(0) == key
+    controller._handle(key)
+    controller.queue.done(key)
+
+    assert written == [], "the write raised"
+    assert controller.queue.attempts(key) == 1, "requeued with the key's backoff"
+    assert controller.queue.get(5) == key
+    status = kube.get(SUGGESTIONS, "s", namespace)["status"]
+    assert status == {"suggestionCount": 2}, "the newer write was not overwritten"

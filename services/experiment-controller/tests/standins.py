@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kubetune import config, errors, naming
+from kubetune import errors, naming
 from kubetune.kube import EXPERIMENTS, SUGGESTIONS, TRIALS, Kube, Obj
 from kubetune.runtime import running
 from kubetune_experiment_controller import main
@@ -25,9 +25,15 @@ class RunningController:
 
     def __init__(self, kube: Kube, namespace: str, max_listed: int = 1000) -> None:
         args = main.parser().parse_args(
-            ["--no-leader-elect", "--probe-port=0", "--probe-address=127.0.0.1"]
+            [
+                "--no-leader-elect",
+                "--probe-port=0",
+                "--probe-address=127.0.0.1",
+                f"--watch-namespace={namespace}",
+                f"--max-listed-trials={max_listed}",
+            ]
         )
-        controller = main.build(kube, config.default(), max_listed=max_listed, namespace=namespace)
+        controller = main.build(args)
         self.process = running.Process(kube, [controller], args)
         self.thread = threading.Thread(target=self.process.run, daemon=True)
 

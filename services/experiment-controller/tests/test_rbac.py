@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kubetune import config, errors
+from kubetune import errors
 from kubetune.kube import (
     CLUSTER_ROLE_BINDINGS,
     CLUSTER_ROLES,
@@ -89,9 +89,14 @@ def test_runs_as_its_service_account_with_a_config_map_template(
     }
     kube.create(EXPERIMENTS, manifest, namespace)
     args = main.parser().parse_args(
-        ["--no-leader-elect", "--probe-port=0", "--probe-address=127.0.0.1"]
+        [
+            "--no-leader-elect",
+            "--probe-port=0",
+            "--probe-address=127.0.0.1",
+            f"--watch-namespace={namespace}",
+        ]
     )
-    controller = main.build(service_account_kube, config.default(), namespace=namespace)
+    controller = main.build(args)
     process = running.Process(service_account_kube, [controller], args)
     thread = threading.Thread(target=process.run, daemon=True)
     thread.start()

@@ -1,4 +1,4 @@
-"""The `experiment-controller` process: flags, configuration, watches, run.
+"""`experiment-controller`: drives every Experiment through its Suggestion and Trials.
 
 Watches Experiments (own key), and Suggestions and Trials mapped to their controlling
 Experiment. The Trial informer is label-selected (`katib.kubeflow.org/experiment`) and keeps only
@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from kubetune import config, flags, naming
-from kubetune.kube import EXPERIMENTS, SUGGESTIONS, TRIALS, Kube, connect
+from kubetune.kube import EXPERIMENTS, SUGGESTIONS, TRIALS
 from kubetune.runtime import Controller, owner_keys, running
 from kubetune_experiment_controller import planning, reconciling, summaries
 
@@ -46,18 +46,22 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def build(
-    kube: Kube,
-    katib_config: config.KatibConfig,
-    *,
-    max_listed: int = planning.DEFAULT_MAX_LISTED,
-    resync_period: float = 300.0,
-    namespace: str | None = None,
-) -> Controller:
-    """The controller with its watches (also used by tests and the bench)."""
-    reconciler = reconciling.Reconciler(kube, katib_config, max_listed=max_listed)
-    controller = Controller(SERVICE, reconciler.reconcile, resync_period=resync_period)
-    reconciler.controller = controller
+def build(args: argparse.Namespace) -> Controller:
+    """The reconciler and its controller, wired (also used by the tests).
+
+    Raises:
+        OSError, config.ConfigError: the katib-config file cannot be read or is invalid.
+    """
+    reconciler = reconciling.Reconciler(
+        config.load(args.config), max_listed=int(args.max_listed_trials)
+    )
+    namespace = args.watch_namespace or None
+    controller = Controller(
+        SERVICE,
+        reconciler.reconcile,
+        resync_period=float(args.resync_period),
+        namespace=namespace,
+    )
     by_owner = owner_keys("Experiment", "kubeflow.org/v1beta1")
     controller.watch(EXPERIMENTS, namespace=namespace)
     controller.watch(SUGGESTIONS, by_owner, namespace=namespace)
@@ -74,19 +78,10 @@ def build(
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        katib_config = config.load(args.config)
+        controller = build(args)
     except (OSError, config.ConfigError) as e:
         print(f"{SERVICE}: {e}", file=sys.stderr)
         return 2
-    # The runtime opens its own client for leader election and probes; this one reconciles.
-    kube = Kube(connect(args.kubeconfig))
-    controller = build(
-        kube,
-        katib_config,
-        max_listed=int(args.max_listed_trials),
-        resync_period=float(args.resync_period),
-        namespace=args.watch_namespace or None,
-    )
     return running.run([controller], args)
 
 

@@ -1,12 +1,12 @@
 """One reconcile of an Experiment: read, plan (pure), act, write the status once.
 
-Reads: the Experiment (a fresh GET, so the status write rarely conflicts), its Trials (the slim
-informer cache, `summaries.cached`; or a labelled list when no informer runs, as in tests and the
-bench) and its Suggestion (informer cache, else a GET). Acts: creates the Suggestion or patches
-its `spec.requests`, creates the Trials of new assignments, records events, and writes
-`status` with one merge patch guarded by the resourceVersion. Every write is idempotent: names
-are deterministic, AlreadyExists counts as done, so a controller killed at any point and started
-again neither duplicates nor loses a Trial.
+Reads (through the runtime's `Context`): the Experiment (a fresh GET, so the status write rarely
+conflicts), its Trials (the slim informer cache, `summaries.cached`, in tests as in production)
+and its Suggestion (informer cache). Acts: creates the Suggestion or patches its
+`spec.requests`, creates the Trials of new assignments, records events, and writes `status`
+with one merge patch guarded by the resourceVersion (`Context.write_status`). Every write is
+idempotent: names are deterministic, AlreadyExists counts as done, so a controller killed at any
+point and started again neither duplicates nor loses a Trial.
 
 A Trial whose template cannot be rendered is created without a runSpec, annotated with the
 reason (`kubetune.io/render-error`) and marked Failed (reason TrialFailed, message "Trial template
@@ -19,27 +19,22 @@ create and status write is healed on the next pass from the annotation.
 from __future__ import annotations
 
 import json
-import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pydantic import ValidationError
 
-from kubetune import conditions, errors, events, naming
+from kubetune import conditions, errors, naming
 from kubetune.api.experiment import Experiment, ExperimentStatus
 from kubetune.api.suggestion import TrialAssignment
-from kubetune.clock import SYSTEM, Clock, rfc3339
+from kubetune.clock import rfc3339
 from kubetune.conditions import TRUE, TrialCondition, TrialReason
 from kubetune.config import KatibConfig
-from kubetune.kube import CONFIGMAPS, EXPERIMENTS, SUGGESTIONS, TRIALS, Kube, Obj
-from kubetune.runtime import Controller, Key, Result
+from kubetune.kube import CONFIGMAPS, EXPERIMENTS, SUGGESTIONS, TRIALS, Obj
+from kubetune.runtime import Context, Key, Result
 from kubetune_experiment_controller import planning, rendering, summaries
 
-log = logging.getLogger(__name__)
-
-COMPONENT = "experiment-controller"
 CONFIG_MAP_RETRY = 10.0
-CACHE_WAIT = 0.2
 TOO_LARGE = "ObjectTooLarge"
 
 
@@ -56,139 +51,103 @@ def normalised_status(raw: Obj | None) -> dict[str, Any]:
         return dict(raw or {})
 
 
-def status_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """A merge patch turning `old` into `new` (removed keys as null)."""
-    patch: dict[str, Any] = {k: v for k, v in new.items() if old.get(k) != v}
-    patch.update({k: None for k in old if k not in new})
-    return patch
+def whole_status(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """`new` as the whole status: the keys of `old` it lacks are removed (null)."""
+    return {**{k: None for k in old if k not in new}, **new}
 
 
 class Reconciler:
-    """Holds the client and configuration; `reconcile` is what the runtime calls per key."""
+    """Holds the configuration; `reconcile` is what the runtime calls per key."""
 
     def __init__(
         self,
-        kube: Kube,
         config: KatibConfig,
         *,
         max_listed: int = planning.DEFAULT_MAX_LISTED,
         create_concurrency: int = 8,
-        clock: Clock = SYSTEM,
     ) -> None:
-        self.kube = kube
         self.config = config
         self.max_listed = max_listed
-        self.clock = clock
-        self.controller: Controller | None = None
         self.pool = ThreadPoolExecutor(create_concurrency, thread_name_prefix="create-trial")
 
     # --- reading -------------------------------------------------------------------------
 
-    def trials_of(self, namespace: str, experiment: str) -> list[summaries.TrialSummary]:
-        label = naming.label_value(experiment)
-        informer = self.controller.informer_for(TRIALS) if self.controller else None
-        if informer is not None:
-            objects = informer.objects()
-        else:
-            objects = [
-                summaries.cached(t)
-                for t in self.kube.list_all(
-                    TRIALS, namespace, label_selector=f"{naming.LABEL_EXPERIMENT}={label}"
-                )
-            ]
-        return [
-            summaries.summary_of(t)
-            for t in objects
-            if (t.get("metadata") or {}).get("namespace") == namespace
-            and ((t.get("metadata") or {}).get("labels") or {}).get(naming.LABEL_EXPERIMENT)
-            == label
-        ]
-
-    def suggestion_of(self, namespace: str, experiment: str) -> Obj | None:
-        name = naming.suggestion_name(experiment)
-        informer = self.controller.informer_for(SUGGESTIONS) if self.controller else None
-        if informer is not None:
-            return informer.cache.get((namespace, name))
-        return self.kube.get_or_none(SUGGESTIONS, name, namespace)
+    def trials_of(
+        self, ctx: Context, namespace: str, experiment: str
+    ) -> list[summaries.TrialSummary]:
+        """From the slim Trial cache (a pass before it synced runs again shortly: listing
+        10,000 Trials from the API server instead would be costly)."""
+        labels = {naming.LABEL_EXPERIMENT: naming.label_value(experiment)}
+        return [summaries.summary_of(t) for t in ctx.list(TRIALS, namespace, labels)]
 
     # --- the pass ------------------------------------------------------------------------
 
-    def reconcile(self, key: Key) -> Result | None:
+    def reconcile(self, ctx: Context, key: Key) -> Result:
         """One pass; a write refused for its size also shows as an event on the Experiment."""
         try:
-            return self._reconcile(key)
+            return self._reconcile(ctx, key)
         except errors.ApiError as e:
             if not errors.is_too_large(e):
                 raise
-            obj = self.kube.get_or_none(EXPERIMENTS, key.name, key.namespace)
+            obj = ctx.read(EXPERIMENTS, key, fresh=True)
             if obj is not None:
                 message = (
                     f"a write for Experiment {key} was refused as too large ({e.message}); "
                     "objects above the API server's limit (etcd: ~1.5 MiB) cannot be stored: "
                     "reduce the number or length of the parameters or of the trial template"
                 )
-                self.record(obj, planning.Event("Warning", TOO_LARGE, message))
+                record(ctx, obj, planning.Event("Warning", TOO_LARGE, message))
             raise
 
-    def _reconcile(self, key: Key) -> Result | None:
-        if self.controller is not None and not self.controller.synced():
-            # The runtime starts workers before the caches are filled; a pass now would list
-            # every Trial from the API server (10,000 objects at once), so wait for the cache.
-            return Result.after(CACHE_WAIT)
-        obj = self.kube.get_or_none(EXPERIMENTS, key.name, key.namespace)
+    def _reconcile(self, ctx: Context, key: Key) -> Result:
+        obj = ctx.read(EXPERIMENTS, key, fresh=True)
         if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
-            return None  # owner references take the Suggestion and the Trials with it
+            return Result.done()  # owner references take the Suggestion and the Trials with it
         try:
             experiment = Experiment.model_validate(obj)
         except ValidationError as e:
-            self.record(obj, planning.Event("Warning", "ReconcileError", f"invalid spec: {e}"))
+            record(ctx, obj, planning.Event("Warning", "ReconcileError", f"invalid spec: {e}"))
             raise errors.TerminalError(f"{key}: invalid Experiment: {e}") from e
-        suggestion_obj = self.suggestion_of(key.namespace, key.name)
+        # A Suggestion missing from the synced cache is created, and AlreadyExists is fine.
+        suggestion_key = Key(key.namespace, naming.suggestion_name(key.name))
+        suggestion_obj = ctx.read(SUGGESTIONS, suggestion_key, trust_absent=True)
         suggestion = planning.SuggestionView.of(suggestion_obj) if suggestion_obj else None
-        trials = self.trials_of(key.namespace, key.name)
-        now = rfc3339(self.clock.now())
+        trials = self.trials_of(ctx, key.namespace, key.name)
+        now = rfc3339(ctx.clock.now())
         plan = planning.plan(experiment, trials, suggestion, now, max_listed=self.max_listed)
         requeue = plan.requeue_after
 
         for trial in trials:
             if trial.render_error and trial.state != conditions.TrialState.FAILED:
-                self.mark_trial_failed(key.namespace, trial.name, trial.render_error, now)
+                self.mark_trial_failed(ctx, key.namespace, trial.name, trial.render_error, now)
         if plan.create_suggestion:
-            self.create_suggestion(obj, experiment, plan.requests or 0)
+            self.create_suggestion(ctx, obj, experiment, plan.requests or 0)
         elif plan.requests is not None:
-            self.kube.patch(
+            ctx.kube.patch(
                 SUGGESTIONS,
                 naming.suggestion_name(key.name),
                 {"spec": {"requests": plan.requests}},
                 key.namespace,
             )
-            log.info("%s: suggestion requests -> %d", key, plan.requests)
-        if plan.new_trials and not self.create_trials(obj, experiment, plan.new_trials, now):
+            ctx.log.info("suggestion requests -> %d", plan.requests)
+        if plan.new_trials and not self.create_trials(ctx, obj, experiment, plan.new_trials, now):
             requeue = CONFIG_MAP_RETRY
         for event in plan.events:
-            self.record(obj, event)
+            record(ctx, obj, event)
 
         old = normalised_status(obj.get("status"))
-        new = status_dict(plan.status)
-        if old != new:
-            patch = status_patch(old, new)
-            self.kube.patch(
-                EXPERIMENTS,
-                key.name,
-                {
-                    "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
-                    "status": patch,
-                },
-                key.namespace,
-                subresource="status",
-            )
+        if ctx.write_status(
+            EXPERIMENTS, obj, whole_status(old, status_dict(plan.status)), stored=old
+        ):
             last = conditions.last_state(plan.status.conditions)
-            log.info("%s: status written (%s, %d trials)", key, last, plan.status.trials or 0)
-        return Result.after(requeue) if requeue is not None else None
+            ctx.log.info("status written (%s, %d trials)", last, plan.status.trials or 0)
+        return Result.after(requeue) if requeue is not None else Result.done()
 
     # --- acting --------------------------------------------------------------------------
 
-    def create_suggestion(self, obj: Obj, experiment: Experiment, requests: int) -> None:
+    def create_suggestion(
+        self, ctx: Context, obj: Obj, experiment: Experiment, requests: int
+    ) -> None:
         name = experiment.metadata.name or ""
         namespace = experiment.metadata.namespace or ""
         spec: dict[str, Any] = {
@@ -216,12 +175,12 @@ class Reconciler:
         if experiment.metadata.annotations:
             body["metadata"]["annotations"] = dict(experiment.metadata.annotations)
         try:
-            self.kube.create(SUGGESTIONS, body, namespace)
-            log.info("%s/%s: suggestion created (requests %d)", namespace, name, requests)
+            ctx.kube.create(SUGGESTIONS, body, namespace)
+            ctx.log.info("suggestion created (requests %d)", requests)
         except errors.AlreadyExists:
-            current = self.kube.get(SUGGESTIONS, naming.suggestion_name(name), namespace)
+            current = ctx.kube.get(SUGGESTIONS, naming.suggestion_name(name), namespace)
             if ((current.get("spec") or {}).get("requests") or 0) < requests:
-                self.kube.patch(
+                ctx.kube.patch(
                     SUGGESTIONS,
                     naming.suggestion_name(name),
                     {"spec": {"requests": requests}},
@@ -229,7 +188,12 @@ class Reconciler:
                 )
 
     def create_trials(
-        self, obj: Obj, experiment: Experiment, assignments: list[TrialAssignment], now: str
+        self,
+        ctx: Context,
+        obj: Obj,
+        experiment: Experiment,
+        assignments: list[TrialAssignment],
+        now: str,
     ) -> bool:
         """Create the Trials; False when the template's ConfigMap is missing (retry later)."""
         namespace = experiment.metadata.namespace or ""
@@ -237,13 +201,14 @@ class Reconciler:
         config_map: Obj | None = None
         source = template.config_map if template is not None else None
         if template is not None and template.trial_spec is None and source is not None:
-            config_map = self.kube.get_or_none(
+            config_map = ctx.kube.get_or_none(
                 CONFIGMAPS,
                 source.config_map_name or "",
                 source.config_map_namespace or namespace,
             )
             if config_map is None:
-                self.record(
+                record(
+                    ctx,
                     obj,
                     planning.Event(
                         "Warning",
@@ -256,7 +221,7 @@ class Reconciler:
         inject = bool(self.config.init.controller.inject_istio_annotation)
 
         def create(assignment: TrialAssignment) -> None:
-            self.create_trial(obj, experiment, assignment, config_map, inject, now)
+            self.create_trial(ctx, obj, experiment, assignment, config_map, inject, now)
 
         if len(assignments) == 1:
             create(assignments[0])
@@ -268,6 +233,7 @@ class Reconciler:
 
     def create_trial(
         self,
+        ctx: Context,
         obj: Obj,
         experiment: Experiment,
         assignment: TrialAssignment,
@@ -286,8 +252,8 @@ class Reconciler:
             error = f"Trial template could not be rendered: {e}"
         trial = rendering.build_trial(obj, experiment, assignment, run_spec, error)
         try:
-            self.kube.create(TRIALS, trial, namespace)
-            log.info("%s/%s: trial %s created", namespace, obj["metadata"]["name"], assignment.name)
+            ctx.kube.create(TRIALS, trial, namespace)
+            ctx.log.info("trial %s created", assignment.name)
         except errors.AlreadyExists:
             return
         except errors.ApiError as e:
@@ -304,28 +270,32 @@ class Reconciler:
                     f"API server ({e.message}); the rendered trial template is too large: "
                     "shorten the template or the parameter values it repeats"
                 )
-                self.record(
-                    obj, planning.Event("Warning", TOO_LARGE, f"{assignment.name}: {error}")
+                record(
+                    ctx, obj, planning.Event("Warning", TOO_LARGE, f"{assignment.name}: {error}")
                 )
             trial = rendering.build_trial(obj, experiment, assignment, None, error)
             try:
-                self.kube.create(TRIALS, trial, namespace)
+                ctx.kube.create(TRIALS, trial, namespace)
             except errors.AlreadyExists:
                 return
         if error is not None:
-            self.record(
-                obj, planning.Event("Warning", "TrialTemplateError", f"{assignment.name}: {error}")
+            record(
+                ctx,
+                obj,
+                planning.Event("Warning", "TrialTemplateError", f"{assignment.name}: {error}"),
             )
-            self.mark_trial_failed(namespace, assignment.name, error, now)
+            self.mark_trial_failed(ctx, namespace, assignment.name, error, now)
 
-    def mark_trial_failed(self, namespace: str, name: str, message: str, now: str) -> None:
+    def mark_trial_failed(
+        self, ctx: Context, namespace: str, name: str, message: str, now: str
+    ) -> None:
         conds, _ = conditions.set_condition(
             None, TrialCondition.CREATED, TRUE, TrialReason.CREATED, "Trial is created", now=now
         )
         conds, _ = conditions.set_condition(
             conds, TrialCondition.FAILED, TRUE, TrialReason.FAILED, message, now=now
         )
-        self.kube.patch(
+        ctx.kube.patch(
             TRIALS,
             name,
             {
@@ -338,17 +308,9 @@ class Reconciler:
             namespace,
             subresource="status",
         )
-        log.warning("%s/%s: trial failed: %s", namespace, name, message)
+        ctx.log.warning("trial %s failed: %s", name, message)
 
-    def record(self, obj: Obj, event: planning.Event) -> None:
-        """A core/v1 Event on the Experiment, once per (reason, message)."""
-        events.record(
-            self.kube,
-            EXPERIMENTS,
-            obj,
-            type_=event.type,
-            reason=event.reason,
-            message=event.message,
-            component=COMPONENT,
-            clock=self.clock,
-        )
+
+def record(ctx: Context, obj: Obj, event: planning.Event) -> None:
+    """A core/v1 Event on the Experiment, once per (reason, message)."""
+    ctx.record(EXPERIMENTS, obj, type_=event.type, reason=event.reason, message=event.message)

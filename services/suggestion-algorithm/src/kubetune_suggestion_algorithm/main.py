@@ -1,41 +1,36 @@
 """`suggestion-algorithm`: the process in the algorithm Deployment of one Suggestion.
 
-Watches its Suggestion, its Experiment and the Experiment's Trials; every change (and a periodic
-resync) wakes one `syncing.Syncer.sync` pass. /healthz and /readyz are served on
-`--probe-port` (the Service's 6789). SIGTERM ends the process with 0 after the pass in progress.
+A one-key controller of `kubetune.runtime` (`reconciling`): its Suggestion, its Experiment and
+the Experiment's Trials are watched, and every change (and a periodic resync) wakes one
+`syncing.Syncer.sync` pass. /healthz and /readyz are served on `--probe-port` (the Service's
+6789). SIGTERM ends the process with 0 after the pass in progress.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 import tempfile
-import threading
+from collections.abc import Sequence
 from pathlib import Path
-from types import FrameType
 
-from kubetune import flags, logs
 from kubetune.flags import EnvDefault
-from kubetune.kube import EXPERIMENTS, SUGGESTIONS, TRIALS, Kube, connect
-from kubetune.runtime.serving import serve_probes
-from kubetune.runtime.watching import Event, Informer
-from kubetune_suggestion_algorithm import syncing
+from kubetune.kube import EXPERIMENTS, SUGGESTIONS, TRIALS
+from kubetune.runtime import Backoff, Controller, Key, WorkQueue, running
+from kubetune_suggestion_algorithm import reconciling, syncing
 
 log = logging.getLogger("kubetune_suggestion_algorithm")
-
-READY_FILE = "ready"
-"""Under the data directory, written after the first pass: the Deployment's readiness probe."""
+SERVICE = "suggestion-algorithm"
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="suggestion-algorithm",
+        prog=SERVICE,
         description="Fill a Suggestion's status with assignments from a search algorithm.",
     )
-    flags.add_connection_flags(p)
-    flags.add_probe_flags(p, port=6789)
+    # One process per Suggestion by construction: no leader election.
+    running.add_flags(p, SERVICE, probe_port=6789, leader_election=False)
     p.add_argument(
         "--suggestion",
         action=EnvDefault,
@@ -101,91 +96,42 @@ def data_dir(path: str) -> Path | None:
         return fallback
 
 
-def run(args: argparse.Namespace, stop: threading.Event, wake: threading.Event) -> int:
-    """Pass after pass until `stop`; `wake` cuts a wait short (set it together with `stop`)."""
-    kube = Kube(connect(args.kubeconfig))
-    ready = threading.Event()
-    try:
-        server = serve_probes(
-            args.probe_address, int(args.probe_port), healthy=lambda: True, ready=ready.is_set
-        )
-    except OSError as e:  # pods sharing one network (the local cluster) all want 6789
-        log.warning("no probe server on port %s: %s", args.probe_port, e)
-        server = None
-    directory = data_dir(args.data_dir)
-    marker = (directory or Path(tempfile.gettempdir())) / READY_FILE
-    marker.unlink(missing_ok=True)
-
-    def on_event(event: Event) -> None:
-        wake.set()
-
-    informers = [
-        Informer(kube, SUGGESTIONS, on_event, namespace=args.namespace),
-        Informer(kube, EXPERIMENTS, on_event, namespace=args.namespace),
-        Informer(
-            kube,
-            TRIALS,
-            on_event,
-            namespace=args.namespace,
-            label_selector=syncing.trial_selector(args.suggestion),
-        ),
-    ]
-    for informer in informers:
-        informer.start(stop)
-    syncer = syncing.Syncer(
-        kube,
-        args.namespace,
-        args.suggestion,
+def build(args: argparse.Namespace) -> Controller:
+    """The reconciler and its one-key controller, wired: every change of the Suggestion, its
+    Experiment or the Experiment's Trials wakes the pass of the one Suggestion."""
+    reconciler = reconciling.Reconciler(
         args.algorithm,
-        directory,
+        data_dir(args.data_dir),
         max_bytes=int(args.max_suggestion_bytes),
+        resync=float(args.resync),
     )
-    pause = 0.5
-    try:
-        while not stop.is_set():
-            if not all(i.synced.is_set() for i in informers):
-                stop.wait(0.1)
-                continue
-            wake.clear()
-            try:
-                # list() of a dict view runs in C under the GIL: a consistent snapshot of
-                # the Trials cache while the watch thread updates it.
-                again = syncer.sync(list(informers[2].cache.values()))
-                if not ready.is_set():
-                    marker.write_text("ready\n")
-                    ready.set()
-                pause = 0.5
-            except Exception:
-                log.exception("pass failed; again in %.1fs", pause)
-                stop.wait(pause)
-                pause = min(pause * 2, 30.0)
-                continue
-            if not again:
-                wake.wait(float(args.resync))
-    finally:
-        stop.set()
-        if server is not None:
-            server.shutdown()
-    return 0
+    key = Key(args.namespace, args.suggestion)
+
+    def the_key(obj: object) -> list[Key]:
+        return [key]
+
+    controller = Controller(
+        SERVICE,
+        reconciler.reconcile,
+        namespace=args.namespace,
+        queue=WorkQueue(Backoff(base=0.5, cap=30.0)),  # a failed pass: 0.5 s, doubling to 30 s
+    )
+    controller.watch(SUGGESTIONS, the_key, namespace=args.namespace)
+    controller.watch(EXPERIMENTS, the_key, namespace=args.namespace)
+    controller.watch(
+        TRIALS,
+        the_key,
+        namespace=args.namespace,
+        label_selector=syncing.trial_selector(args.suggestion),
+    )
+    return controller
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logs.configure(args.log_format, args.log_level)
-    stop, wake = threading.Event(), threading.Event()
-
-    def _stop(signum: int, frame: FrameType | None) -> None:
-        log.info("signal %d: shutting down", signum)
-        stop.set()
-        wake.set()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    try:
-        return run(args, stop, wake)
-    except Exception:
-        log.exception("fatal error")
-        return 1
+    controller = build(args)
+    # Pods sharing one network (the local cluster) all want 6789: its readiness is a file.
+    return running.run([controller], args, probes_required=False)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""`suggestion-controller`: reconciles Suggestions, watches Experiments, Deployments."""
+"""`suggestion-controller`: runs every Suggestion's algorithm Deployment, keeps its conditions."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from kubetune import config, flags
-from kubetune.kube import EXPERIMENTS, SUGGESTIONS, Kube, connect
+from kubetune.kube import EXPERIMENTS, SUGGESTIONS
 from kubetune.runtime import Controller, owner_keys, running
 from kubetune_suggestion_controller import reconciling
 
@@ -25,30 +25,35 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def build(kube: Kube, args: argparse.Namespace) -> list[Controller]:
-    """The controller, its reconciler and its watches (wired here, never at import)."""
-    reconciler = reconciling.Reconciler(kube=kube, config=config.load(args.config))
-    controller = Controller("suggestion", reconciler.reconcile)
+def build(args: argparse.Namespace) -> Controller:
+    """The reconciler and its controller, wired: Suggestions, their Experiments (same name and
+    namespace) and the algorithm Deployments they own.
+
+    Raises:
+        OSError, config.ConfigError: the katib-config file cannot be read or is invalid.
+    """
+    reconciler = reconciling.Reconciler(config.load(args.config))
     namespace = args.watch_namespace or None
+    controller = Controller(SERVICE, reconciler.reconcile, namespace=namespace)
     controller.watch(SUGGESTIONS, namespace=namespace)
-    controller.watch(EXPERIMENTS, namespace=namespace)  # same name and namespace as its Suggestion
+    controller.watch(EXPERIMENTS, namespace=namespace)
     controller.watch(
         reconciling.DEPLOYMENTS,
         owner_keys("Suggestion", "kubeflow.org/v1beta1"),
         namespace=namespace,
         label_selector="katib.kubeflow.org/suggestion",
     )
-    return [controller]
+    return controller
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        controllers = build(Kube(connect(args.kubeconfig)), args)
+        controller = build(args)
     except (OSError, config.ConfigError) as e:
         print(f"{SERVICE}: {e}", file=sys.stderr)
         return 2
-    return running.run(controllers, args)
+    return running.run([controller], args)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ moves the rules want, is a `TerminalError`: retrying cannot help until someone c
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import shutil
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from pydantic import ValidationError
 from kubetune import conditions, errors
 from kubetune.api.experiment import Experiment
 from kubetune.api.suggestion import Suggestion
-from kubetune.clock import SYSTEM, Clock, rfc3339
+from kubetune.clock import rfc3339
 from kubetune.config import KatibConfig
 from kubetune.kube import (
     DEPLOYMENTS as DEPLOYMENTS,  # re-exported: main watches the Deployments this reconciler owns
@@ -42,11 +41,9 @@ from kubetune.kube import (
     Kube,
     Resource,
 )
-from kubetune.runtime import Key, Result
+from kubetune.runtime import Context, Key, Result
 from kubetune_suggestion_controller import composing, deciding
 from kubetune_suggestion_controller.deciding import FINALIZER
-
-log = logging.getLogger(__name__)
 
 BY_KIND = {
     r.kind: r
@@ -63,45 +60,47 @@ BY_KIND = {
 
 @dataclass
 class Reconciler:
-    kube: Kube
     config: KatibConfig
-    clock: Clock = SYSTEM
 
     # -- reading -------------------------------------------------------------------------------
 
-    def _exists(self, res: Resource, name: str, namespace: str | None) -> bool:
-        return self.kube.get_or_none(res, name, namespace) is not None
-
-    def observe(self, suggestion: Suggestion, experiment: Experiment | None) -> deciding.Seen:
+    def observe(
+        self, ctx: Context, suggestion: Suggestion, experiment: Experiment | None
+    ) -> deciding.Seen:
         """The objects a decision depends on (the ServiceAccount and RoleBinding are per
         namespace, shared by every Suggestion there)."""
-        namespace = suggestion.metadata.namespace
+        namespace = suggestion.metadata.namespace or ""
+
+        def exists(res: Resource, name: str, namespace: str) -> bool:
+            return ctx.read(res, Key(namespace, name)) is not None
+
         return deciding.Seen(
             experiment=experiment,
-            deployment=self.kube.get_or_none(
-                DEPLOYMENTS, composing.deployment_name(suggestion), namespace
-            ),
-            service=self._exists(SERVICES, composing.service_name(suggestion), namespace),
-            pvc=self._exists(PERSISTENT_VOLUME_CLAIMS, composing.pvc_name(suggestion), namespace),
-            pv=self._exists(PERSISTENT_VOLUMES, composing.pv_name(suggestion), None),
-            service_account=self._exists(SERVICE_ACCOUNTS, composing.ALGORITHM_SA, namespace),
-            role_binding=self._exists(ROLE_BINDINGS, composing.ALGORITHM_SA, namespace),
+            deployment=ctx.read(DEPLOYMENTS, Key(namespace, composing.deployment_name(suggestion))),
+            service=exists(SERVICES, composing.service_name(suggestion), namespace),
+            pvc=exists(PERSISTENT_VOLUME_CLAIMS, composing.pvc_name(suggestion), namespace),
+            pv=exists(PERSISTENT_VOLUMES, composing.pv_name(suggestion), ""),
+            service_account=exists(SERVICE_ACCOUNTS, composing.ALGORITHM_SA, namespace),
+            role_binding=exists(ROLE_BINDINGS, composing.ALGORITHM_SA, namespace),
         )
 
     # -- writing -------------------------------------------------------------------------------
 
-    def _create(self, body: dict[str, Any]) -> None:
+    @staticmethod
+    def _create(kube: Kube, body: dict[str, Any]) -> None:
         res = BY_KIND[body["kind"]]
         namespace = body["metadata"].get("namespace") if res.namespaced else None
         with contextlib.suppress(errors.AlreadyExists):  # made meanwhile: there, as wanted
-            self.kube.create(res, body, namespace)
+            kube.create(res, body, namespace)
 
-    def _delete(self, res: Resource, name: str, namespace: str | None) -> None:
+    @staticmethod
+    def _delete(kube: Kube, res: Resource, name: str, namespace: str | None) -> None:
         with contextlib.suppress(errors.NotFound):
-            self.kube.delete(res, name, namespace, propagation="Background")
+            kube.delete(res, name, namespace, propagation="Background")
 
-    def _patch_meta(self, suggestion: Suggestion, finalizers: list[str] | None) -> None:
-        self.kube.patch(
+    @staticmethod
+    def _patch_meta(kube: Kube, suggestion: Suggestion, finalizers: list[str] | None) -> None:
+        kube.patch(
             SUGGESTIONS,
             suggestion.metadata.name or "",
             {
@@ -115,8 +114,9 @@ class Reconciler:
 
     # -- the pass ------------------------------------------------------------------------------
 
-    def reconcile(self, key: Key) -> Result | None:
-        raw = self.kube.get_or_none(SUGGESTIONS, key.name, key.namespace)
+    def reconcile(self, ctx: Context, key: Key) -> Result:
+        # Fresh, not cached: the status write below carries this resourceVersion.
+        raw = ctx.read(SUGGESTIONS, key, fresh=True)
         if raw is None:
             return Result.done()
         try:
@@ -126,9 +126,9 @@ class Reconciler:
                 f"Suggestion {key} does not match the v1beta1 schema: {e}"
             ) from e
         if suggestion.metadata.deletion_timestamp:
-            self._finalize(suggestion)
+            self._finalize(ctx, suggestion)
             return Result.done()
-        experiment_raw = self.kube.get_or_none(EXPERIMENTS, key.name, key.namespace)
+        experiment_raw = ctx.read(EXPERIMENTS, key)
         try:
             experiment = Experiment.model_validate(experiment_raw) if experiment_raw else None
         except ValidationError as e:
@@ -138,48 +138,41 @@ class Reconciler:
         try:
             decision = deciding.decide(
                 suggestion,
-                self.observe(suggestion, experiment),
+                self.observe(ctx, suggestion, experiment),
                 self.config,
-                now=rfc3339(self.clock.now()),
+                now=rfc3339(ctx.clock.now()),
             )
         except conditions.IllegalTransition as e:
             raise errors.TerminalError(f"Suggestion {key}: {e}") from e
 
         if decision.add_finalizer:
-            self._patch_meta(suggestion, [*(suggestion.metadata.finalizers or []), FINALIZER])
+            finalizers = [*(suggestion.metadata.finalizers or []), FINALIZER]
+            self._patch_meta(ctx.kube, suggestion, finalizers)
             return Result.done()  # the update event brings us back
         for body in decision.create:
-            self._create(body)
+            self._create(ctx.kube, body)
         if decision.status is not None:
-            self.kube.patch(
-                SUGGESTIONS,
-                key.name,
-                {
-                    "metadata": {"resourceVersion": suggestion.metadata.resource_version},
-                    "status": {**decision.status, "lastReconcileTime": rfc3339(self.clock.now())},
-                },
-                key.namespace,
-                subresource="status",
-            )
+            now = rfc3339(ctx.clock.now())
+            ctx.write_status(SUGGESTIONS, raw, {**decision.status, "lastReconcileTime": now})
         for kind, name in decision.delete:
-            self._delete(BY_KIND[kind], name, key.namespace)
+            self._delete(ctx.kube, BY_KIND[kind], name, key.namespace)
         if decision.note:
-            log.info("suggestion %s: %s", key, decision.note)
+            ctx.log.info("suggestion %s", decision.note)
         if decision.requeue_after is not None:
             return Result.after(decision.requeue_after)
         return Result.done()
 
-    def _finalize(self, suggestion: Suggestion) -> None:
+    def _finalize(self, ctx: Context, suggestion: Suggestion) -> None:
         """Delete the PV (and the hostPath directory kubetune derived for it), then let go."""
         if FINALIZER not in (suggestion.metadata.finalizers or []):
             return
         name = composing.pv_name(suggestion)
-        pv = self.kube.get_or_none(PERSISTENT_VOLUMES, name)
+        pv = ctx.read(PERSISTENT_VOLUMES, Key("", name))
         if pv is not None:
             path = ((pv.get("metadata") or {}).get("annotations") or {}).get(composing.CREATED_DIR)
-            self._delete(PERSISTENT_VOLUMES, name, None)
+            self._delete(ctx.kube, PERSISTENT_VOLUMES, name, None)
             if path and os.path.isdir(path):
                 shutil.rmtree(path, ignore_errors=True)
-                log.info("removed host directory %s of PV %s", path, name)
+                ctx.log.info("removed host directory %s of PV %s", path, name)
         kept = [f for f in suggestion.metadata.finalizers or [] if f != FINALIZER]
-        self._patch_meta(suggestion, kept or None)
+        self._patch_meta(ctx.kube, suggestion, kept or None)

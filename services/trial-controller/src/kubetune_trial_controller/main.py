@@ -14,9 +14,9 @@ import sys
 from collections.abc import Sequence
 
 from kubetune import config, flags
-from kubetune.kube import TRIALS
-from kubetune.runtime import running
-from kubetune_trial_controller import kinds, reconciling, refusals, watching
+from kubetune.kube import EVENTS, TRIALS
+from kubetune.runtime import Controller, running
+from kubetune_trial_controller import kinds, reconciling, refusals
 
 log = logging.getLogger(__name__)
 SERVICE = "trial-controller"
@@ -63,19 +63,17 @@ def allowed_kinds(args: argparse.Namespace) -> frozenset[kinds.JobKind]:
     return kinds.parse_allow_list(cfg.init.controller.trial_resources)
 
 
-def build(args: argparse.Namespace) -> watching.DynamicController:
-    """The controller, wired: Trials are watched at start, job kinds when first needed."""
+def build(args: argparse.Namespace) -> Controller:
+    """The reconciler and its controller, wired: Trials and the Events of refused pods (one
+    server-filtered watch per reason) are watched at start, job kinds when first needed."""
     allowed = allowed_kinds(args)
     reconciler = reconciling.TrialReconciler(allowed, metrics_timeout=float(args.metrics_timeout))
-    controller = watching.DynamicController(
-        SERVICE,
-        reconciler.reconcile,
-        watch_namespace=args.watch_namespace or None,
-        event_reasons=refusals.REASONS,
-        event_mapper=refusals.event_keys(k.kind for k in allowed),
-    )
-    controller.watch(TRIALS, namespace=args.watch_namespace or None)
-    reconciler.controller = controller
+    namespace = args.watch_namespace or None
+    controller = Controller(SERVICE, reconciler.reconcile, namespace=namespace)
+    controller.watch(TRIALS, namespace=namespace)
+    refused = refusals.event_keys(k.kind for k in allowed)
+    for reason in refusals.REASONS:
+        controller.watch(EVENTS, refused, namespace=namespace, field_selector=f"reason={reason}")
     return controller
 
 
@@ -83,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         controller = build(args)
-    except (kinds.KindError, config.ConfigError, OSError) as e:
+    except (OSError, config.ConfigError, kinds.KindError) as e:
         print(f"{SERVICE}: {e}", file=sys.stderr)
         return 2
     return running.run([controller], args)

@@ -1,6 +1,8 @@
 """One Trial's reconcile: read it, make sure its job exists, read the job, write the status.
 
-Shape: read (informer caches, the API server when a cache cannot answer) -> `deciding.decide`
+Shape: read (`Context.read`: informer caches, the API server when a cache cannot answer; a job
+kind is watched from the first Trial that uses it, limited to the objects this controller
+labelled, so installing a CRD later needs no restart) -> `deciding.decide`
 (pure) -> one status patch on the `status` subresource carrying the resourceVersion that was
 read (so a condition the collector appended meanwhile, e.g. EarlyStopped, is never overwritten:
 the patch fails with 409 and the key is read again). Side effects before the status write are
@@ -13,7 +15,6 @@ status is stored.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -22,15 +23,12 @@ from pydantic import ValidationError
 
 from kubetune import conditions, errors, jobstatus, naming
 from kubetune.api.trial import Trial
-from kubetune.clock import SYSTEM, Clock
 from kubetune.conditions import TrialCondition
 from kubetune.jobstatus import JobPhase
-from kubetune.kube import ROLE_BINDINGS, TRIALS, Kube, Obj, Resource
-from kubetune.runtime import Key, Result, owner_keys
-from kubetune_trial_controller import building, deciding, kinds, refusals, watching
+from kubetune.kube import EVENTS, ROLE_BINDINGS, TRIALS, Kube, Obj, Resource
+from kubetune.runtime import Context, Key, OnDemand, Result, owner_keys
+from kubetune_trial_controller import building, deciding, kinds, refusals
 from kubetune_trial_controller.kinds import JobKind
-
-log = logging.getLogger(__name__)
 
 JOB_PROPAGATION = "Foreground"
 
@@ -45,59 +43,27 @@ JOB_DELETED = "JobDeleted"
 JOB_NOT_OWNED = "JobNotOwned"
 JOB_REJECTED = "JobRejected"
 
+# A job kind is watched from the first Trial that uses it, only the jobs this controller made.
+JOBS = OnDemand(owner_keys("Trial", "kubeflow.org/v1beta1"), naming.LABEL_TRIAL)
+
 
 class TrialReconciler:
-    """Reconciles Trials; `controller` gives the caches and starts job informers."""
+    """Reconciles Trials of the allowed job kinds."""
 
-    def __init__(
-        self,
-        allowed: frozenset[JobKind],
-        *,
-        metrics_timeout: float = 600.0,
-        clock: Clock = SYSTEM,
-    ) -> None:
+    def __init__(self, allowed: frozenset[JobKind], *, metrics_timeout: float = 600.0) -> None:
         self.allowed = allowed
         self.metrics_timeout = metrics_timeout
-        self.clock = clock
-        self.controller: watching.DynamicController | None = None
         self._resources: dict[JobKind, Resource] = {}
-        self._job_mapper = owner_keys("Trial", "kubeflow.org/v1beta1")
 
     # --- reading ------------------------------------------------------------------------------
 
-    @property
-    def _ctl(self) -> watching.DynamicController:
-        if self.controller is None:
-            raise watching.NotStarted("reconciler not attached to a controller")
-        return self.controller
-
-    @property
-    def kube(self) -> Kube:
-        return self._ctl.kube
-
-    def _read_trial(self, key: Key) -> Obj | None:
-        known, obj = watching.cached(self._ctl.primary_cache(), key.namespace, key.name)
-        if known and obj is not None:
-            return obj
-        return self.kube.get_or_none(TRIALS, key.name, key.namespace)
-
-    def _resource(self, kind: JobKind) -> Resource:
+    def _resource(self, kube: Kube, kind: JobKind) -> Resource:
         """Discovery, cached once found (a missing kind is asked again next time)."""
         resource = self._resources.get(kind)
         if resource is None:
-            resource = self.kube.resource_for(kind.api_version, kind.kind)
+            resource = kube.resource_for(kind.api_version, kind.kind)
             self._resources[kind] = resource
         return resource
-
-    def _read_job(self, resource: Resource, namespace: str, name: str) -> Obj | None:
-        informer = self._ctl.ensure_watch(
-            resource, self._job_mapper, label_selector=naming.LABEL_TRIAL
-        )
-        known, obj = watching.cached(informer, namespace, name)
-        if known and obj is not None:
-            return obj
-        # Not synced, or absent: the cache may lag behind our own create; ask the server.
-        return self.kube.get_or_none(resource, name, namespace)
 
     # --- the job ------------------------------------------------------------------------------
 
@@ -107,38 +73,38 @@ class TrialReconciler:
             return jobstatus.ConditionRules(spec.success_condition, spec.failure_condition)
         return jobstatus.default_conditions(kind.kind, kind.api_version)
 
-    def _ensure_collector_binding(self, raw: Mapping[str, Any]) -> None:
+    def _ensure_collector_binding(self, kube: Kube, raw: Mapping[str, Any]) -> None:
         namespace = raw["metadata"]["namespace"]
         accounts = building.service_accounts((raw.get("spec") or {}).get("runSpec") or {})
         owner = building.binding_owner(raw)
-        binding = self.kube.get_or_none(ROLE_BINDINGS, building.COLLECTOR_BINDING, namespace)
+        binding = kube.get_or_none(ROLE_BINDINGS, building.COLLECTOR_BINDING, namespace)
         if binding is None:
             try:
-                self.kube.create(
+                kube.create(
                     ROLE_BINDINGS, building.collector_binding(namespace, accounts, owner), namespace
                 )
                 return
             except errors.AlreadyExists:
-                binding = self.kube.get(ROLE_BINDINGS, building.COLLECTOR_BINDING, namespace)
+                binding = kube.get(ROLE_BINDINGS, building.COLLECTOR_BINDING, namespace)
         missing = building.missing_subjects(binding, namespace, accounts)
         if missing or building.missing_owner(binding, owner):
             binding["subjects"] = [*(binding.get("subjects") or []), *missing]
             meta = binding["metadata"]
             if building.missing_owner(binding, owner):
                 meta["ownerReferences"] = [*(meta.get("ownerReferences") or []), owner]
-            self.kube.replace(ROLE_BINDINGS, binding, namespace)  # carries resourceVersion
+            kube.replace(ROLE_BINDINGS, binding, namespace)  # carries resourceVersion
 
-    def _create_job(self, raw: Obj, resource: Resource) -> Obj:
+    def _create_job(self, ctx: Context, raw: Obj, resource: Resource) -> Obj:
         meta = raw["metadata"]
-        self._ensure_collector_binding(raw)
+        self._ensure_collector_binding(ctx.kube, raw)
         try:
-            job = self.kube.create(resource, building.job_for(raw), meta["namespace"])
-            log.info("created %s %s/%s", resource.kind, meta["namespace"], meta["name"])
+            job = ctx.kube.create(resource, building.job_for(raw), meta["namespace"])
+            ctx.log.info("created %s", resource.kind)
             return job
         except errors.AlreadyExists:
-            return self.kube.get(resource, meta["name"], meta["namespace"])
+            return ctx.kube.get(resource, meta["name"], meta["namespace"])
 
-    def observe(self, raw: Obj, trial: Trial) -> deciding.Seen:
+    def observe(self, ctx: Context, raw: Obj, trial: Trial) -> deciding.Seen:
         """Make sure the job exists and evaluate it; every bad input becomes a `problem`."""
         meta = raw["metadata"]
         namespace, name = meta["namespace"], meta["name"]
@@ -171,14 +137,15 @@ class TrialReconciler:
                     problem=INVALID_CONDITION, message=f"{field} {expr!r} is invalid: {e.reason}"
                 )
         try:
-            resource = self._resource(kind)
+            resource = self._resource(ctx.kube, kind)
         except errors.NotFound:
             return deciding.Seen(
                 problem=f"{KIND_NOT_INSTALLED}: {kind}",
                 message=f"job kind {kind} is not installed in the cluster "
                 f"(the API server does not serve {kind.kind} in {kind.api_version})",
             )
-        job = self._read_job(resource, namespace, name)
+        # An absent job may be lag of the cache behind our own create: read() asks the server.
+        job = ctx.read(resource, Key(namespace, name), watch=JOBS)
         if job is None:
             if conditions.is_true(trial.status.conditions if trial.status else None, "Created"):
                 return deciding.Seen(
@@ -187,7 +154,7 @@ class TrialReconciler:
                     "while the Trial was running",
                 )
             try:
-                job = self._create_job(raw, resource)
+                job = self._create_job(ctx, raw, resource)
             except errors.Invalid as e:
                 return deciding.Seen(
                     problem=JOB_REJECTED,
@@ -209,7 +176,7 @@ class TrialReconciler:
         except jobstatus.ConditionError as e:
             return deciding.Seen(problem=INVALID_CONDITION, message=str(e))
         if state.phase is JobPhase.RUNNING:
-            refused = refusals.find(self._ctl.events(), job["metadata"].get("uid") or "")
+            refused = refusals.find(ctx.list(EVENTS), job["metadata"].get("uid") or "")
             if refused is not None and refused.persistent:
                 return deciding.Seen(
                     problem=refused.reason,
@@ -223,7 +190,7 @@ class TrialReconciler:
             f"{rules.success_condition!r} or failureCondition {rules.failure_condition!r}",
         )
 
-    def _delete_job(self, raw: Obj) -> None:
+    def _delete_job(self, ctx: Context, raw: Obj) -> None:
         """After the Trial finished with retainRun false: delete its job (and so its pods)."""
         meta = raw["metadata"]
         try:
@@ -233,50 +200,46 @@ class TrialReconciler:
         if kind not in self.allowed:
             return
         try:
-            resource = self._resource(kind)
+            resource = self._resource(ctx.kube, kind)
         except errors.NotFound:
             return
-        informer = self._ctl.ensure_watch(
-            resource, self._job_mapper, label_selector=naming.LABEL_TRIAL
-        )
-        known, job = watching.cached(informer, meta["namespace"], meta["name"])
-        if not known:
-            job = self.kube.get_or_none(resource, meta["name"], meta["namespace"])
+        key = Key(meta["namespace"], meta["name"])
+        job = ctx.read(resource, key, watch=JOBS, trust_absent=True)
         if job is None or not building.is_owned_by(job, raw):
             return
         if (job.get("metadata") or {}).get("deletionTimestamp"):
             return
         try:
-            self.kube.delete(
+            ctx.kube.delete(
                 resource,
                 meta["name"],
                 meta["namespace"],
                 propagation=JOB_PROPAGATION,
                 uid=job["metadata"].get("uid"),
             )
-            log.info("deleted %s %s/%s", resource.kind, meta["namespace"], meta["name"])
+            ctx.log.info("deleted %s", resource.kind)
         except (errors.NotFound, errors.Conflict):
             pass  # gone already, or another object of that name now
 
     # --- the reconcile ------------------------------------------------------------------------
 
-    def reconcile(self, key: Key) -> Result | None:
-        raw = self._read_trial(key)
+    def reconcile(self, ctx: Context, key: Key) -> Result:
+        raw = ctx.read(TRIALS, key)
         if raw is None or (raw.get("metadata") or {}).get("deletionTimestamp"):
-            return None
+            return Result.done()
         try:
             trial = Trial.model_validate(raw)
         except ValidationError as e:
             raise errors.TerminalError(f"Trial {key} does not match the v1beta1 schema: {e}") from e
         if deciding.needs_job(trial):
-            seen = self.observe(raw, trial)
+            seen = self.observe(ctx, raw, trial)
         elif deciding.awaiting_observation(trial):
             seen = deciding.Seen()
         else:
             if not trial.spec.retain_run:
-                self._delete_job(raw)
-            return None
-        now = self.clock.now().timestamp()
+                self._delete_job(ctx, raw)
+            return Result.done()
+        now = ctx.clock.now().timestamp()
         try:
             decision = deciding.decide(
                 trial, seen, now=_stamp(now), now_ts=now, metrics_timeout=self.metrics_timeout
@@ -284,18 +247,13 @@ class TrialReconciler:
         except conditions.IllegalTransition as e:
             # Someone else wrote conditions this controller cannot follow; retrying won't help.
             raise errors.TerminalError(f"Trial {key}: {e}") from e
-        if decision.status is not None:
-            patch = {
-                "metadata": {"resourceVersion": raw["metadata"]["resourceVersion"]},
-                "status": decision.status,
-            }
-            self.kube.patch(TRIALS, key.name, patch, key.namespace, subresource="status")
+        if decision.status is not None and ctx.write_status(TRIALS, raw, decision.status):
             for event in decision.events:
                 if event != TrialCondition.CREATED:
-                    log.info("trial %s: %s", key, event)
+                    ctx.log.info("trial %s", event)
         if decision.requeue_after is not None:
             return Result.after(decision.requeue_after)
-        return None
+        return Result.done()
 
 
 def _stamp(ts: float) -> str:

@@ -10,7 +10,8 @@ Security) is deterministic: the same pod template is refused again, so the first
 Trial. Anything else (an exceeded quota, a ServiceAccount not created yet) may pass later, so it
 fails the Trial only once the job's refusals have been counted `PERSISTENT_COUNT` times (the Job
 controller retries after 10 s, 20 s, 40 s..., so that is more than half a minute of refusals).
-Neighbours: `watching` runs the Event informers; `reconciling` asks `find` for a running job.
+Neighbours: `main` watches the Events (one informer per reason); `reconciling` asks `find` for
+a running job.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 
 from kubetune.kube import Obj
 from kubetune.runtime import Key
-from kubetune.runtime.controlling import Mapper
+from kubetune.runtime.context import Mapper
 
 REASONS = ("FailedCreate", "FailedCreatePod")
 PERSISTENT_COUNT = 3

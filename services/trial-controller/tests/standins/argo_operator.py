@@ -15,7 +15,7 @@ from typing import Any
 
 from kubetune import errors
 from kubetune.kube import PODS, Kube, Resource
-from kubetune.runtime import Controller, Key, owner_keys
+from kubetune.runtime import Context, Controller, Key, owner_keys
 
 from . import now
 
@@ -103,7 +103,7 @@ class ArgoOperatorStandIn:
             "spec": spec,
         }
 
-    def reconcile(self, key: Key) -> None:
+    def reconcile(self, ctx: Context, key: Key) -> None:
         wf = self.kube.get_or_none(WORKFLOWS, key.name, key.namespace)
         if wf is None or wf["metadata"].get("deletionTimestamp"):
             return

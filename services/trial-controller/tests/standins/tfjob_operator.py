@@ -12,7 +12,7 @@ from typing import Any
 
 from kubetune import errors
 from kubetune.kube import PODS, Kube, Resource
-from kubetune.runtime import Controller, Key, owner_keys
+from kubetune.runtime import Context, Controller, Key, owner_keys
 
 from . import now, pod_phase_counts
 
@@ -93,7 +93,7 @@ class TFJobOperatorStandIn:
             "spec": spec,
         }
 
-    def reconcile(self, key: Key) -> None:
+    def reconcile(self, ctx: Context, key: Key) -> None:
         job = self.kube.get_or_none(TFJOBS, key.name, key.namespace)
         if job is None or job["metadata"].get("deletionTimestamp"):
             return

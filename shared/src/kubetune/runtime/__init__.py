@@ -1,10 +1,22 @@
 """The controller runtime: work queue, informers, leader election, probes, process lifecycle.
 
-Layers: `queue` (keys and backoff) < `watching` (list+watch into a cache) < `controlling`
+Layers: `queue` (keys and backoff) < `watching` (list+watch into a cache) < `context` (what
+one reconcile gets: client, cached reads, events, logger, clock, status write) < `controlling`
 (reconcile loop) < `running` (the process: flags, signals, election, probes).
 """
 
-from kubetune.runtime.controlling import Controller, Key, Result, own_key, owner_keys
+from kubetune.runtime.context import Context, Key, OnDemand, Result
+from kubetune.runtime.controlling import Controller, own_key, owner_keys
 from kubetune.runtime.queue import Backoff, WorkQueue
 
-__all__ = ["Backoff", "Controller", "Key", "Result", "WorkQueue", "own_key", "owner_keys"]
+__all__ = [
+    "Backoff",
+    "Context",
+    "Controller",
+    "Key",
+    "OnDemand",
+    "Result",
+    "WorkQueue",
+    "own_key",
+    "owner_keys",
+]

@@ -1,10 +1,13 @@
-"""The reconcile loop: informers feed keys into the work queue, workers call `reconcile(key)`.
+"""The reconcile loop: informers feed keys into the work queue, workers call
+`reconcile(ctx, key)`.
 
-A reconcile receives only a key and reads what it needs (level-based). Its outcome is turned into
-a queue action in one place (`_handle`): a `Result` with `requeue_after` comes back after that
-delay, `TemporaryError` after its delay, `TerminalError` is logged and dropped until the object
-changes, any other exception retries with per-key exponential backoff, and a plain success
-forgets the key's backoff. Panics never kill a worker.
+A reconcile receives a key and the pass's `Context` (client, cached reads, events, logger,
+clock, status write) and reads what it needs (level-based). Its outcome is turned into a queue
+action in one place (`_handle`): a `Result` with `requeue_after` comes back after that delay,
+`requeue` at once, `TemporaryError` after its delay, `TerminalError` is logged and dropped until
+the object changes, a `Conflict` (a stale write) and any other exception retry with per-key
+exponential backoff, and a plain success forgets the key's backoff. Panics never kill a worker.
+Informers are started with the process, or on demand by a reconcile (`Context.read`).
 """
 
 from __future__ import annotations
@@ -13,17 +16,25 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from prometheus_client import Counter, Gauge, Histogram
 
 from kubetune import errors
+from kubetune.clock import SYSTEM, Clock
 from kubetune.kube import Kube, Obj, Resource
+from kubetune.runtime.context import (
+    Context,
+    Key,
+    Mapper,
+    NotStarted,
+    OnDemand,
+    Reconcile,
+    reconcile_log,
+)
 from kubetune.runtime.queue import WorkQueue
 from kubetune.runtime.watching import Event, Informer, object_key
-
-log = logging.getLogger(__name__)
 
 RECONCILES = Counter(
     "kubetune_reconcile_total", "Reconciles by controller and outcome", ["controller", "outcome"]
@@ -32,34 +43,6 @@ RECONCILE_SECONDS = Histogram(
     "kubetune_reconcile_duration_seconds", "Time spent in one reconcile", ["controller"]
 )
 QUEUE_DEPTH = Gauge("kubetune_workqueue_depth", "Keys waiting in the work queue", ["controller"])
-
-
-@dataclass(frozen=True, order=True)
-class Key:
-    namespace: str
-    name: str
-
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}" if self.namespace else self.name
-
-
-@dataclass(frozen=True)
-class Result:
-    """What a reconcile wants next: nothing (None) or another pass after `requeue_after` s."""
-
-    requeue_after: float | None = None
-
-    @staticmethod
-    def done() -> Result:
-        return Result()
-
-    @staticmethod
-    def after(seconds: float) -> Result:
-        return Result(seconds)
-
-
-Reconcile = Callable[[Key], Result | None]
-Mapper = Callable[[Obj], Iterable[Key]]
 
 
 def own_key(obj: Obj) -> list[Key]:
@@ -87,20 +70,32 @@ class Watch:
     mapper: Mapper
     namespace: str | None = None
     label_selector: str | None = None
+    field_selector: str | None = None
     transform: Callable[[Obj], Obj] | None = None
 
 
 @dataclass
 class Controller:
-    """One reconciler, the resources it watches and the workers that drive it."""
+    """One reconciler, the resources it watches and the workers that drive it.
+
+    `namespace` is where on-demand watches look (None = all); `component` names the Events
+    the reconciles record (default: `name`); `clock` is the passes' clock.
+    """
 
     name: str
     reconcile: Reconcile
     workers: int = 2
     resync_period: float = 300.0
+    namespace: str | None = None
+    component: str = ""
+    clock: Clock = SYSTEM
     watches: list[Watch] = field(default_factory=list)
     queue: WorkQueue = field(default_factory=WorkQueue)
     informers: list[Informer] = field(default_factory=list)
+    kube: Kube | None = None
+    on_demand: dict[Resource, Informer] = field(default_factory=dict)
+    _stop: threading.Event | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def watch(
         self,
@@ -109,10 +104,14 @@ class Controller:
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         transform: Callable[[Obj], Obj] | None = None,
     ) -> None:
-        """Watch `resource`; `transform` slims objects before they are cached (see Informer)."""
-        self.watches.append(Watch(resource, mapper, namespace, label_selector, transform))
+        """Watch `resource` from the start; `transform` slims objects before they are cached
+        (see Informer). One resource may be watched several times (other selectors)."""
+        self.watches.append(
+            Watch(resource, mapper, namespace, label_selector, field_selector, transform)
+        )
 
     def _enqueue(self, mapper: Mapper) -> Callable[[Event], None]:
         def handler(event: Event) -> None:
@@ -123,6 +122,8 @@ class Controller:
         return handler
 
     def start_informers(self, kube: Kube, stop: threading.Event) -> None:
+        """Start the watches; `kube` is also the client of every reconcile's context."""
+        self.kube, self._stop = kube, stop
         for w in self.watches:
             informer = Informer(
                 kube,
@@ -130,47 +131,85 @@ class Controller:
                 self._enqueue(w.mapper),
                 namespace=w.namespace,
                 label_selector=w.label_selector,
+                field_selector=w.field_selector,
                 resync_period=self.resync_period,
                 transform=w.transform,
             )
             self.informers.append(informer)
             informer.start(stop)
 
-    def informer_for(self, resource: Resource) -> Informer | None:
-        """The running informer of a watched resource (None before `start_informers`)."""
-        for informer in self.informers:
-            if informer.resource == resource:
+    def ensure_watch(self, resource: Resource, how: OnDemand) -> Informer:
+        """The on-demand informer of `resource`, started now if this is the first call.
+
+        Why: some resources are known only from the objects (a Trial's job may be any allowed
+        kind); watching one from its first use means a CRD installed later needs no restart.
+        """
+        with self._lock:
+            informer = self.on_demand.get(resource)
+            if informer is not None:
                 return informer
-        return None
+            if self.kube is None or self._stop is None:
+                raise NotStarted(f"controller {self.name} has not been started")
+            informer = Informer(
+                self.kube,
+                resource,
+                self._enqueue(how.mapper),
+                namespace=self.namespace,
+                label_selector=how.label_selector,
+                resync_period=self.resync_period,
+            )
+            self.on_demand[resource] = informer
+            informer.start(self._stop)
+            return informer
+
+    def informers_of(self, resource: Resource) -> list[Informer]:
+        """The running informers of `resource` (none before `start_informers`)."""
+        with self._lock:
+            extra = self.on_demand.get(resource)
+        found = [i for i in self.informers if i.resource == resource]
+        return [*found, extra] if extra is not None else found
 
     def synced(self) -> bool:
         return bool(self.informers) and all(i.synced.is_set() for i in self.informers)
 
-    def _handle(self, key: Key) -> None:
+    def context(self, key: Key) -> Context:
+        """A new pass's context: its own reconcile id, and a logger that carries it."""
         reconcile_id = uuid.uuid4().hex[:8]
+        return Context(self, key, reconcile_id, reconcile_log(self.log, key, reconcile_id))
+
+    @property
+    def log(self) -> logging.Logger:
+        return logging.getLogger(f"kubetune.{self.name}")
+
+    def _handle(self, key: Key) -> None:
+        ctx = self.context(key)
         started = time.monotonic()
         outcome = "success"
         try:
-            result = self.reconcile(key)
+            result = self.reconcile(ctx, key)
         except errors.TemporaryError as e:
             outcome = "requeue"
-            log.info("reconcile %s [%s]: %s; again in %.1fs", key, reconcile_id, e, e.delay)
+            ctx.log.info("%s; again in %.1fs", e, e.delay)
             self.queue.add_after(key, e.delay)
         except errors.TerminalError as e:
             outcome = "terminal"
-            log.error("reconcile %s [%s] gave up: %s", key, reconcile_id, e)
+            ctx.log.error("gave up: %s", e)
             self.queue.forget(key)
         except errors.Conflict as e:
             outcome = "conflict"
-            log.info("reconcile %s [%s]: conflict (%s); re-reading", key, reconcile_id, e.reason)
+            ctx.log.info("conflict (%s); re-reading", e.reason)
             self.queue.add_rate_limited(key)
         except Exception:
             outcome = "error"
             delay = self.queue.add_rate_limited(key)
-            log.exception("reconcile %s [%s] failed; retry in %.2fs", key, reconcile_id, delay)
+            ctx.log.exception("failed; retry in %.2fs", delay)
         else:
             self.queue.forget(key)
-            if result is not None and result.requeue_after is not None:
+            if result is None:
+                pass
+            elif result.requeue:
+                self.queue.add(key)
+            elif result.requeue_after is not None:
                 self.queue.add_after(key, result.requeue_after)
         finally:
             RECONCILES.labels(self.name, outcome).inc()

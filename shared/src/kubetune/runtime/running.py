@@ -26,12 +26,22 @@ from kubetune.runtime.serving import serve_probes
 log = logging.getLogger(__name__)
 
 
-def add_flags(parser: argparse.ArgumentParser, service: str) -> None:
+def add_flags(
+    parser: argparse.ArgumentParser,
+    service: str,
+    *,
+    probe_port: int = 8080,
+    leader_election: bool = True,
+) -> None:
     """The flags every controller shares: `kubetune.flags`' connection, probe and leader
-    election flags, and the runtime's own knobs (workers, shutdown grace)."""
+    election flags, and the runtime's own knobs (workers, shutdown grace). A process that is
+    one of a kind by construction (the algorithm of one Suggestion) has no election."""
     flags.add_connection_flags(parser)
-    flags.add_probe_flags(parser)
-    flags.add_leader_election_flags(parser, service)
+    flags.add_probe_flags(parser, port=probe_port)
+    if leader_election:
+        flags.add_leader_election_flags(parser, service)
+    else:
+        parser.set_defaults(leader_elect=False)
     parser.add_argument(
         "--workers",
         action=flags.EnvDefault,
@@ -53,10 +63,20 @@ def add_flags(parser: argparse.ArgumentParser, service: str) -> None:
 class Process:
     """Holds the pieces of one running controller process, for tests and for `run`."""
 
-    def __init__(self, kube: Kube, controllers: list[Controller], args: argparse.Namespace):
+    def __init__(
+        self,
+        kube: Kube,
+        controllers: list[Controller],
+        args: argparse.Namespace,
+        *,
+        probes_required: bool = True,
+    ):
         self.kube = kube
         self.controllers = controllers
         self.args = args
+        # False: run without probes when the port is taken (pods sharing one network, as in
+        # the local cluster, where every algorithm wants 6789; its readiness is a file).
+        self.probes_required = probes_required
         self.stop = threading.Event()
         self.fatal = threading.Event()
         identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
@@ -78,13 +98,19 @@ class Process:
         return self.started.is_set() and all(c.synced() for c in self.controllers)
 
     def run(self) -> int:
-        server = serve_probes(
-            self.args.probe_address,
-            int(self.args.probe_port),
-            healthy=lambda: not self.fatal.is_set(),
-            ready=self.ready,
-        )
-        self.probe_port = server.server_address[1]
+        try:
+            server = serve_probes(
+                self.args.probe_address,
+                int(self.args.probe_port),
+                healthy=lambda: not self.fatal.is_set(),
+                ready=self.ready,
+            )
+        except OSError as e:
+            if self.probes_required:
+                raise
+            log.warning("no probe server on port %s: %s", self.args.probe_port, e)
+            server = None
+        self.probe_port = server.server_address[1] if server is not None else 0
         workers: list[threading.Thread] = []
         election: threading.Thread | None = None
         try:
@@ -122,16 +148,19 @@ class Process:
             if election is not None and self.elector is not None and not lost:
                 # The election thread releases the Lease on stop (one writer: no 409 race).
                 election.join(self.elector.renew_deadline + 1)
-            server.shutdown()
-            server.server_close()
+            if server is not None:
+                server.shutdown()
+                server.server_close()
         return 1 if self.fatal.is_set() else 0
 
 
-def run(controllers: list[Controller], args: argparse.Namespace) -> int:
+def run(
+    controllers: list[Controller], args: argparse.Namespace, *, probes_required: bool = True
+) -> int:
     """Run until SIGTERM/SIGINT (exit 0) or a fatal error (exit 1)."""
     logs.configure(args.log_format, args.log_level)
     kube = Kube(connect(args.kubeconfig))
-    process = Process(kube, controllers, args)
+    process = Process(kube, controllers, args, probes_required=probes_required)
 
     def _stop(signum: int, frame: FrameType | None) -> None:
         log.info("signal %d: shutting down", signum)

@@ -140,6 +140,11 @@ class Informer:
             self.resource_version = rv or self.resource_version
         self._emit(Event(str(kind), obj))
 
+    def get(self, namespace: str, name: str) -> Obj | None:
+        """The cached object, None when absent (or not listed yet: check `synced`)."""
+        with self._lock:
+            return self.cache.get((namespace, name))
+
     def objects(self) -> list[Obj]:
         """A consistent copy of the cached objects (safe while the watch thread updates it)."""
         with self._lock:
