@@ -214,7 +214,7 @@ class Controller:
                 self.queue.forget(key)
             else:
                 outcome = self._retry_failed(ctx, key)
-        except Exception:
+        except Exception:  # noqa: BLE001 - logged with its traceback by _retry_failed
             outcome = self._retry_failed(ctx, key)
         else:
             self.queue.forget(key)
