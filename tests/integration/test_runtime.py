@@ -28,6 +28,7 @@ from kubetune import errors
 from kubetune.kube import (
     CONFIGMAPS,
     LEASES,
+    NAMESPACES,
     SERVICE_ACCOUNTS,
     SUGGESTIONS,
     Kube,
@@ -608,3 +609,49 @@ def test_a_stale_status_write_conflicts_and_the_key_is_requeued(
     assert controller.queue.get(5) == key
     status = kube.get(SUGGESTIONS, "s", namespace)["status"]
     assert status == {"suggestionCount": 2}, "the newer write was not overwritten"
+
+
+def test_a_namespace_being_deleted_ends_the_key_quietly(
+    kube: Kube, stop: threading.Event, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Objects of a terminating namespace may still change (the namespace controller deletes
+    them one by one); a reconcile that then creates something gets 403 NamespaceTerminating,
+    which must neither retry nor log a traceback."""
+    ns = f"terminating-{os.getpid()}-{int(time.monotonic() * 1000) % 100000}"
+    kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    held = configmap("held")
+    held["metadata"]["finalizers"] = ["kubetune.test/hold"]  # type: ignore[index]
+    kube.create(CONFIGMAPS, held, ns)
+    refused: list[errors.ApiError] = []
+
+    def reconcile(ctx: Context, key: Key) -> Result:
+        if key.name != "held":
+            return Result.done()
+        try:
+            ctx.kube.create(CONFIGMAPS, configmap(f"copy-{len(refused)}"), ns)
+        except errors.AlreadyExists:
+            pass
+        except errors.Forbidden as e:
+            refused.append(e)
+            raise
+        return Result.done()
+
+    controller = Controller("terminating", reconcile)
+    controller.watch(CONFIGMAPS, namespace=ns)
+    controller.start_informers(kube, stop)
+    controller.start_workers(stop)
+    try:
+        wait_for(lambda: kube.get_or_none(CONFIGMAPS, "copy-0", ns) is not None)
+        kube.delete(NAMESPACES, ns)
+        caplog.set_level(logging.INFO, logger="kubetune.terminating")
+        kube.patch(CONFIGMAPS, "held", {"metadata": {"labels": {"touched": "yes"}}}, ns)
+        wait_for(lambda: bool(refused), what="the create refused in the terminating namespace")
+        assert errors.is_namespace_terminating(refused[0]), refused[0]
+        time.sleep(2)  # a retry would come within the backoff's first steps
+        assert len(refused) == 1, "the key was retried"
+        lines = [r for r in caplog.records if r.name.startswith("kubetune.terminating")]
+        assert not [r for r in lines if r.levelno >= logging.WARNING or r.exc_info], lines
+        assert any("is being deleted; nothing to do" in r.getMessage() for r in lines)
+    finally:
+        controller.queue.shutdown()
+        kube.patch(CONFIGMAPS, "held", {"metadata": {"finalizers": None}}, ns)

@@ -79,6 +79,12 @@ def from_status(status: int, reason: str, message: str) -> ApiError:
     return ApiError(status, reason, message)
 
 
+def is_namespace_terminating(e: ApiError) -> bool:
+    """A create refused because its namespace is being deleted (403, cause
+    NamespaceTerminating): nothing to retry, the objects are going away with the namespace."""
+    return e.status == 403 and "because it is being terminated" in e.message
+
+
 def is_too_large(e: ApiError) -> bool:
     """A write refused for its size: the API server's body limit (413) or etcd's request limit
     (`etcdserver: request is too large`, which the API server passes on as a 500)."""

@@ -6,7 +6,8 @@ clock, status write) and reads what it needs (level-based). Its outcome is turne
 action in one place (`_handle`): a `Result` with `requeue_after` comes back after that delay,
 `requeue` at once, `TemporaryError` after its delay, `TerminalError` is logged and dropped until
 the object changes, a `Conflict` (a stale write) and any other exception retry with per-key
-exponential backoff, and a plain success forgets the key's backoff. Panics never kill a worker.
+exponential backoff, a create refused because the namespace is being deleted ends the key
+quietly, and a plain success forgets the key's backoff. Panics never kill a worker.
 Informers are started with the process, or on demand by a reconcile (`Context.read`).
 """
 
@@ -181,6 +182,12 @@ class Controller:
     def log(self) -> logging.Logger:
         return logging.getLogger(f"kubetune.{self.name}")
 
+    def _retry_failed(self, ctx: Context, key: Key) -> str:
+        """An unexpected failure (called while handling it): log it and retry with backoff."""
+        delay = self.queue.add_rate_limited(key)
+        ctx.log.exception("failed; retry in %.2fs", delay)
+        return "error"
+
     def _handle(self, key: Key) -> None:
         ctx = self.context(key)
         started = time.monotonic()
@@ -199,10 +206,16 @@ class Controller:
             outcome = "conflict"
             ctx.log.info("conflict (%s); re-reading", e.reason)
             self.queue.add_rate_limited(key)
-        except Exception:
-            outcome = "error"
-            delay = self.queue.add_rate_limited(key)
-            ctx.log.exception("failed; retry in %.2fs", delay)
+        except errors.Forbidden as e:
+            if errors.is_namespace_terminating(e):
+                # A namespace being deleted takes this object with it: stop, quietly.
+                outcome = "namespace-terminating"
+                ctx.log.info("namespace %s is being deleted; nothing to do", key.namespace)
+                self.queue.forget(key)
+            else:
+                outcome = self._retry_failed(ctx, key)
+        except Exception:  # noqa: BLE001 - logged with its traceback by _retry_failed
+            outcome = self._retry_failed(ctx, key)
         else:
             self.queue.forget(key)
             if result is None:
