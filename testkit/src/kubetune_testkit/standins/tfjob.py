@@ -10,11 +10,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kubetune import errors
 from kubetune.kube import PODS, Kube, Resource
-from kubetune.runtime import Controller, Key, owner_keys
-
-from . import now, pod_phase_counts
+from kubetune.runtime import Key
+from kubetune_testkit.builders import owner_reference
+from kubetune_testkit.standins import OperatorStandIn, now, pod_phase_counts
 
 TFJOBS = Resource("kubeflow.org", "v1", "tfjobs", "TFJob")
 OPERATOR = "tfjob-controller"
@@ -41,18 +40,12 @@ def _set(conds: list[dict[str, Any]], new: dict[str, Any]) -> list[dict[str, Any
     return [c for c in conds if c["type"] != new["type"]] + [new]
 
 
-class TFJobOperatorStandIn:
+class TFJobOperatorStandIn(OperatorStandIn):
+    """Runs TFJobs of one namespace on kubetune's runtime, in the test process."""
+
     def __init__(self, kube: Kube, namespace: str) -> None:
-        self.kube = kube
-        self.namespace = namespace
-        self.controller = Controller("standin-tfjob-operator", self.reconcile)
-        self.controller.watch(TFJOBS, namespace=namespace)
-        self.controller.watch(
-            PODS,
-            owner_keys("TFJob", "kubeflow.org/v1"),
-            namespace=namespace,
-            label_selector=f"{L}operator-name={OPERATOR}",
-        )
+        selector = f"{L}operator-name={OPERATOR}"
+        super().__init__("standin-tfjob-operator", kube, namespace, TFJOBS, selector)
 
     def _pod(self, job: dict[str, Any], rtype: str, index: int, master: bool) -> dict[str, Any]:
         name = job["metadata"]["name"]
@@ -79,16 +72,7 @@ class TFJobOperatorStandIn:
                 "namespace": job["metadata"]["namespace"],
                 "labels": labels,
                 "annotations": dict(meta.get("annotations") or {}),
-                "ownerReferences": [
-                    {
-                        "apiVersion": "kubeflow.org/v1",
-                        "kind": "TFJob",
-                        "name": name,
-                        "uid": job["metadata"]["uid"],
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
+                "ownerReferences": [owner_reference(job)],
             },
             "spec": spec,
         }
@@ -120,10 +104,7 @@ class TFJobOperatorStandIn:
                 pod = self._pod(job, rtype, index, master)
                 current = pods.get(pod["metadata"]["name"])
                 if current is None and not done:
-                    try:
-                        current = self.kube.create(PODS, pod, key.namespace)
-                    except errors.AlreadyExists:
-                        current = self.kube.get(PODS, pod["metadata"]["name"], key.namespace)
+                    current = self.create_pod(pod, key.namespace)
                 if current is None:
                     continue
                 owned.append(current)
