@@ -12,6 +12,7 @@ import yaml
 
 from kubetune import errors
 from kubetune.kube import CLUSTER_ROLES, ROLE_BINDINGS, Kube
+from kubetune_testkit.objects import create_if_absent
 
 
 def service_account_token(
@@ -63,11 +64,7 @@ def cluster_role(kube: Kube, path: Path) -> Iterator[None]:
     the end only if created here (another package's session may share it)."""
     role = yaml.safe_load(path.read_text())
     name = role["metadata"]["name"]
-    made = False
-    if kube.get_or_none(CLUSTER_ROLES, name) is None:
-        with contextlib.suppress(errors.AlreadyExists):
-            kube.create(CLUSTER_ROLES, role)
-            made = True
+    made = create_if_absent(kube, CLUSTER_ROLES, role)
     try:
         yield
     finally:

@@ -7,7 +7,6 @@ Argo Workflow) from the operators' Go modules (`localcluster.thirdparty`, fetche
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import yaml
 from kubetune import errors
 from kubetune.kube import CUSTOM_RESOURCE_DEFINITIONS, Kube, Resource
 from kubetune_testkit.conditions import is_true
+from kubetune_testkit.objects import create_if_absent
 from kubetune_testkit.paths import CRDS
 from kubetune_testkit.waiting import wait_for
 
@@ -51,11 +51,7 @@ def apply_crd(kube: Kube, crd: Path | dict[str, Any]) -> tuple[str, bool]:
     """
     body = yaml.safe_load(crd.read_text()) if isinstance(crd, Path) else crd
     name = body["metadata"]["name"]
-    created = False
-    if kube.get_or_none(CUSTOM_RESOURCE_DEFINITIONS, name) is None:
-        with contextlib.suppress(errors.AlreadyExists):
-            kube.create(CUSTOM_RESOURCE_DEFINITIONS, body)
-            created = True
+    created = create_if_absent(kube, CUSTOM_RESOURCE_DEFINITIONS, body)
     wait_for(
         f"CRD {name} established",
         lambda: is_true(kube.get_or_none(CUSTOM_RESOURCE_DEFINITIONS, name), "Established"),

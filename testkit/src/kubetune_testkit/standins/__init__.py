@@ -19,6 +19,7 @@ from typing import Any
 from kubetune import errors
 from kubetune.kube import PODS, Kube, Resource
 from kubetune.runtime import Controller, Key, owner_keys
+from kubetune_testkit.builders import owner_reference
 
 
 @contextmanager
@@ -73,6 +74,41 @@ class OperatorStandIn:
 
     def reconcile(self, key: Key) -> None:
         raise NotImplementedError
+
+    def live(self, resource: Resource, key: Key) -> dict[str, Any] | None:
+        """The object of `key`, None when it is gone or being deleted (nothing to do)."""
+        obj = self.kube.get_or_none(resource, key.name, key.namespace)
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            return None
+        return obj
+
+    @staticmethod
+    def owned_pod(
+        owner: dict[str, Any],
+        name: str,
+        labels: dict[str, str],
+        annotations: dict[str, str],
+        spec: dict[str, Any],
+    ) -> dict[str, Any]:
+        """A pod of `owner`'s namespace that `owner` controls."""
+        metadata = {
+            "name": name,
+            "namespace": owner["metadata"]["namespace"],
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [owner_reference(owner)],
+        }
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+    def write_status(
+        self, resource: Resource, obj: dict[str, Any], status: dict[str, Any], subresource: str
+    ) -> None:
+        """Patch `status` when it changed, guarded by the resourceVersion read."""
+        if status == (obj.get("status") or {}):
+            return
+        meta = obj["metadata"]
+        patch = {"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": status}
+        self.kube.patch(resource, meta["name"], patch, meta["namespace"], subresource=subresource)
 
     def create_pod(self, pod: dict[str, Any], namespace: str) -> dict[str, Any]:
         """Create the pod; the stored one when it exists already (a repeated reconcile)."""

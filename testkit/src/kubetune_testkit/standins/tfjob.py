@@ -12,7 +12,6 @@ from typing import Any
 
 from kubetune.kube import PODS, Kube, Resource
 from kubetune.runtime import Key
-from kubetune_testkit.builders import owner_reference
 from kubetune_testkit.standins import OperatorStandIn, now, pod_phase_counts
 
 TFJOBS = Resource("kubeflow.org", "v1", "tfjobs", "TFJob")
@@ -64,22 +63,12 @@ class TFJobOperatorStandIn(OperatorStandIn):
             labels[f"{L}job-role"] = "master"
         spec = template.get("spec") or {}
         spec.setdefault("restartPolicy", "Never")
-        return {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": f"{name}-{rtype.lower()}-{index}",
-                "namespace": job["metadata"]["namespace"],
-                "labels": labels,
-                "annotations": dict(meta.get("annotations") or {}),
-                "ownerReferences": [owner_reference(job)],
-            },
-            "spec": spec,
-        }
+        annotations = dict(meta.get("annotations") or {})
+        return self.owned_pod(job, f"{name}-{rtype.lower()}-{index}", labels, annotations, spec)
 
     def reconcile(self, key: Key) -> None:
-        job = self.kube.get_or_none(TFJOBS, key.name, key.namespace)
-        if job is None or job["metadata"].get("deletionTimestamp"):
+        job = self.live(TFJOBS, key)
+        if job is None:
             return
         name = key.name
         specs: dict[str, Any] = job["spec"].get("tfReplicaSpecs") or {}
@@ -145,14 +134,4 @@ class TFJobOperatorStandIn(OperatorStandIn):
         status.setdefault("startTime", now())
         status["conditions"] = conds
         status["replicaStatuses"] = replica_statuses
-        if status != (job.get("status") or {}):
-            self.kube.patch(
-                TFJOBS,
-                name,
-                {
-                    "metadata": {"resourceVersion": job["metadata"]["resourceVersion"]},
-                    "status": status,
-                },
-                key.namespace,
-                subresource="status",
-            )
+        self.write_status(TFJOBS, job, status, "status")
