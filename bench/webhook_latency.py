@@ -150,7 +150,7 @@ def _setup(kube: Kube, ns: str) -> str:
     loss = builders.objective("loss", "minimize", strategies=False)
     trial = kube.create(TRIALS, builders.trial("bench-trial", objective_spec=loss), ns)
     job = builders.batch_job(["true"], image="x", name="bench-trial", backoff_limit=None)
-    job["metadata"]["ownerReferences"] = [builders.owner_reference(trial, block=False)]
+    job["metadata"]["ownerReferences"] = [builders.owner_reference(trial)]
     job["spec"]["suspend"] = True
     job = kube.create(JOBS, job, ns)
     return str(job["metadata"]["uid"])

@@ -144,12 +144,13 @@ def _trial(kube: Kube, ns: str, name: str, experiment: str) -> dict[str, Any]:
 def _pod(
     kube: Kube, ns: str, name: str, owner: dict[str, Any] | None, account: str = "default"
 ) -> dict[str, Any]:
-    """A pod that never runs (scheduling gate), owned like a Job's pod. Its owner references
-    (and its Job's) carry no blockOwnerDeletion: with it, the webhook found no Trial for the pod
-    in these tests (seen when the builders came in; the cause is not pinned down)."""
+    """A pod that never runs (scheduling gate), owned by a Job. Not by a controller reference:
+    the Job controller releases (drops the reference of) a pod its selector does not match, within
+    seconds, and would delete one it matches (the Job is suspended); a test that raced it saw the
+    pod belong to no Trial."""
     meta: dict[str, Any] = {"name": name}
     if owner is not None:
-        meta["ownerReferences"] = [owner_reference(owner, block=False)]
+        meta["ownerReferences"] = [owner_reference(owner, controller=False)]
         meta["labels"] = {"katib.kubeflow.org/trial": owner["metadata"]["name"]}
     pod: dict[str, Any] = kube.create(
         PODS,
@@ -176,7 +177,7 @@ def _trial_with_pod(kube: Kube, ns: str, name: str, experiment: str) -> tuple[An
         {
             "apiVersion": "batch/v1",
             "kind": "Job",
-            "metadata": {"name": name, "ownerReferences": [owner_reference(trial, block=False)]},
+            "metadata": {"name": name, "ownerReferences": [owner_reference(trial)]},
             "spec": {
                 "suspend": True,
                 "template": {

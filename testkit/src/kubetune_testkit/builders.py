@@ -230,16 +230,14 @@ def observation(value: float | str | None, name: str = "accuracy") -> Obj:
     return {"metrics": [metric(name, "unavailable" if value is None else value)]}
 
 
-def owner_reference(owner: Obj, *, controller: bool = True, block: bool = True) -> Obj:
-    """An ownerReference to `owner` (an object read back from the API server); `block` is its
-    blockOwnerDeletion, set by the controllers that create owned objects."""
-    ref = {
+def owner_reference(owner: Obj, *, controller: bool = True) -> Obj:
+    """An ownerReference to `owner` (an object read back from the API server), blocking its
+    deletion as the references controllers write do."""
+    return {
         "apiVersion": owner["apiVersion"],
         "kind": owner["kind"],
         "name": owner["metadata"]["name"],
         "uid": owner["metadata"]["uid"],
         "controller": controller,
+        "blockOwnerDeletion": True,
     }
-    if block:
-        ref["blockOwnerDeletion"] = True
-    return ref
