@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -42,57 +41,26 @@ import psutil
 
 from kubetune import errors, naming
 from kubetune.kube import EXPERIMENTS, NAMESPACES, SUGGESTIONS, TRIALS, Kube, connect
+from kubetune_testkit import builders
+from kubetune_testkit.processes import free_port
+from kubetune_testkit.standins.services import trial_status
+from kubetune_testkit.waiting import wait_for
 
 Obj = dict[str, Any]
 
 
 def experiment(name: str, namespace: str, max_trials: int, parallel: int) -> Obj:
-    return {
-        "apiVersion": "kubeflow.org/v1beta1",
-        "kind": "Experiment",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "objective": {
-                "type": "maximize",
-                "objectiveMetricName": "accuracy",
-                "metricStrategies": [{"name": "accuracy", "value": "max"}],
-            },
-            "algorithm": {"algorithmName": "random"},
-            "parallelTrialCount": parallel,
-            "maxTrialCount": max_trials,
-            "resumePolicy": "Never",
-            "parameters": [
-                {
-                    "name": "lr",
-                    "parameterType": "double",
-                    "feasibleSpace": {"min": "0.01", "max": "0.1"},
-                }
-            ],
-            "metricsCollectorSpec": {"collector": {"kind": "StdOut"}},
-            "trialTemplate": {
-                "primaryContainerName": "main",
-                "trialParameters": [{"name": "lr", "reference": "lr"}],
-                "trialSpec": {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "spec": {
-                        "template": {
-                            "spec": {
-                                "restartPolicy": "Never",
-                                "containers": [
-                                    {
-                                        "name": "main",
-                                        "image": "busybox",
-                                        "command": ["echo", "${trialParameters.lr}"],
-                                    }
-                                ],
-                            }
-                        }
-                    },
-                },
-            },
-        },
-    }
+    """A random search over `lr` whose trials are Jobs that echo it (never run here)."""
+    return builders.experiment(
+        name,
+        namespace,
+        trial_parameters=builders.references(lr="lr"),
+        primary_container="main",
+        trial_spec=builders.trial_job(["echo", "${trialParameters.lr}"], container="main"),
+        parallelTrialCount=parallel,
+        maxTrialCount=max_trials,
+        resumePolicy="Never",
+    )
 
 
 def assignment(exp: str, index: int) -> Obj:
@@ -102,30 +70,10 @@ def assignment(exp: str, index: int) -> Obj:
     }
 
 
-def observation(value: float) -> Obj:
-    text = f"{value:.6f}"
-    return {"metrics": [{"name": "accuracy", "min": text, "max": text, "latest": text}]}
-
-
 def succeeded_status(value: float) -> Obj:
     now = "2026-01-01T00:00:00Z"
-    return {
-        "startTime": now,
-        "completionTime": now,
-        "conditions": [
-            {"type": "Created", "status": "True", "reason": "TrialCreated", "message": "m"},
-            {"type": "Running", "status": "False", "reason": "TrialRunning", "message": "m"},
-            {"type": "Succeeded", "status": "True", "reason": "TrialSucceeded", "message": "m"},
-        ],
-        "observation": observation(value),
-    }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    status = trial_status("Succeeded", round(value, 6))
+    return {"startTime": now, "completionTime": now, **status}
 
 
 def start_controller(kubeconfig: str | None, namespace: str, port: int) -> subprocess.Popen[bytes]:
@@ -154,16 +102,6 @@ def reconcile_metrics(port: int) -> tuple[float, float]:
         elif line.startswith("kubetune_reconcile_duration_seconds_count{"):
             count = float(line.rsplit(" ", 1)[1])
     return total, count
-
-
-def wait_until(what: str, probe: Any, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = probe()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise SystemExit(f"timed out waiting for {what}")
 
 
 def make_namespace(kube: Kube, prefix: str) -> str:
@@ -237,7 +175,7 @@ def scale(kube: Kube, kubeconfig: str | None, n: int, touches: int) -> None:
         t0 = time.monotonic()
         process = start_controller(kubeconfig, namespace, port)
         try:
-            wait_until(
+            wait_for(
                 f"status counting {n} trials",
                 lambda: (
                     ((kube.get(EXPERIMENTS, name, namespace).get("status") or {}).get("trials"))
@@ -251,11 +189,11 @@ def scale(kube: Kube, kubeconfig: str | None, n: int, touches: int) -> None:
                 kube.patch(
                     EXPERIMENTS, name, {"metadata": {"annotations": {"bench": str(i)}}}, namespace
                 )
-                wait_until(
-                    "the reconcile",
-                    lambda i=i: reconcile_metrics(port)[1] >= before[1] + i + 1,
-                    timeout=120,
-                )
+
+                def reconciled(target: float = before[1] + i + 1) -> bool:
+                    return reconcile_metrics(port)[1] >= target
+
+                wait_for("the reconcile", reconciled, timeout=120)
             after = reconcile_metrics(port)
             per = (after[0] - before[0]) / max(1.0, after[1] - before[1])
             rss = psutil.Process(process.pid).memory_info().rss / 2**20
@@ -287,7 +225,7 @@ def overhead(kube: Kube, kubeconfig: str | None, n: int, parallel: int, run_time
         port = free_port()
         process = start_controller(kubeconfig, namespace, port)
         try:
-            wait_until(
+            wait_for(
                 "the Suggestion",
                 lambda: kube.get_or_none(SUGGESTIONS, name, namespace),
                 timeout=60,
@@ -345,7 +283,7 @@ def overhead(kube: Kube, kubeconfig: str | None, n: int, parallel: int, run_time
                             break
                 except errors.Gone:
                     rv = kube.list(TRIALS, namespace)["metadata"]["resourceVersion"]
-            wait_until(
+            wait_for(
                 "completion",
                 lambda: any(
                     c.get("type") == "Succeeded" and c.get("status") == "True"

@@ -24,7 +24,6 @@ import argparse
 import contextlib
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,85 +37,43 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kubetune import errors
-from kubetune.kube import CUSTOM_RESOURCE_DEFINITIONS, NAMESPACES, TRIALS, Kube, Resource, connect
-
-ROOT = Path(__file__).resolve().parents[1]
-WIDGET_CRD = ROOT / "services" / "trial-controller" / "tests" / "standins" / "widget-crd.yaml"
-CRDS = ROOT / "kustomize" / "base" / "crds"
-WIDGETS = Resource("standin.kubetune.test", "v1", "widgets", "Widget")
-KIND = "Widget.v1.standin.kubetune.test"
-SUCCESS = 'status.[@this].#(state=="Done")#'
-FAILURE = 'status.[@this].#(state=="Broken")#'
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+from kubetune.kube import CUSTOM_RESOURCE_DEFINITIONS, NAMESPACES, TRIALS, Kube, connect
+from kubetune_testkit import builders
+from kubetune_testkit.conditions import is_true
+from kubetune_testkit.crds import (
+    WIDGET_CRD,
+    WIDGET_FAILURE,
+    WIDGET_KIND,
+    WIDGET_SUCCESS,
+    WIDGETS,
+    apply_crd,
+    install_kubetune_crds,
+)
+from kubetune_testkit.processes import console_script, free_port
+from kubetune_testkit.standins.services import observe as observe_trial
 
 
 def _trial(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeflow.org/v1beta1",
-        "kind": "Trial",
-        "metadata": {"name": name, "labels": {"katib.kubeflow.org/experiment": "bench"}},
-        "spec": {
-            "objective": {"type": "maximize", "objectiveMetricName": "accuracy"},
-            "runSpec": {
-                "apiVersion": "standin.kubetune.test/v1",
-                "kind": "Widget",
-                "metadata": {},
-                "spec": {},
-            },
-            "retainRun": True,
-            "metricsCollector": {"collector": {"kind": "StdOut"}},
-            "primaryContainerName": "main",
-            "successCondition": SUCCESS,
-            "failureCondition": FAILURE,
-        },
-    }
-
-
-def _observation(value: str) -> dict[str, Any]:
-    metric = {"name": "accuracy", "min": value, "max": value, "latest": value}
-    return {"status": {"observation": {"metrics": [metric]}}}
-
-
-def _cond_true(obj: dict[str, Any], type_: str) -> bool:
-    return any(
-        c.get("type") == type_ and c.get("status") == "True"
-        for c in (obj.get("status") or {}).get("conditions") or []
+    """A Trial whose run is a Widget: the bench writes its state, no pod runs."""
+    widget = {"apiVersion": WIDGETS.api_version, "kind": "Widget", "metadata": {}, "spec": {}}
+    return builders.trial(
+        name,
+        widget,
+        experiment="bench",
+        objective_spec=builders.objective(strategies=False),
+        primary_container="main",
+        success=WIDGET_SUCCESS,
+        failure=WIDGET_FAILURE,
     )
-
-
-def _ensure_crd(kube: Kube, path: Path) -> bool:
-    body = yaml.safe_load(path.read_text())
-    if kube.get_or_none(CUSTOM_RESOURCE_DEFINITIONS, body["metadata"]["name"]) is not None:
-        return False
-    kube.create(CUSTOM_RESOURCE_DEFINITIONS, body)
-    group, version = body["spec"]["group"], body["spec"]["versions"][0]["name"]
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            kube.resource_for(f"{group}/{version}", body["spec"]["names"]["kind"])
-            return True
-        except errors.NotFound:
-            time.sleep(0.2)
-    raise SystemExit(f"CRD {body['metadata']['name']} not served")
 
 
 class Controller:
     """The trial-controller console script, with its /metrics port and RSS."""
 
     def __init__(self, kubeconfig: str, namespace: str, log: Path) -> None:
-        self.port = _free_port()
-        script = shutil.which("trial-controller") or str(
-            Path(sys.executable).parent / "trial-controller"
-        )
+        self.port = free_port()
+        script = console_script("trial-controller")
         with log.open("ab") as out:
             self.proc = subprocess.Popen(
                 [
@@ -129,7 +86,7 @@ class Controller:
                     f"--probe-port={self.port}",
                     "--probe-address=127.0.0.1",
                     "--trial-resources",
-                    KIND,
+                    WIDGET_KIND,
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -185,7 +142,7 @@ class Succeeded:
                 obj = event.get("object") or {}
                 rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
                 name = (obj.get("metadata") or {}).get("name")
-                if name and _cond_true(obj, self.type):
+                if name and is_true(obj, self.type):
                     with self.cond:
                         self.seen.setdefault(name, time.monotonic())
                         self.cond.notify_all()
@@ -205,7 +162,7 @@ def _create_all(kube: Kube, namespace: str, names: list[str], observe: bool) -> 
     def one(name: str) -> None:
         kube.create(TRIALS, _trial(name), namespace)
         if observe:
-            kube.patch(TRIALS, name, _observation("0.9"), namespace, subresource="status")
+            observe_trial(kube, namespace, name, "0.9")
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(one, names))
@@ -319,9 +276,10 @@ def main() -> int:
     kube = Kube(connect(kubeconfig))
     made: list[str] = []
     try:
-        for path in [*sorted(CRDS.glob("*.kubeflow.org.yaml")), WIDGET_CRD]:
-            if _ensure_crd(kube, path) and path == WIDGET_CRD:
-                made.append(yaml.safe_load(path.read_text())["metadata"]["name"])
+        install_kubetune_crds(kube)
+        name, created = apply_crd(kube, WIDGET_CRD)
+        if created:
+            made.append(name)
         if args.latency:
             latency(kube, kubeconfig, args.latency, log)
         if args.trials:

@@ -51,86 +51,38 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-import yaml
 
 from kubetune import errors, naming
 from kubetune.kube import (
-    CUSTOM_RESOURCE_DEFINITIONS,
     JOBS,
     NAMESPACES,
     TRIALS,
     Kube,
     connect,
 )
+from kubetune_testkit import builders
+from kubetune_testkit.crds import apply_crd
+from kubetune_testkit.paths import CRDS
+from kubetune_testkit.processes import free_port
 from kubetune_webhook import certificates
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _experiment(ns: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeflow.org/v1beta1",
-        "kind": "Experiment",
-        "metadata": {"name": "bench", "namespace": ns},
-        "spec": {
-            "objective": {"type": "minimize", "objectiveMetricName": "loss"},
-            "algorithm": {"algorithmName": "random"},
-            "parallelTrialCount": 3,
-            "maxTrialCount": 12,
-            "resumePolicy": "Never",
-            "parameters": [
-                {
-                    "name": "lr",
-                    "parameterType": "double",
-                    "feasibleSpace": {"min": "0.01", "max": "0.1", "distribution": "uniform"},
-                },
-                {
-                    "name": "opt",
-                    "parameterType": "categorical",
-                    "feasibleSpace": {"list": ["a", "b"]},
-                },
-            ],
-            "metricsCollectorSpec": {"collector": {"kind": "StdOut"}},
-            "trialTemplate": {
-                "primaryContainerName": "training-container",
-                "successCondition": 'status.conditions.#(type=="Complete")#|#(status=="True")#',
-                "failureCondition": 'status.conditions.#(type=="Failed")#|#(status=="True")#',
-                "trialParameters": [
-                    {"name": "lr", "reference": "lr"},
-                    {"name": "opt", "reference": "opt"},
-                ],
-                "trialSpec": {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "spec": {
-                        "template": {
-                            "spec": {
-                                "restartPolicy": "Never",
-                                "containers": [
-                                    {
-                                        "name": "training-container",
-                                        "image": "python:3.12",
-                                        "command": [
-                                            "python3",
-                                            "train.py",
-                                            "--lr=${trialParameters.lr}",
-                                            "--opt=${trialParameters.opt}",
-                                        ],
-                                    }
-                                ],
-                            }
-                        }
-                    },
-                },
-            },
-        },
-    }
+    """What a user submits: two parameters, a Job template, success and failure conditions."""
+    lr = {**builders.LR, "feasibleSpace": {"min": "0.01", "max": "0.1", "distribution": "uniform"}}
+    command = ["python3", "train.py", "--lr=${trialParameters.lr}", "--opt=${trialParameters.opt}"]
+    return builders.experiment(
+        "bench",
+        ns,
+        objective_spec=builders.objective("loss", "minimize", strategies=False),
+        parameters=[lr, builders.categorical("opt", ["a", "b"])],
+        trial_parameters=builders.references(lr="lr", opt="opt"),
+        trial_spec=builders.trial_job(command, image="python:3.12"),
+        conditions=builders.JOB_CONDITIONS,
+        parallelTrialCount=3,
+        maxTrialCount=12,
+        resumePolicy="Never",
+    )
 
 
 def _pod(ns: str, job: str, uid: str) -> dict[str, Any]:
@@ -182,20 +134,7 @@ def _review(obj: dict[str, Any], kind: str, ns: str) -> bytes:
 
 
 def _install_trial_crd(kube: Kube) -> None:
-    crd = yaml.safe_load((REPO / "kustomize/base/crds/trials.kubeflow.org.yaml").read_text())
-    try:
-        kube.create(CUSTOM_RESOURCE_DEFINITIONS, crd)
-    except errors.AlreadyExists:
-        return
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            kube.resource_for("kubeflow.org/v1beta1", "Trial")
-            return
-        except errors.ApiError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    apply_crd(kube, CRDS / "trials.kubeflow.org.yaml")
 
 
 def _setup(kube: Kube, ns: str) -> str:
@@ -208,51 +147,12 @@ def _setup(kube: Kube, ns: str) -> str:
             "metadata": {"name": ns, "labels": {naming.LABEL_INJECTION: naming.INJECTION_ENABLED}},
         },
     )
-    trial = kube.create(
-        TRIALS,
-        {
-            "apiVersion": "kubeflow.org/v1beta1",
-            "kind": "Trial",
-            "metadata": {"name": "bench-trial"},
-            "spec": {
-                "objective": {"type": "minimize", "objectiveMetricName": "loss"},
-                "primaryContainerName": "training-container",
-                "metricsCollector": {"collector": {"kind": "StdOut"}},
-            },
-        },
-        ns,
-    )
-    job = kube.create(
-        JOBS,
-        {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {
-                "name": "bench-trial",
-                "ownerReferences": [
-                    {
-                        "apiVersion": "kubeflow.org/v1beta1",
-                        "kind": "Trial",
-                        "name": "bench-trial",
-                        "uid": trial["metadata"]["uid"],
-                        "controller": True,
-                    }
-                ],
-            },
-            "spec": {
-                "suspend": True,
-                "template": {
-                    "spec": {
-                        "restartPolicy": "Never",
-                        "containers": [
-                            {"name": "training-container", "image": "x", "command": ["true"]}
-                        ],
-                    }
-                },
-            },
-        },
-        ns,
-    )
+    loss = builders.objective("loss", "minimize", strategies=False)
+    trial = kube.create(TRIALS, builders.trial("bench-trial", objective_spec=loss), ns)
+    job = builders.batch_job(["true"], image="x", name="bench-trial", backoff_limit=None)
+    job["metadata"]["ownerReferences"] = [builders.owner_reference(trial)]
+    job["spec"]["suspend"] = True
+    job = kube.create(JOBS, job, ns)
     return str(job["metadata"]["uid"])
 
 
@@ -607,7 +507,7 @@ def main() -> int:
         _install_trial_crd(kube)
         job_uid = _setup(kube, ns)
         files = certificates.issue(tmp, ["localhost"], ["127.0.0.1"])
-        port = _free_port()
+        port = free_port()
         proc = subprocess.Popen(
             [str(Path(sys.executable).with_name("webhook")), "serve", "--address", "127.0.0.1",
              "--port", str(port), "--cert-file", str(files.cert), "--key-file", str(files.key),

@@ -15,10 +15,10 @@ import tempfile
 from pathlib import Path
 
 import yaml
+from kubetune_cli import main as cli
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "tests"))
-
-from deploying import (
+from kubetune.kube import Kube, connect
+from kubetune_testkit.deploying import (
     KUBETUNE_NAMESPACE,
     ROOT,
     apply_overlay,
@@ -26,9 +26,6 @@ from deploying import (
     render_image_map,
     wait_available,
 )
-from kubetune_cli import main as cli
-
-from kubetune.kube import Kube, connect
 from localcluster import build
 from localcluster import cluster as localcluster
 from localcluster.pytest_plugin import ClusterHandle

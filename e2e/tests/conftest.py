@@ -14,7 +14,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from deploying import render_image_map
+
+from kubetune_testkit.deploying import render_image_map
 
 
 def pytest_configure(config: pytest.Config) -> None:

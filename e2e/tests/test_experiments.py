@@ -14,16 +14,22 @@ import random
 import re
 import socket
 import sys
-import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import yaml
-from deploying import ROOT, apply_overlay, enable_injection, wait_available
 
-from localcluster import thirdparty
+from kubetune.kube import Kube
+from kubetune_testkit import builders, kubectl
+from kubetune_testkit.conditions import is_true, true_condition
+from kubetune_testkit.deploying import ROOT, apply_overlay, enable_injection, wait_available
+from kubetune_testkit.kubectl import get_json
+from kubetune_testkit.policies import refusing_pods
+from kubetune_testkit.standins import running
+from kubetune_testkit.standins.argo import ArgoWorkflowStandIn
+from kubetune_testkit.standins.tfjob import TFJobOperatorStandIn
+from kubetune_testkit.waiting import wait_for
 from localcluster.pytest_plugin import ClusterHandle
 
 pytestmark = pytest.mark.integration
@@ -31,6 +37,8 @@ pytestmark = pytest.mark.integration
 EXAMPLE = ROOT / "examples" / "random.yaml"
 TRAINING = ROOT / "examples" / "training" / "digits.py"
 Obj = dict[str, Any]
+POLL = 1.0
+"""Seconds between two polls through kubectl (a process each)."""
 SCORE_SCRIPT = "print('score=' + str(1 - abs(0.3 - ${trialParameters.x})))"
 
 
@@ -52,33 +60,12 @@ def ns(kubetune: ClusterHandle, namespace: str) -> Iterator[str]:
     yield namespace
 
 
-def get(cluster: ClusterHandle, *args: str) -> Any:
-    return json.loads(cluster.kubectl("get", *args, "-o", "json").stdout)
-
-
-def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-
-
-def condition(obj: Obj, kind: str) -> Obj | None:
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c["type"] == kind and c["status"] == "True":
-            return dict(c)
-    return None
-
-
 def experiment_done(cluster: ClusterHandle, name: str, ns: str) -> Callable[[], Obj | None]:
     def check() -> Obj | None:
-        exp = get(cluster, "experiment", name, "-n", ns)
-        if condition(exp, "Failed"):
+        exp = get_json(cluster, "experiment", name, "-n", ns)
+        if is_true(exp, "Failed"):
             raise AssertionError(f"experiment {name} failed: {json.dumps(exp['status'])}")
-        return exp if condition(exp, "Succeeded") else None
+        return exp if is_true(exp, "Succeeded") else None
 
     return check
 
@@ -104,59 +91,35 @@ def digits_experiment(ns: str, name: str, **spec: Any) -> Obj:
 
 def quick_experiment(ns: str, name: str, policy: str, max_trials: int) -> Obj:
     """Trials that print a metric derived from their parameter and end at once."""
-    return {
-        "apiVersion": "kubeflow.org/v1beta1",
-        "kind": "Experiment",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "objective": {"type": "maximize", "objectiveMetricName": "score"},
-            "algorithm": {
-                "algorithmName": "random",
-                "algorithmSettings": [{"name": "random_state", "value": "3"}],
-            },
-            "parallelTrialCount": 2,
-            "maxTrialCount": max_trials,
-            "resumePolicy": policy,
-            "parameters": [
-                {"name": "x", "parameterType": "double", "feasibleSpace": {"min": "0", "max": "1"}}
-            ],
-            "trialTemplate": {
-                "primaryContainerName": "training",
-                "trialParameters": [{"name": "x", "reference": "x"}],
-                "trialSpec": {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "spec": {
-                        "backoffLimit": 0,
-                        "template": {
-                            "spec": {
-                                "restartPolicy": "Never",
-                                "containers": [
-                                    {
-                                        "name": "training",
-                                        "image": "python:3.11",
-                                        "command": [
-                                            sys.executable,
-                                            "-c",
-                                            SCORE_SCRIPT,
-                                        ],
-                                    }
-                                ],
-                            }
-                        },
-                    },
-                },
-            },
-        },
-    }
+    return builders.experiment(
+        name,
+        ns,
+        objective_spec=builders.objective("score", strategies=False),
+        algorithm=builders.algorithm_spec("random", {"random_state": "3"}),
+        parameters=[
+            {"name": "x", "parameterType": "double", "feasibleSpace": {"min": "0", "max": "1"}}
+        ],
+        trial_parameters=builders.references(x="x"),
+        primary_container="training",
+        trial_spec=builders.trial_job(
+            [sys.executable, "-c", SCORE_SCRIPT],
+            container="training",
+            image="python:3.11",
+            backoff_limit=0,
+        ),
+        collector=None,
+        parallelTrialCount=2,
+        maxTrialCount=max_trials,
+        resumePolicy=policy,
+    )
 
 
 def apply(cluster: ClusterHandle, obj: Obj, check: bool = True) -> Any:
-    return cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(obj), check=check)
+    return kubectl.apply(cluster, obj, check=check)
 
 
 def trials_of(cluster: ClusterHandle, name: str, ns: str) -> list[Obj]:
-    items: list[Obj] = get(
+    items: list[Obj] = get_json(
         cluster, "trials", "-n", ns, "-l", f"katib.kubeflow.org/experiment={name}"
     )["items"]
     return items
@@ -173,9 +136,11 @@ def test_random_search_with_batch_jobs_finds_the_best_trial(
     kubetune: ClusterHandle, ns: str
 ) -> None:
     apply(kubetune, digits_experiment(ns, "digits", maxTrialCount=4, parallelTrialCount=2))
-    exp = wait_for(experiment_done(kubetune, "digits", ns), 420, "experiment digits to succeed")
+    exp = wait_for(
+        "experiment digits to succeed", experiment_done(kubetune, "digits", ns), 420, interval=POLL
+    )
     status = exp["status"]
-    succeeded = condition(exp, "Succeeded")
+    succeeded = true_condition(exp, "Succeeded")
     assert succeeded is not None and succeeded["reason"] == "ExperimentMaxTrialsReached"
     assert (status["trials"], status["trialsSucceeded"]) == (4, 4)
     trials = trials_of(kubetune, "digits", ns)
@@ -183,7 +148,7 @@ def test_random_search_with_batch_jobs_finds_the_best_trial(
     best = max(trials, key=lambda t: metric(t, "accuracy", "max"))
     assert status["currentOptimalTrial"]["bestTrialName"] == best["metadata"]["name"]
     # The metric the collector reported is the one the training printed.
-    pods = get(
+    pods = get_json(
         kubetune, "pods", "-n", ns, "-l", f"katib.kubeflow.org/trial={best['metadata']['name']}"
     )["items"]
     assert pods, "the best trial's pod is gone although retain is true"
@@ -337,7 +302,9 @@ def test_a_trial_with_two_training_containers_waits_for_both(
 
 def test_never_refuses_a_restart(kubetune: ClusterHandle, ns: str) -> None:
     apply(kubetune, quick_experiment(ns, "never", "Never", 2))
-    wait_for(experiment_done(kubetune, "never", ns), 240, "experiment never to succeed")
+    wait_for(
+        "experiment never to succeed", experiment_done(kubetune, "never", ns), 240, interval=POLL
+    )
     out = kubetune.kubectl(
         "patch",
         "experiment",
@@ -352,79 +319,35 @@ def test_never_refuses_a_restart(kubetune: ClusterHandle, ns: str) -> None:
     assert out.returncode != 0 and "resumePolicy" in out.stderr, out.stderr
 
 
-def test_refused_trial_pods_fail_the_experiment(kubetune: ClusterHandle, ns: str) -> None:
+def test_refused_trial_pods_fail_the_experiment(
+    kubetune: ClusterHandle, ns: str, kube: Kube
+) -> None:
     """Issue 13 defect 5: a policy refuses every trial pod of the namespace; each Trial fails
     with the refusal (it stayed Running for ever) and maxFailedTrialCount ends the Experiment."""
     refusal = "trial pods are not allowed in this namespace"
-    policy = f"refuse-trials-{ns}"
-    apply(
-        kubetune,
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicy",
-            "metadata": {"name": policy},
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "resourceRules": [
-                        {
-                            "apiGroups": [""],
-                            "apiVersions": ["v1"],
-                            "operations": ["CREATE"],
-                            "resources": ["pods"],
-                        }
-                    ]
-                },
-                "validations": [
-                    {
-                        "expression": "!has(object.metadata.labels) || "
-                        "!('katib.kubeflow.org/trial' in object.metadata.labels)",
-                        "message": refusal,
-                    }
-                ],
-            },
-        },
+    expression = (
+        "!has(object.metadata.labels) || !('katib.kubeflow.org/trial' in object.metadata.labels)"
     )
-    apply(
-        kubetune,
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": policy},
-            "spec": {
-                "policyName": policy,
-                "validationActions": ["Deny"],
-                "matchResources": {
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}
-                },
-            },
-        },
-    )
-    try:
+    with refusing_pods(kube, ns, expression, refusal):
         exp = quick_experiment(ns, "refused", "Never", 3)
         exp["spec"]["maxFailedTrialCount"] = 1
         apply(kubetune, exp)
 
         def failed() -> Obj | None:
-            found = get(kubetune, "experiment", "refused", "-n", ns)
-            return found if condition(found, "Failed") else None
+            found = get_json(kubetune, "experiment", "refused", "-n", ns)
+            return found if true_condition(found, "Failed") else None
 
-        done = wait_for(failed, 180, "experiment refused to fail")
+        done = wait_for("experiment refused to fail", failed, 180, interval=POLL)
         assert done["status"]["trialsFailed"] >= 1, done["status"]
-        trial = next(t for t in trials_of(kubetune, "refused", ns) if condition(t, "Failed"))
-        message = (condition(trial, "Failed") or {}).get("message", "")
+        trial = next(t for t in trials_of(kubetune, "refused", ns) if true_condition(t, "Failed"))
+        message = (true_condition(trial, "Failed") or {}).get("message", "")
         assert refusal in message, message
-    finally:
-        kubetune.kubectl(
-            "delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", policy,
-            "--ignore-not-found", check=False,
-        )  # fmt: skip
 
 
 def _assignments(cluster: ClusterHandle, name: str, ns: str) -> list[tuple[str, str]]:
     """(name, value) in assignment order; an assignment whose Trial exists keeps only its name in
     the Suggestion (the object stays small), so its value comes from the Trial."""
-    suggestion = get(cluster, "suggestion", name, "-n", ns)
+    suggestion = get_json(cluster, "suggestion", name, "-n", ns)
     trials = {t["metadata"]["name"]: t for t in trials_of(cluster, name, ns)}
     out = []
     for s in suggestion["status"]["suggestions"]:
@@ -435,16 +358,17 @@ def _assignments(cluster: ClusterHandle, name: str, ns: str) -> list[tuple[str, 
 
 def test_resume_from_volume_continues_the_same_study(kubetune: ClusterHandle, ns: str) -> None:
     apply(kubetune, quick_experiment(ns, "fromvol", "FromVolume", 2))
-    wait_for(experiment_done(kubetune, "fromvol", ns), 240, "first run to succeed")
+    wait_for("first run to succeed", experiment_done(kubetune, "fromvol", ns), 240, interval=POLL)
     deployment = "fromvol-random"
     wait_for(
+        "Deployment to go",
         lambda: (
             kubetune.kubectl("get", "deployment", deployment, "-n", ns, check=False).returncode != 0
         ),
         60,
-        "Deployment to go",
+        interval=POLL,
     )
-    pvc = get(kubetune, "pvc", deployment, "-n", ns)
+    pvc = get_json(kubetune, "pvc", deployment, "-n", ns)
     volume = pvc["spec"]["volumeName"]
     first = _assignments(kubetune, "fromvol", ns)
     kubetune.kubectl(
@@ -458,13 +382,17 @@ def test_resume_from_volume_continues_the_same_study(kubetune: ClusterHandle, ns
         '{"spec":{"maxTrialCount":4}}',
     )
     wait_for(
+        "the restart to create new trials",
         lambda: (
-            (get(kubetune, "experiment", "fromvol", "-n", ns)["status"].get("trials") or 0) >= 3
+            (get_json(kubetune, "experiment", "fromvol", "-n", ns)["status"].get("trials") or 0)
+            >= 3
         ),
         240,
-        "the restart to create new trials",
+        interval=POLL,
     )
-    exp = wait_for(experiment_done(kubetune, "fromvol", ns), 240, "second run to succeed")
+    exp = wait_for(
+        "second run to succeed", experiment_done(kubetune, "fromvol", ns), 240, interval=POLL
+    )
     assert exp["status"]["trials"] == 4
     after = _assignments(kubetune, "fromvol", ns)
     assert after[:2] == first
@@ -474,21 +402,25 @@ def test_resume_from_volume_continues_the_same_study(kubetune: ClusterHandle, ns
     assert len({n for n, _ in after}) == 4
     kubetune.kubectl("delete", "experiment", "fromvol", "-n", ns)
     wait_for(
+        "the PVC to go",
         lambda: kubetune.kubectl("get", "pvc", deployment, "-n", ns, check=False).returncode != 0,
         120,
-        "the PVC to go",
+        interval=POLL,
     )
     wait_for(
+        "the PV to go",
         lambda: kubetune.kubectl("get", "pv", volume, check=False).returncode != 0,
         120,
-        "the PV to go",
+        interval=POLL,
     )
 
 
 def test_long_running_restart_keeps_the_algorithm(kubetune: ClusterHandle, ns: str) -> None:
     apply(kubetune, quick_experiment(ns, "longrun", "LongRunning", 2))
-    wait_for(experiment_done(kubetune, "longrun", ns), 240, "first run to succeed")
-    pods = get(kubetune, "pods", "-n", ns, "-l", "katib.kubeflow.org/suggestion=longrun")["items"]
+    wait_for("first run to succeed", experiment_done(kubetune, "longrun", ns), 240, interval=POLL)
+    pods = get_json(kubetune, "pods", "-n", ns, "-l", "katib.kubeflow.org/suggestion=longrun")[
+        "items"
+    ]
     assert len(pods) == 1
     kubetune.kubectl(
         "patch",
@@ -501,15 +433,21 @@ def test_long_running_restart_keeps_the_algorithm(kubetune: ClusterHandle, ns: s
         '{"spec":{"maxTrialCount":3}}',
     )
     wait_for(
+        "the restart to create a new trial",
         lambda: (
-            (get(kubetune, "experiment", "longrun", "-n", ns)["status"].get("trials") or 0) >= 3
+            (get_json(kubetune, "experiment", "longrun", "-n", ns)["status"].get("trials") or 0)
+            >= 3
         ),
         240,
-        "the restart to create a new trial",
+        interval=POLL,
     )
-    exp = wait_for(experiment_done(kubetune, "longrun", ns), 240, "second run to succeed")
+    exp = wait_for(
+        "second run to succeed", experiment_done(kubetune, "longrun", ns), 240, interval=POLL
+    )
     assert exp["status"]["trials"] == 3
-    after = get(kubetune, "pods", "-n", ns, "-l", "katib.kubeflow.org/suggestion=longrun")["items"]
+    after = get_json(kubetune, "pods", "-n", ns, "-l", "katib.kubeflow.org/suggestion=longrun")[
+        "items"
+    ]
     assert [p["metadata"]["uid"] for p in after] == [pods[0]["metadata"]["uid"]]
 
 
@@ -517,7 +455,7 @@ SERVICES = ("experiment-controller", "suggestion-controller", "trial-controller"
 
 
 def _delete_pod(cluster: ClusterHandle, namespace: str, selector: str) -> str:
-    pods = get(cluster, "pods", "-n", namespace, "-l", selector)["items"]
+    pods = get_json(cluster, "pods", "-n", namespace, "-l", selector)["items"]
     running = [p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")]
     if running:
         cluster.kubectl("delete", "pod", "-n", namespace, running[0], "--wait=false")
@@ -542,9 +480,13 @@ def test_chaos_every_service_pod_deleted_once(kubetune: ClusterHandle, ns: str) 
         def reached(n: int = moment) -> bool:
             return len(trials_of(kubetune, "chaos", ns)) >= n
 
-        wait_for(reached, 300, f"{moment} trials before deleting a pod of {selector}")
+        wait_for(
+            f"{moment} trials before deleting a pod of {selector}", reached, 300, interval=POLL
+        )
         deleted.append(_delete_pod(kubetune, namespace, selector) or f"(none for {selector})")
-    exp_done = wait_for(experiment_done(kubetune, "chaos", ns), 600, "the chaos experiment")
+    exp_done = wait_for(
+        "the chaos experiment", experiment_done(kubetune, "chaos", ns), 600, interval=POLL
+    )
     assert all(not d.startswith("(none") for d in deleted), deleted
     trials = trials_of(kubetune, "chaos", ns)
     assert len(trials) == 30
@@ -552,21 +494,6 @@ def test_chaos_every_service_pod_deleted_once(kubetune: ClusterHandle, ns: str) 
     scored = [t for t in trials if (t.get("status") or {}).get("observation")]
     best = max(scored, key=lambda t: metric(t, "score", "max"))
     assert exp_done["status"]["currentOptimalTrial"]["bestTrialName"] == best["metadata"]["name"]
-
-
-def install_thirdparty_crd(cluster: ClusterHandle, filename: str, name: str) -> None:
-    """Install a real operator's CRD (from its Go module, see localcluster.thirdparty)."""
-    path = thirdparty.crd_path(filename)
-    out = cluster.kubectl(
-        "apply", "--server-side", "--force-conflicts", "-f", str(path), check=False
-    )
-    assert out.returncode == 0, out.stderr
-
-    def established() -> bool:
-        got = cluster.kubectl("get", "crd", name, "-o", "json", check=False)
-        return got.returncode == 0 and condition(json.loads(got.stdout), "Established") is not None
-
-    wait_for(established, 60, f"CRD {name} to be established")
 
 
 def argo_experiment(ns: str, name: str) -> Obj:
@@ -597,26 +524,14 @@ def argo_experiment(ns: str, name: str) -> Obj:
 
 
 def test_argo_workflow_trials_with_a_sidecar_that_never_exits(
-    kubetune: ClusterHandle, ns: str
+    kubetune: ClusterHandle, ns: str, kube: Kube, thirdparty_crds: Callable[[str], None]
 ) -> None:
-    from argo_standin import ArgoControllerStandIn
-
-    from kubetune.kube import Kube, connect
-
-    install_thirdparty_crd(kubetune, "argoproj.io_workflows.yaml", "workflows.argoproj.io")
-    kube = Kube(connect(kubetune.kubeconfig))
-    standin = ArgoControllerStandIn(kube, ns, sys.executable)
-    stop = threading.Event()
-    standin.controller.start_informers(kube, stop)
-    threads = standin.controller.start_workers(stop)
-    try:
+    thirdparty_crds("argoproj.io_workflows.yaml")
+    with running(ArgoWorkflowStandIn(kube, ns, sidecar_python=sys.executable).controller, kube):
         apply(kubetune, argo_experiment(ns, "argo"))
-        exp = wait_for(experiment_done(kubetune, "argo", ns), 300, "the Argo experiment")
-    finally:
-        stop.set()
-        standin.controller.queue.shutdown()
-        for thread in threads:
-            thread.join(10)
+        exp = wait_for(
+            "the Argo experiment", experiment_done(kubetune, "argo", ns), 300, interval=POLL
+        )
     assert (exp["status"]["trials"], exp["status"]["trialsSucceeded"]) == (3, 3)
     for trial in trials_of(kubetune, "argo", ns):
         x = float(trial["spec"]["parameterAssignments"][0]["value"])
@@ -700,20 +615,17 @@ def tfjob_experiment(ns: str, name: str) -> Obj:
     }
 
 
-def test_tpe_over_tfjob_trials_with_the_file_collector(kubetune: ClusterHandle, ns: str) -> None:
-    # The training operator's stand-in of the trial-controller's tests (same behaviour towards
-    # pods and status); the real TFJob CRD comes from the training-operator's Go module.
-    sys.path.insert(0, str(ROOT / "services" / "trial-controller" / "tests"))
-    from standins import running  # type: ignore[import-not-found]
-    from standins.tfjob_operator import TFJobOperatorStandIn  # type: ignore[import-not-found]
-
-    from kubetune.kube import Kube, connect
-
-    install_thirdparty_crd(kubetune, "kubeflow.org_tfjobs.yaml", "tfjobs.kubeflow.org")
-    kube = Kube(connect(kubetune.kubeconfig))
+def test_tpe_over_tfjob_trials_with_the_file_collector(
+    kubetune: ClusterHandle, ns: str, kube: Kube, thirdparty_crds: Callable[[str], None]
+) -> None:
+    # The training operator's stand-in (the trial-controller's tests use the same one); the
+    # real TFJob CRD comes from the training-operator's Go module.
+    thirdparty_crds("kubeflow.org_tfjobs.yaml")
     with running(TFJobOperatorStandIn(kube, ns).controller, kube):
         apply(kubetune, tfjob_experiment(ns, "tfjob"))
-        exp = wait_for(experiment_done(kubetune, "tfjob", ns), 420, "the TFJob experiment")
+        exp = wait_for(
+            "the TFJob experiment", experiment_done(kubetune, "tfjob", ns), 420, interval=POLL
+        )
     assert (exp["status"]["trials"], exp["status"]["trialsSucceeded"]) == (4, 4)
     trials = trials_of(kubetune, "tfjob", ns)
     best = min(trials, key=lambda t: metric(t, "loss", "min"))

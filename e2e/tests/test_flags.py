@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import deploying
 import pytest
 import yaml
 
@@ -24,11 +23,10 @@ from kubetune_pns_collector import main as pns_collector
 from kubetune_suggestion_algorithm import main as suggestion_algorithm
 from kubetune_suggestion_controller import composing
 from kubetune_suggestion_controller import main as suggestion_controller
+from kubetune_testkit import deploying
+from kubetune_testkit.paths import KUSTOMIZE
 from kubetune_trial_controller import main as trial_controller
 from kubetune_webhook import main as webhook
-
-ROOT = Path(__file__).resolve().parents[2]
-KUSTOMIZE = ROOT / "kustomize"
 
 CONNECTION = ["--kubeconfig", "--log-format", "--log-level"]
 CONTROLLER = [

@@ -22,16 +22,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import deploying
 import pytest
 import yaml
 
+from kubetune_testkit import builders, deploying
+from kubetune_testkit.conditions import is_true
+from kubetune_testkit.examples import MANIFESTS
+from kubetune_testkit.kubectl import get_json
+from kubetune_testkit.paths import KUSTOMIZE
 from localcluster.pytest_plugin import ClusterHandle
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
-OVERLAY = ROOT / "kustomize" / "overlays" / "local"
+OVERLAY = KUSTOMIZE / "overlays" / "local"
 NAMESPACE = "kubeflow"
 AVAILABLE_TIMEOUT = float(os.environ.get("KUBETUNE_E2E_AVAILABLE_TIMEOUT", "180"))
 EXPERIMENT_TIMEOUT = float(os.environ.get("KUBETUNE_E2E_EXPERIMENT_TIMEOUT", "300"))
@@ -50,10 +53,6 @@ KEPT_KINDS = ("CustomResourceDefinition", "Namespace")
 def _render(cluster: ClusterHandle) -> list[Obj]:
     settings = deploying.local_settings(deploying.state_dir_of(cluster))
     return [d for d in yaml.safe_load_all(deploying.render_overlay(cluster, settings)) if d]
-
-
-def _json(cluster: ClusterHandle, *args: str) -> Any:
-    return json.loads(cluster.kubectl(*args, "-o", "json").stdout)
 
 
 def _skip_on_shared_cluster() -> None:
@@ -112,15 +111,8 @@ def deployed(cluster: ClusterHandle, rendered: list[Obj]) -> Iterator[list[Obj]]
             )  # fmt: skip
 
 
-def _condition(obj: Obj, kind: str) -> Obj:
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c.get("type") == kind:
-            return dict(c)
-    return {}
-
-
 def _available(dep: Obj) -> bool:
-    return _condition(dep, "Available").get("status") == "True" and int(
+    return is_true(dep, "Available") and int(
         (dep.get("status") or {}).get("availableReplicas") or 0
     ) >= int((dep.get("spec") or {}).get("replicas", 1))
 
@@ -151,10 +143,10 @@ def explain(cluster: ClusterHandle, name: str) -> str:
     for c in (dep.get("status") or {}).get("conditions") or []:
         lines.append(f"  condition {c['type']}={c['status']} {c.get('reason')}: {c.get('message')}")
     selector = ",".join(f"{k}={v}" for k, v in dep["spec"]["selector"]["matchLabels"].items())
-    pods = _json(cluster, "get", "pods", "-n", NAMESPACE, "-l", selector)["items"]
+    pods = get_json(cluster, "pods", "-n", NAMESPACE, "-l", selector)["items"]
     if not pods:
         lines.append("  no pods (see the ReplicaSet events: quota, admission, service account?)")
-        rs = _json(cluster, "get", "events", "-n", NAMESPACE)["items"]
+        rs = get_json(cluster, "events", "-n", NAMESPACE)["items"]
         for ev in rs:
             if ev.get("type") == "Warning" and name in ev["involvedObject"].get("name", ""):
                 lines.append(f"    event {ev.get('reason')}: {ev.get('message')}")
@@ -174,9 +166,8 @@ def explain(cluster: ClusterHandle, name: str) -> str:
             log = _logs(cluster, pname, c["name"], previous=bool(last) and not c.get("ready"))
             if log:
                 lines.extend("      | " + line for line in log.splitlines())
-        events = _json(
+        events = get_json(
             cluster,
-            "get",
             "events",
             "-n",
             NAMESPACE,
@@ -195,7 +186,7 @@ def test_every_deployment_becomes_available(cluster: ClusterHandle, deployed: li
     deadline = time.monotonic() + AVAILABLE_TIMEOUT
     pending = set(wanted)
     while pending and time.monotonic() < deadline:
-        items = _json(cluster, "get", "deployments", "-n", NAMESPACE)["items"]
+        items = get_json(cluster, "deployments", "-n", NAMESPACE)["items"]
         pending -= {d["metadata"]["name"] for d in items if _available(d)}
         if pending:
             time.sleep(2)
@@ -246,9 +237,9 @@ def test_each_service_runs_under_its_own_service_account(
     accounts = _service_accounts(deployed)
     assert len(set(accounts.values())) == len(accounts), f"shared service accounts: {accounts}"
     for name, sa in accounts.items():
-        dep = _json(cluster, "get", "deployment", "-n", NAMESPACE, name)
+        dep = get_json(cluster, "deployment", "-n", NAMESPACE, name)
         selector = ",".join(f"{k}={v}" for k, v in dep["spec"]["selector"]["matchLabels"].items())
-        for pod in _json(cluster, "get", "pods", "-n", NAMESPACE, "-l", selector)["items"]:
+        for pod in get_json(cluster, "pods", "-n", NAMESPACE, "-l", selector)["items"]:
             assert pod["spec"]["serviceAccountName"] == sa, f"pod {pod['metadata']['name']}"
 
 
@@ -413,9 +404,9 @@ def test_a_second_cluster_deploys_beside_the_first(
         assert not set(mine.ports.values()) & set(theirs.ports.values())
         assert mine.host_dir != theirs.host_dir
         deploying.wait_available(second, AVAILABLE_TIMEOUT)
-        url = _json(second, "get", "mutatingwebhookconfiguration", "kubetune-webhook")["webhooks"][
-            0
-        ]["clientConfig"]["url"]
+        url = get_json(second, "mutatingwebhookconfiguration", "kubetune-webhook")["webhooks"][0][
+            "clientConfig"
+        ]["url"]
         assert url.startswith(f"https://127.0.0.1:{mine.ports['webhook']}/"), url
         # The second API server's webhook answers (an Experiment comes back defaulted) ...
         deploying.enable_injection(second, "default")
@@ -434,12 +425,10 @@ def test_a_second_cluster_deploys_beside_the_first(
 
 
 def test_image_map_renders_the_venv(tmp_path: Path) -> None:
-    from deploying import render_image_map
-
     from localcluster.nodeagent.images import ImageMap
 
     path = tmp_path / "map.yaml"
-    path.write_text(render_image_map(bin_dir="/some/venv/bin"))
+    path.write_text(deploying.render_image_map(bin_dir="/some/venv/bin"))
     entry = ImageMap.load(str(path)).lookup("ghcr.io/kubetune/pns-collector:0.1.0")
     assert entry is not None
     assert entry.entrypoint == ["pns-collector"] and entry.path == ["/some/venv/bin"]
@@ -456,7 +445,7 @@ def test_api_server_calls_the_webhook_on_loopback(
     cluster.kubectl(
         "label", "namespace", namespace, "katib.kubeflow.org/metrics-collector-injection=enabled"
     )
-    example = ROOT / "shared" / "tests" / "manifests" / "random-job-stdout.yaml"
+    example = MANIFESTS / "random-job-stdout.yaml"
     experiment = next(
         d for d in yaml.safe_load_all(example.read_text()) if d["kind"] == "Experiment"
     )
@@ -485,53 +474,19 @@ def test_api_server_calls_the_webhook_on_loopback(
 def _experiment(name: str, namespace: str, resume_policy: str) -> Obj:
     """A 3-trial random search whose training container prints its own learning rate."""
     script = "import sys; print('accuracy=' + sys.argv[1])"
-    return {
-        "apiVersion": "kubeflow.org/v1beta1",
-        "kind": "Experiment",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "objective": {"type": "maximize", "goal": 0.99, "objectiveMetricName": "accuracy"},
-            "algorithm": {"algorithmName": "random"},
-            "resumePolicy": resume_policy,
-            "parallelTrialCount": 2,
-            "maxTrialCount": 3,
-            "maxFailedTrialCount": 1,
-            "parameters": [
-                {
-                    "name": "lr",
-                    "parameterType": "double",
-                    "feasibleSpace": {"min": "0.01", "max": "0.03"},
-                }
-            ],
-            "trialTemplate": {
-                "primaryContainerName": "training-container",
-                "trialParameters": [{"name": "learningRate", "reference": "lr"}],
-                "trialSpec": {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "spec": {
-                        "template": {
-                            "spec": {
-                                "restartPolicy": "Never",
-                                "containers": [
-                                    {
-                                        "name": "training-container",
-                                        "image": "python:3.11",
-                                        "command": [
-                                            "python3",
-                                            "-c",
-                                            script,
-                                            "${trialParameters.learningRate}",
-                                        ],
-                                    }
-                                ],
-                            }
-                        }
-                    },
-                },
-            },
-        },
-    }
+    command = ["python3", "-c", script, "${trialParameters.learningRate}"]
+    return builders.experiment(
+        name,
+        namespace,
+        objective_spec=builders.objective(strategies=False, goal=0.99),
+        parameters=[{**builders.LR, "feasibleSpace": {"min": "0.01", "max": "0.03"}}],
+        trial_spec=builders.trial_job(command, image="python:3.11"),
+        collector=None,
+        resumePolicy=resume_policy,
+        parallelTrialCount=2,
+        maxTrialCount=3,
+        maxFailedTrialCount=1,
+    )
 
 
 def _conditions(obj: Obj) -> str:
@@ -551,7 +506,7 @@ def _run_experiment(cluster: ClusterHandle, namespace: str, experiment: Obj) -> 
     deadline = time.monotonic() + EXPERIMENT_TIMEOUT
     exp: Obj = {}
     while time.monotonic() < deadline:
-        exp = _json(cluster, "get", "experiment", "-n", namespace, name)
+        exp = get_json(cluster, "experiment", "-n", namespace, name)
         done = {
             c["type"] for c in (exp.get("status") or {}).get("conditions") or []
             if c["status"] == "True"
@@ -561,9 +516,9 @@ def _run_experiment(cluster: ClusterHandle, namespace: str, experiment: Obj) -> 
         time.sleep(2)
     lines = [f"Experiment {name}: {_conditions(exp)}"]
     for kind in ("suggestion", "trial"):
-        for obj in _json(cluster, "get", kind, "-n", namespace)["items"]:
+        for obj in get_json(cluster, kind, "-n", namespace)["items"]:
             lines.append(f"{kind} {obj['metadata']['name']}: {_conditions(obj)}")
-    assert _condition(exp, "Succeeded").get("status") == "True", "\n".join(lines)
+    assert is_true(exp, "Succeeded"), "\n".join(lines)
     return exp
 
 
@@ -573,9 +528,9 @@ def test_from_volume_gets_a_host_path_volume(
     """The local katib-config: FromVolume suggestions get a hostPath PV, bound, kept at the end."""
     test_every_deployment_becomes_available(cluster, deployed)
     _run_experiment(cluster, namespace, _experiment("resumable", namespace, "FromVolume"))
-    pvcs = _json(cluster, "get", "pvc", "-n", namespace)["items"]
+    pvcs = get_json(cluster, "pvc", "-n", namespace)["items"]
     assert len(pvcs) == 1 and pvcs[0]["status"]["phase"] == "Bound"
-    pv = _json(cluster, "get", "pv", pvcs[0]["spec"]["volumeName"])
+    pv = get_json(cluster, "pv", pvcs[0]["spec"]["volumeName"])
     settings = deploying.local_settings(deploying.state_dir_of(cluster))
     assert pv["spec"]["hostPath"]["path"].startswith(settings.host_dir)
     assert not settings.host_dir.startswith(deploying.DEFAULT_HOST_DIR)

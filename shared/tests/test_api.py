@@ -3,27 +3,15 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kubetune import api
 from kubetune.api.experiment import Experiment, ParameterType, ResumePolicy
+from kubetune_testkit.examples import examples
 
-MANIFESTS = Path(__file__).parent / "manifests"
-
-
-def _documents() -> list[tuple[str, dict[str, Any]]]:
-    out = []
-    for path in sorted(MANIFESTS.glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            out.append((f"{path.stem}:{doc['metadata']['name']}", doc))
-    return out
-
-
-DOCUMENTS = _documents()
+DOCUMENTS = examples()
 
 
 @pytest.mark.parametrize("manifest", [d for _, d in DOCUMENTS], ids=[i for i, _ in DOCUMENTS])

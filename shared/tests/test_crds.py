@@ -9,13 +9,12 @@ import pytest
 import yaml
 
 from kubetune.api import crds
-
-CRD_DIR = Path(__file__).resolve().parents[2] / "kustomize" / "base" / "crds"
+from kubetune_testkit.paths import CRDS
 
 
 def test_committed_crds_match_the_models() -> None:
     generated = crds.render_all()
-    committed = {p.name: p.read_text() for p in CRD_DIR.glob("*.yaml")}
+    committed = {p.name: p.read_text() for p in CRDS.glob("*.yaml")}
     assert committed == generated, (
         "CRDs drifted from the models; run: python -m kubetune.api.crds --out kustomize/base/crds"
     )

@@ -7,14 +7,13 @@ only against a cluster; so production code defines no `Resource` constant of its
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
 from kubetune import kube
 from kubetune.kube import Resource
+from kubetune_testkit.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 PRODUCTION = [REPO / "shared" / "src", *sorted((REPO / "services").glob("*/src"))]
 DEFINITION = re.compile(r"^\s*\w+\s*=\s*(kube\.)?Resource\(", re.M)
 

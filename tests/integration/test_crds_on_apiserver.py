@@ -4,38 +4,26 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from kubetune.kube import EXPERIMENTS, SUGGESTIONS, TRIALS, Kube, connect
+from kubetune.kube import EXPERIMENTS, SUGGESTIONS, TRIALS, Kube
+from kubetune_testkit.examples import examples
 from localcluster.pytest_plugin import ClusterHandle
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
-MANIFESTS = ROOT / "shared" / "tests" / "manifests"
 RESOURCES = {"Experiment": EXPERIMENTS, "Suggestion": SUGGESTIONS, "Trial": TRIALS}
 
 
-def _examples() -> list[tuple[str, dict[str, Any]]]:
-    out = []
-    for path in sorted(MANIFESTS.glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            out.append((f"{path.stem}:{doc['metadata']['name']}", doc))
-    return out
-
-
-EXAMPLES = _examples()
+EXAMPLES = examples()
 
 
 @pytest.mark.parametrize("manifest", [d for _, d in EXAMPLES], ids=[i for i, _ in EXAMPLES])
 def test_example_is_stored_without_pruning(
-    crds_installed: None, cluster: ClusterHandle, namespace: str, manifest: dict[str, Any]
+    crds: None, kube: Kube, namespace: str, manifest: dict[str, Any]
 ) -> None:
-    kube = Kube(connect(cluster.kubeconfig))
     body = copy.deepcopy(manifest)
     status = body.pop("status", None)
     meta = body["metadata"]
@@ -53,13 +41,12 @@ def test_example_is_stored_without_pruning(
 
 
 def test_kubectl_get_shows_the_printer_columns(
-    crds_installed: None, cluster: ClusterHandle, namespace: str
+    crds: None, cluster: ClusterHandle, kube: Kube, namespace: str
 ) -> None:
     trial = next(d for _, d in EXAMPLES if d["kind"] == "Trial")
     body = copy.deepcopy(trial)
     status = body.pop("status")
     body["metadata"]["namespace"] = namespace
-    kube = Kube(connect(cluster.kubeconfig))
     kube.create(TRIALS, body, namespace)
     kube.patch(
         TRIALS,

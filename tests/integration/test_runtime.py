@@ -54,11 +54,6 @@ def wait_for(check: Callable[[], bool], timeout: float = 30.0, what: str = "cond
 
 
 @pytest.fixture
-def kube(cluster: ClusterHandle) -> Kube:
-    return Kube(connect(cluster.kubeconfig))
-
-
-@pytest.fixture
 def stop() -> Iterator[threading.Event]:
     event = threading.Event()
     yield event
@@ -561,7 +556,7 @@ def _suggestion(kube: Kube, namespace: str, name: str) -> Obj:
 
 
 def test_write_status_skips_an_unchanged_status_and_leaves_other_fields_alone(
-    crds_installed: None, counting: CountingKube, namespace: str, stop: threading.Event
+    crds: None, counting: CountingKube, namespace: str, stop: threading.Event
 ) -> None:
     kube = counting
     obj = _suggestion(kube, namespace, "s")
@@ -584,7 +579,7 @@ def test_write_status_skips_an_unchanged_status_and_leaves_other_fields_alone(
 
 
 def test_a_stale_status_write_conflicts_and_the_key_is_requeued(
-    crds_installed: None, kube: Kube, namespace: str, stop: threading.Event
+    crds: None, kube: Kube, namespace: str, stop: threading.Event
 ) -> None:
     stale = _suggestion(kube, namespace, "s")
     kube.patch(

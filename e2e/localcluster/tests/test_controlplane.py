@@ -3,28 +3,17 @@
 from __future__ import annotations
 
 import json
-import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from kubernetes import client
 
+from kubetune_testkit.waiting import wait_for
 from localcluster import build
 from localcluster.pytest_plugin import ClusterHandle
 
 pytestmark = pytest.mark.integration
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def test_apiserver_answers_with_stamped_version(cluster: ClusterHandle) -> None:

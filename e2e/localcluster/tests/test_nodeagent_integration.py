@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from kubetune_testkit.waiting import wait_for
+
 pytestmark = pytest.mark.integration
 
 JSON = dict[str, Any]
@@ -31,15 +33,9 @@ def _get(cluster: Any, ns: str, kind: str, name: str = "", selector: str = "") -
     return dict(json.loads(cluster.kubectl(*args).stdout))
 
 
-def _wait(what: str, check: Callable[[], Any], timeout: float = 90.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+def _wait(what: str, check: Callable[[], Any], timeout: float | None = None) -> Any:
+    """Poll through kubectl (a process each) a little less often than the default."""
+    return wait_for(what, check, timeout, interval=0.3)
 
 
 def _cond(obj: JSON, ctype: str) -> str:

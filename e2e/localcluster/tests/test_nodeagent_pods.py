@@ -16,6 +16,8 @@ from typing import Any
 import psutil
 import pytest
 
+from kubetune_testkit.waiting import wait_for
+
 pytestmark = pytest.mark.integration
 
 JSON = dict[str, Any]
@@ -30,15 +32,9 @@ def _pod(cluster: Any, ns: str, name: str) -> JSON:
     return dict(json.loads(cluster.kubectl("get", "pod", name, "-n", ns, "-o", "json").stdout))
 
 
-def _wait(what: str, check: Callable[[], Any], timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+def _wait(what: str, check: Callable[[], Any], timeout: float | None = None) -> Any:
+    """Poll through kubectl (a process each) a little less often than the default."""
+    return wait_for(what, check, timeout, interval=0.3)
 
 
 def _done(cluster: Any, ns: str, name: str) -> JSON:

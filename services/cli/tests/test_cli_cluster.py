@@ -10,11 +10,13 @@ from typing import Any
 import pytest
 from kubetune_cli import main
 
-from kubetune.kube import EXPERIMENTS, PODS, TRIALS, Kube, connect
+from kubetune.kube import EXPERIMENTS, PODS, TRIALS, Kube
+from kubetune_testkit.builders import trial
+from kubetune_testkit.standins.services import trial_status
+from kubetune_testkit.waiting import wait_for
 from localcluster.pytest_plugin import ClusterHandle
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[3]
 
 EXPERIMENT = """
 apiVersion: kubeflow.org/v1beta1
@@ -41,39 +43,11 @@ spec:
 """
 
 
-@pytest.fixture(scope="module")
-def crds(cluster: ClusterHandle) -> None:
-    cluster.kubectl("apply", "-k", str(ROOT / "kustomize/base/crds"))
-    cluster.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/experiments.kubeflow.org",
-        "crd/trials.kubeflow.org",
-    )
-
-
 def _trial(name: str, lr: str, accuracy: str | None) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeflow.org/v1beta1",
-        "kind": "Trial",
-        "metadata": {"name": name, "labels": {"katib.kubeflow.org/experiment": "demo"}},
-        "spec": {
-            "objective": {"type": "maximize", "objectiveMetricName": "accuracy"},
-            "parameterAssignments": [{"name": "lr", "value": lr}],
-            "primaryContainerName": "training",
-        },
-        "_status": None
-        if accuracy is None
-        else {
-            "conditions": [{"type": "Succeeded", "status": "True", "reason": "TrialSucceeded"}],
-            "observation": {
-                "metrics": [
-                    {"name": "accuracy", "min": accuracy, "max": accuracy, "latest": accuracy}
-                ]
-            },
-        },
-    }
+    """A Trial of `demo` (its status under `_status`: written after the create)."""
+    body = trial(name, experiment="demo", assignments={"lr": lr}, primary_container="training")
+    body["_status"] = None if accuracy is None else trial_status("Succeeded", accuracy)
+    return body
 
 
 def _cli(cluster: ClusterHandle, namespace: str, *args: str) -> list[str]:
@@ -83,6 +57,7 @@ def _cli(cluster: ClusterHandle, namespace: str, *args: str) -> list[str]:
 def test_run_get_best_plot(
     crds: None,
     cluster: ClusterHandle,
+    kube: Kube,
     namespace: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -94,7 +69,6 @@ def test_run_get_best_plot(
     assert main.main(_cli(cluster, namespace, "run", str(manifest))) == 1
     assert "already exists" in capsys.readouterr().err
 
-    kube = Kube(connect(cluster.kubeconfig))
     for name, lr, acc in [
         ("demo-a", "0.01", "0.5"),
         ("demo-b", "0.05", "0.9"),
@@ -162,9 +136,12 @@ def test_unknown_experiment_and_trial(
 
 
 def test_logs_of_a_trial_pod(
-    crds: None, cluster: ClusterHandle, namespace: str, capsys: pytest.CaptureFixture[str]
+    crds: None,
+    cluster: ClusterHandle,
+    kube: Kube,
+    namespace: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    kube = Kube(connect(cluster.kubeconfig))
     body = _trial("logged", "0.01", None)
     body.pop("_status")
     kube.create(TRIALS, body, namespace)
@@ -188,9 +165,11 @@ def test_logs_of_a_trial_pod(
         },
         namespace,
     )
-    deadline = time.monotonic() + 60
-    while kube.get(PODS, "logged-pod", namespace).get("status", {}).get("phase") != "Succeeded":
-        assert time.monotonic() < deadline, "the pod did not finish"
-        time.sleep(0.2)
+    wait_for(
+        "the pod to finish",
+        lambda: (
+            kube.get(PODS, "logged-pod", namespace).get("status", {}).get("phase") == "Succeeded"
+        ),
+    )
     assert main.main(_cli(cluster, namespace, "logs", "logged")) == 0
     assert capsys.readouterr().out.strip() == "accuracy=0.42"

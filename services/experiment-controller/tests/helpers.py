@@ -8,25 +8,9 @@ from kubetune import naming
 from kubetune.api.experiment import Experiment
 from kubetune_experiment_controller.planning import SuggestionView
 from kubetune_experiment_controller.summaries import TrialSummary, summarise
+from kubetune_testkit import builders
 
-JOB = {
-    "apiVersion": "batch/v1",
-    "kind": "Job",
-    "spec": {
-        "template": {
-            "spec": {
-                "restartPolicy": "Never",
-                "containers": [
-                    {
-                        "name": "training-container",
-                        "image": "busybox",
-                        "command": ["sh", "-c", "echo lr=${trialParameters.learningRate}"],
-                    }
-                ],
-            }
-        }
-    },
-}
+JOB = builders.trial_job()
 
 
 def experiment(
@@ -42,41 +26,26 @@ def experiment(
     status: dict[str, Any] | None = None,
     trial_spec: dict[str, Any] | None = None,
 ) -> Experiment:
-    objective: dict[str, Any] = {"type": objective_type, "objectiveMetricName": "accuracy"}
-    if goal is not None:
-        objective["goal"] = goal
+    """An Experiment as the controller reads it (namespace `ns`, uid `uid-1`); no metric
+    strategies unless given, so the defaults of the rules are what is tested."""
+    objective = builders.objective(kind=objective_type, strategies=False, goal=goal)
     if strategies is not None:
         objective["metricStrategies"] = strategies
     spec: dict[str, Any] = {
-        "objective": objective,
-        "algorithm": {"algorithmName": "random"},
-        "parameters": [
-            {
-                "name": "lr",
-                "parameterType": "double",
-                "feasibleSpace": {"min": "0.01", "max": "0.1"},
-            }
-        ],
-        "trialTemplate": {
-            "primaryContainerName": "training-container",
-            "trialParameters": [{"name": "learningRate", "reference": "lr"}],
-            "trialSpec": trial_spec if trial_spec is not None else JOB,
-        },
+        "maxTrialCount": max_trials,
+        "parallelTrialCount": parallel,
+        "maxFailedTrialCount": max_failed,
+        "resumePolicy": resume,
     }
-    if max_trials is not None:
-        spec["maxTrialCount"] = max_trials
-    if parallel is not None:
-        spec["parallelTrialCount"] = parallel
-    if max_failed is not None:
-        spec["maxFailedTrialCount"] = max_failed
-    if resume is not None:
-        spec["resumePolicy"] = resume
-    body: dict[str, Any] = {
-        "apiVersion": "kubeflow.org/v1beta1",
-        "kind": "Experiment",
-        "metadata": {"name": name, "namespace": "ns", "uid": "uid-1"},
-        "spec": spec,
-    }
+    body = builders.experiment(
+        name,
+        "ns",
+        objective_spec=objective,
+        collector=None,
+        trial_spec=trial_spec if trial_spec is not None else JOB,
+        **{k: v for k, v in spec.items() if v is not None},
+    )
+    body["metadata"]["uid"] = "uid-1"
     if status is not None:
         body["status"] = status
     return Experiment.model_validate(body)

@@ -8,15 +8,15 @@ import pytest
 
 from kubetune import naming
 from kubetune.kube import EVENTS, EXPERIMENTS, SUGGESTIONS, TRIALS, Kube
+from kubetune_testkit.builders import trial_job
+from kubetune_testkit.standins.services import StandInAlgorithm, set_trial
+from kubetune_testkit.waiting import wait_for
 from tests.standins import (
     RunningController,
-    StandInAlgorithm,
     experiment_manifest,
     experiment_status,
     last_condition,
-    set_trial,
     trials_of,
-    wait_for,
 )
 
 pytestmark = pytest.mark.integration
@@ -310,11 +310,10 @@ def test_restart_refused_with_never(
 def test_template_error_fails_that_trial_with_a_message(
     kube: Kube, namespace: str, controller: RunningController
 ) -> None:
-    manifest = experiment_manifest("broken", namespace, max_trials=2, parallel=1, max_failed=1)
-    container = manifest["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"][
-        "containers"
-    ][0]
-    container["command"] = ["echo", "${trialParameters.learningRate}", "${trialParameters.typo}"]
+    command = ["echo", "${trialParameters.learningRate}", "${trialParameters.typo}"]
+    manifest = experiment_manifest(
+        "broken", namespace, max_trials=2, parallel=1, max_failed=1, trial_spec=trial_job(command)
+    )
     kube.create(EXPERIMENTS, manifest, namespace)
     wait_for("the Suggestion", lambda: kube.get_or_none(SUGGESTIONS, "broken", namespace))
     StandInAlgorithm(kube, namespace, "broken").fulfil()

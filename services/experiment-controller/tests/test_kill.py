@@ -22,15 +22,9 @@ import pytest
 
 from kubetune import errors
 from kubetune.kube import EXPERIMENTS, Kube
-from tests.standins import (
-    StandInAlgorithm,
-    experiment_manifest,
-    experiment_status,
-    last_condition,
-    set_trial,
-    trials_of,
-    wait_for,
-)
+from kubetune_testkit.standins.services import StandInAlgorithm, set_trial
+from kubetune_testkit.waiting import wait_for
+from tests.standins import experiment_manifest, experiment_status, last_condition, trials_of
 
 pytestmark = pytest.mark.integration
 

@@ -11,13 +11,9 @@ import pytest
 
 from kubetune import naming
 from kubetune.kube import EVENTS, EXPERIMENTS, SUGGESTIONS, Kube
-from tests.standins import (
-    RunningController,
-    experiment_manifest,
-    last_condition,
-    trials_of,
-    wait_for,
-)
+from kubetune_testkit.builders import trial_job
+from kubetune_testkit.waiting import wait_for
+from tests.standins import RunningController, experiment_manifest, last_condition, trials_of
 
 pytestmark = pytest.mark.integration
 REPEATS = 2000
@@ -27,11 +23,10 @@ LONG_VALUE = "0." + "1" * 1000
 def test_a_trial_too_large_to_store_fails_and_shows_why(
     kube: Kube, namespace: str, controller: RunningController
 ) -> None:
-    manifest = experiment_manifest("huge", namespace, max_trials=2, parallel=1, max_failed=1)
-    container = manifest["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"][
-        "containers"
-    ][0]
-    container["command"] = ["echo", " ".join(["${trialParameters.learningRate}"] * REPEATS)]
+    command = ["echo", " ".join(["${trialParameters.learningRate}"] * REPEATS)]
+    manifest = experiment_manifest(
+        "huge", namespace, max_trials=2, parallel=1, max_failed=1, trial_spec=trial_job(command)
+    )
     kube.create(EXPERIMENTS, manifest, namespace)
     suggestion = wait_for(
         "the Suggestion", lambda: kube.get_or_none(SUGGESTIONS, "huge", namespace)

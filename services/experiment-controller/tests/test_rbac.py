@@ -24,17 +24,11 @@ from kubetune.kube import (
 )
 from kubetune.runtime import running
 from kubetune_experiment_controller import main
-from tests.conftest import REPO
-from tests.standins import (
-    JOB_TEMPLATE,
-    StandInAlgorithm,
-    experiment_manifest,
-    experiment_status,
-    last_condition,
-    set_trial,
-    trials_of,
-    wait_for,
-)
+from kubetune_testkit.builders import trial_job
+from kubetune_testkit.paths import REPO
+from kubetune_testkit.standins.services import StandInAlgorithm, set_trial
+from kubetune_testkit.waiting import wait_for
+from tests.standins import experiment_manifest, experiment_status, last_condition, trials_of
 
 pytestmark = pytest.mark.integration
 
@@ -75,7 +69,7 @@ def test_runs_as_its_service_account_with_a_config_map_template(
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": "trial-templates", "namespace": namespace},
-            "data": {"job.yaml": yaml.safe_dump(JOB_TEMPLATE)},
+            "data": {"job.yaml": yaml.safe_dump(trial_job())},
         },
         namespace,
     )

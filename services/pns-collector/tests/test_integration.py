@@ -10,21 +10,21 @@ their `command` on the host). The pod's service account may only get and patch t
 from __future__ import annotations
 
 import json
-import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kubetune import procwait
-from kubetune.kube import PODS, ROLE_BINDINGS, ROLES, TRIALS, Kube
+from kubetune.kube import PODS, ROLES, TRIALS, Kube
+from kubetune_testkit import builders
+from kubetune_testkit.accounts import bind_role
+from kubetune_testkit.processes import console_script
+from kubetune_testkit.waiting import wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("crds")]
 
-ROOT = Path(__file__).resolve().parents[3]
-COLLECTOR = str(Path(sys.executable).parent / "pns-collector")
+COLLECTOR = console_script("pns-collector")
 LOG_DIR = "/var/log/katib"
 
 TRAIN = """
@@ -34,25 +34,6 @@ for epoch in range(4):
     time.sleep(0.2)
 print("training done", file=sys.stderr)
 """
-
-
-@pytest.fixture
-def kube(cluster: Any) -> Kube:
-    cluster.kubectl("apply", "-k", str(ROOT / "kustomize" / "base" / "crds"))
-    cluster.kubectl(
-        "wait", "--for=condition=Established", "--timeout=120s", "crd/trials.kubeflow.org"
-    )
-    return Kube(cluster.api_client())
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 90.0) -> Any:
-    end = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < end, f"timed out waiting for {what}"
-        time.sleep(0.2)
 
 
 def collector_rbac(kube: Kube, namespace: str) -> None:
@@ -73,43 +54,14 @@ def collector_rbac(kube: Kube, namespace: str) -> None:
         },
         namespace,
     )
-    kube.create(
-        ROLE_BINDINGS,
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": "kubetune-pns-collector"},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "Role",
-                "name": "kubetune-pns-collector",
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}],
-        },
-        namespace,
-    )
+    bind_role(kube, namespace, "kubetune-pns-collector", ("Role", "kubetune-pns-collector"))
 
 
 def trial(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeflow.org/v1beta1",
-        "kind": "Trial",
-        "metadata": {"name": name},
-        "spec": {
-            "objective": {
-                "type": "minimize",
-                "objectiveMetricName": "loss",
-                "additionalMetricNames": ["accuracy"],
-                "metricStrategies": [
-                    {"name": "loss", "value": "min"},
-                    {"name": "accuracy", "value": "max"},
-                ],
-            },
-            "primaryContainerName": "main",
-            "metricsCollector": {"collector": {"kind": "StdOut"}},
-            "runSpec": {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}},
-        },
-    }
+    objective = builders.objective("loss", "minimize", additional=["accuracy"])
+    objective["metricStrategies"].append({"name": "accuracy", "value": "max"})
+    run = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}}
+    return builders.trial(name, run, objective_spec=objective, primary_container="main")
 
 
 def wrapped_command(argv: list[str]) -> list[str]:

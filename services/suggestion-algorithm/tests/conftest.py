@@ -1,51 +1,67 @@
-"""Fixtures shared by the integration tests: the CRDs on the session's cluster and a client."""
+"""Fixtures of the integration tests: the `suggestion-algorithm` console script of Suggestion
+`exp` in the test's namespace, and that Suggestion with its Experiment (the test plays the
+experiment-controller). `kube` and `crds` come from `kubetune_testkit`'s plugin.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import shutil
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from kubetune import errors
-from kubetune.kube import CUSTOM_RESOURCE_DEFINITIONS, Kube, connect
-
-REPO = Path(__file__).resolve().parents[3]
-SCRIPT = shutil.which("suggestion-algorithm") or str(
-    Path(sys.executable).parent / "suggestion-algorithm"
-)
+from kubetune.kube import EXPERIMENTS, SUGGESTIONS, Kube
+from kubetune_testkit import builders
+from kubetune_testkit.processes import ServiceProcess
 
 
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+@pytest.fixture
+def algorithm(
+    cluster: Any,
+    namespace: str,
+    crds: None,
+    tmp_path: Path,
+    services: Callable[..., ServiceProcess],
+) -> Callable[..., ServiceProcess]:
+    """A factory: `algorithm(*extra)` starts a run of the random search for Suggestion `exp`
+    (its state under the test's tmp dir; a resync every 2 s); each call is a new process."""
+
+    def start(*extra: str) -> ServiceProcess:
+        return services(
+            "suggestion-algorithm",
+            "--kubeconfig",
+            cluster.kubeconfig,
+            "--suggestion",
+            "exp",
+            "--namespace",
+            namespace,
+            "--algorithm",
+            "random",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--probe-port",
+            "0",
+            "--resync",
+            "2",
+        ).start(*extra)
+
+    return start
 
 
-@pytest.fixture(scope="session")
-def kube(cluster: Any) -> Kube:
-    kube = Kube(connect(cluster.kubeconfig))
-    for path in sorted((REPO / "kustomize" / "base" / "crds").glob("*.kubeflow.org.yaml")):
-        with contextlib.suppress(errors.AlreadyExists):
-            kube.create(CUSTOM_RESOURCE_DEFINITIONS, yaml.safe_load(path.read_text()))
+@pytest.fixture
+def search(kube: Kube, namespace: str, crds: None) -> Callable[..., None]:
+    """`search(parameters, settings, requests)` creates Experiment and Suggestion `exp` of a
+    random search maximizing `acc`, as the experiment-controller does."""
 
-    def served() -> bool:
-        try:
-            kube.resource_for("kubeflow.org/v1beta1", "Suggestion")
-            return True
-        except errors.NotFound:
-            return False
+    def create(parameters: list[dict[str, Any]], settings: dict[str, str], requests: int) -> None:
+        algorithm = builders.algorithm_spec("random", settings)
+        objective = builders.objective("acc", strategies=False)
+        experiment = builders.experiment(
+            "exp", namespace, objective_spec=objective, algorithm=algorithm, parameters=parameters
+        )
+        kube.create(EXPERIMENTS, experiment, namespace)
+        suggestion = builders.suggestion("exp", namespace, algorithm=algorithm, requests=requests)
+        kube.create(SUGGESTIONS, suggestion, namespace)
 
-    wait_for("CRDs served", served)
-    return kube
+    return create

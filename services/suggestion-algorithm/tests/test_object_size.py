@@ -11,28 +11,23 @@ plays the experiment-controller: it raises `spec.requests` and creates the Trial
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SCRIPT, wait_for
 
 from kubetune import naming
-from kubetune.kube import EVENTS, EXPERIMENTS, SUGGESTIONS, TRIALS, Kube
+from kubetune.kube import EVENTS, SUGGESTIONS, TRIALS, Kube
+from kubetune_testkit.processes import ServiceProcess
+from kubetune_testkit.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 PARAMETERS = 400
 NAME_PAD = "x" * 190
 
 
-def _create(kube: Kube, namespace: str, requests: int) -> None:
-    algorithm = {
-        "algorithmName": "random",
-        "algorithmSettings": [{"name": "random_state", "value": "3"}],
-    }
+def _create(search: Any, requests: int) -> None:
     parameters = [
         {
             "name": f"p{i:03d}-{NAME_PAD}",
@@ -41,57 +36,7 @@ def _create(kube: Kube, namespace: str, requests: int) -> None:
         }
         for i in range(PARAMETERS)
     ]
-    kube.create(
-        EXPERIMENTS,
-        {
-            "apiVersion": "kubeflow.org/v1beta1",
-            "kind": "Experiment",
-            "metadata": {"name": "exp", "namespace": namespace},
-            "spec": {
-                "parameters": parameters,
-                "objective": {"type": "maximize", "objectiveMetricName": "acc"},
-                "algorithm": algorithm,
-            },
-        },
-        namespace,
-    )
-    kube.create(
-        SUGGESTIONS,
-        {
-            "apiVersion": "kubeflow.org/v1beta1",
-            "kind": "Suggestion",
-            "metadata": {"name": "exp", "namespace": namespace},
-            "spec": {"algorithm": algorithm, "requests": requests, "resumePolicy": "Never"},
-        },
-        namespace,
-    )
-
-
-def _start(cluster: Any, namespace: str, tmp_path: Path, *extra: str) -> Any:
-    log = tmp_path / "algorithm.log"
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [
-                SCRIPT,
-                "--kubeconfig",
-                cluster.kubeconfig,
-                "--suggestion",
-                "exp",
-                "--namespace",
-                namespace,
-                "--algorithm",
-                "random",
-                "--data-dir",
-                str(tmp_path / "data"),
-                "--probe-port",
-                "0",
-                "--resync",
-                "2",
-                *extra,
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    search(parameters, {"random_state": "3"}, requests)
 
 
 def _status(kube: Kube, namespace: str) -> dict[str, Any]:
@@ -127,26 +72,16 @@ def _events(kube: Kube, namespace: str) -> list[dict[str, Any]]:
     ]
 
 
-def _running(proc: Any) -> Callable[[], None]:
-    def stop() -> None:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-
-    return stop
-
-
 def test_large_assignments_reach_max_trial_count(
-    cluster: Any,
     kube: Kube,
     namespace: str,
-    tmp_path: Path,
+    algorithm: Callable[..., ServiceProcess],
+    search: Any,
 ) -> None:
     """parallelTrialCount 3, maxTrialCount 24: all 24 assignments arrive, the object stays
     below 1 MiB, and those with a Trial are stored as their name only."""
-    _create(kube, namespace, 3)
-    proc = _start(cluster, namespace, tmp_path)
-    stop = _running(proc)
+    _create(search, 3)
+    process = algorithm()
     try:
         deadline = time.monotonic() + 150
         requests = 3
@@ -164,7 +99,7 @@ def test_large_assignments_reach_max_trial_count(
                 requests = min(24, requests + 3)
                 kube.patch(SUGGESTIONS, "exp", {"spec": {"requests": requests}}, namespace)
             time.sleep(0.5)
-        log = (tmp_path / "algorithm.log").read_text()
+        log = process.output()
         assert len(assigned) == 24, f"stalled at {len(assigned)} assignments:\n{log[-3000:]}"
         assert "too large" not in log, log[-3000:]
         assert status["suggestionCount"] == 24
@@ -177,41 +112,39 @@ def test_large_assignments_reach_max_trial_count(
         assert len(whole) <= 3, whole  # only those whose Trial did not exist yet
         assert not _events(kube, namespace)
     finally:
-        stop()
+        process.kill()
 
 
 def test_a_write_refused_as_too_large_shows_on_the_experiment(
-    cluster: Any,
     kube: Kube,
     namespace: str,
-    tmp_path: Path,
+    algorithm: Callable[..., ServiceProcess],
+    search: Any,
 ) -> None:
     """20 assignments at once (~1.9 MB) with the algorithm's own bound lifted above etcd's
     limit: the API server refuses the write, and the Experiment gets an ObjectTooLarge event."""
-    _create(kube, namespace, 20)
-    proc = _start(cluster, namespace, tmp_path, "--max-suggestion-bytes=10000000")
-    stop = _running(proc)
+    _create(search, 20)
+    process = algorithm("--max-suggestion-bytes=10000000")
     try:
         (event,) = wait_for("an ObjectTooLarge event", lambda: _events(kube, namespace), 90)
         assert event["type"] == "Warning"
         assert f"Suggestion {namespace}/exp cannot hold more assignments" in event["message"]
         assert "too large" in event["message"] and "parallelTrialCount" in event["message"]
-        assert proc.poll() is None  # waits, does not crash
+        assert process.alive()  # waits, does not crash
     finally:
-        stop()
+        process.kill()
 
 
 def test_assignments_wait_when_they_would_not_fit(
-    cluster: Any,
     kube: Kube,
     namespace: str,
-    tmp_path: Path,
+    algorithm: Callable[..., ServiceProcess],
+    search: Any,
 ) -> None:
     """With the default bound, 20 requested at once: as many as fit below 1 MiB come now; and
     with a bound below one assignment nothing is written and the Experiment says why."""
-    _create(kube, namespace, 20)
-    proc = _start(cluster, namespace, tmp_path)
-    stop = _running(proc)
+    _create(search, 20)
+    process = algorithm()
     try:
         wait_for("some assignments", lambda: _status(kube, namespace).get("suggestions"), 90)
         count = len(_status(kube, namespace)["suggestions"])
@@ -219,13 +152,12 @@ def test_assignments_wait_when_they_would_not_fit(
         assert _size(kube.get(SUGGESTIONS, "exp", namespace)) <= 1024 * 1024
         assert not _events(kube, namespace)
     finally:
-        stop()
+        process.kill()
     # Their Trials exist now; with a bound below one assignment nothing more can come.
     for entry in _status(kube, namespace)["suggestions"]:
         _trial_for(kube, namespace, entry)
     kube.patch(SUGGESTIONS, "exp", {"spec": {"requests": 21}}, namespace)
-    proc = _start(cluster, namespace, tmp_path, "--max-suggestion-bytes=50000")
-    stop = _running(proc)
+    process = algorithm("--max-suggestion-bytes=50000")
     try:
         (event,) = wait_for("an ObjectTooLarge event", lambda: _events(kube, namespace), 90)
         assert "above this algorithm's limit of 50000 bytes" in event["message"]
@@ -239,4 +171,4 @@ def test_assignments_wait_when_they_would_not_fit(
         stored = wait_for("the stored assignments compacted to names", compacted, 30)
         assert len(stored) == count
     finally:
-        stop()
+        process.kill()

@@ -8,112 +8,42 @@ experiment-controller (contract: Suggestion name = Experiment name, spec.request
 from __future__ import annotations
 
 import signal
-import subprocess
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import SCRIPT, wait_for
 
 from kubetune import naming
-from kubetune.kube import EXPERIMENTS, SUGGESTIONS, Kube
+from kubetune.kube import SUGGESTIONS, Kube
+from kubetune_testkit.processes import ServiceProcess
+from kubetune_testkit.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def process(
-    cluster: Any, namespace: str, tmp_path: Path
-) -> Iterator[Callable[[], subprocess.Popen[bytes]]]:
-    procs: list[subprocess.Popen[bytes]] = []
-    log = tmp_path / "algorithm.log"
-
-    def start() -> subprocess.Popen[bytes]:
-        with log.open("ab") as out:
-            proc = subprocess.Popen(
-                [
-                    SCRIPT,
-                    "--kubeconfig",
-                    cluster.kubeconfig,
-                    "--suggestion",
-                    "exp",
-                    "--namespace",
-                    namespace,
-                    "--algorithm",
-                    "random",
-                    "--data-dir",
-                    str(tmp_path / "data"),
-                    "--probe-port",
-                    "0",
-                    "--resync",
-                    "2",
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        procs.append(proc)
-        return proc
-
-    start.log = log  # type: ignore[attr-defined]
-    yield start
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-
-
-def _create(kube: Kube, namespace: str, settings: list[dict[str, str]]) -> None:
-    algorithm = {"algorithmName": "random", "algorithmSettings": settings}
-    kube.create(
-        EXPERIMENTS,
-        {
-            "apiVersion": "kubeflow.org/v1beta1",
-            "kind": "Experiment",
-            "metadata": {"name": "exp", "namespace": namespace},
-            "spec": {
-                "parameters": [
-                    {
-                        "name": "x",
-                        "parameterType": "double",
-                        "feasibleSpace": {"min": "0", "max": "1", "step": "0.25"},
-                    },
-                    {
-                        "name": "n",
-                        "parameterType": "discrete",
-                        "feasibleSpace": {"list": ["1", "3"]},
-                    },
-                ],
-                "objective": {"type": "maximize", "objectiveMetricName": "acc"},
-                "algorithm": algorithm,
-            },
-        },
-        namespace,
-    )
-    kube.create(
-        SUGGESTIONS,
-        {
-            "apiVersion": "kubeflow.org/v1beta1",
-            "kind": "Suggestion",
-            "metadata": {"name": "exp", "namespace": namespace},
-            "spec": {"algorithm": algorithm, "requests": 3, "resumePolicy": "Never"},
-        },
-        namespace,
-    )
+PARAMETERS = [
+    {
+        "name": "x",
+        "parameterType": "double",
+        "feasibleSpace": {"min": "0", "max": "1", "step": "0.25"},
+    },
+    {"name": "n", "parameterType": "discrete", "feasibleSpace": {"list": ["1", "3"]}},
+]
 
 
 def test_invalid_settings_wait_without_crashing_then_continue(
-    kube: Kube, namespace: str, process: Any
+    kube: Kube, namespace: str, algorithm: Callable[..., ServiceProcess], search: Any
 ) -> None:
-    _create(kube, namespace, [{"name": "random_state", "value": "minus one"}])
-    proc = process()
-    wait_for("the problem logged", lambda: "random_state" in process.log.read_text())
-    assert "invalid algorithm settings" in process.log.read_text()
+    search(PARAMETERS, {"random_state": "minus one"}, 3)
+    process = algorithm()
+    proc = process.popen
+    wait_for("the problem logged", lambda: "random_state" in process.output())
+    assert "invalid algorithm settings" in process.output()
     # it waits (no exit, no crash loop) and writes nothing while the settings are invalid
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        assert proc.poll() is None, process.log.read_text()
+        assert proc.poll() is None, process.output()
         time.sleep(0.5)
     status = kube.get(SUGGESTIONS, "exp", namespace).get("status") or {}
     assert not status.get("suggestions")
@@ -147,5 +77,5 @@ def test_invalid_settings_wait_without_crashing_then_continue(
     assert status["suggestionCount"] == 3
 
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(30) == 0, process.log.read_text()
-    assert "Traceback" not in process.log.read_text()
+    assert proc.wait(30) == 0, process.output()
+    assert "Traceback" not in process.output()

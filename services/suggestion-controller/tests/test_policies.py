@@ -27,8 +27,10 @@ from kubetune.kube import (
     SERVICES,
     Kube,
 )
-
-from .conftest import ControllerProcess, StandIn, conditions_of, is_true, wait_for
+from kubetune_testkit.conditions import conditions_of, is_true
+from kubetune_testkit.processes import ServiceProcess
+from kubetune_testkit.standins.services import StandInExperimentController
+from kubetune_testkit.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -58,7 +60,7 @@ def _study(host_prefix: Path, namespace: str) -> optuna.Study:
     return optuna.load_study(study_name=summary.study_name, storage=storage)
 
 
-def _running(standin: StandIn) -> bool:
+def _running(standin: StandInExperimentController) -> bool:
     return is_true(standin.suggestion(), "Running")
 
 
@@ -75,8 +77,8 @@ def test_policy_runs_to_the_end_then_restarts(
     policy: str,
     kube: Kube,
     namespace: str,
-    controller: ControllerProcess,
-    standin: StandIn,
+    controller: ServiceProcess,
+    standin: StandInExperimentController,
     host_prefix: Path,
 ) -> None:
     standin.create("tpe", policy, PARAMETERS, SETTINGS, requests=3)
@@ -217,8 +219,8 @@ def test_from_volume_survives_a_killed_algorithm_pod(
     cluster: Any,
     kube: Kube,
     namespace: str,
-    controller: ControllerProcess,
-    standin: StandIn,
+    controller: ServiceProcess,
+    standin: StandInExperimentController,
     host_prefix: Path,
 ) -> None:
     standin.create("tpe", "FromVolume", PARAMETERS, SETTINGS, requests=4)
@@ -258,7 +260,7 @@ def test_from_volume_survives_a_killed_algorithm_pod(
 
 
 def test_invalid_settings_fail_the_suggestion_without_a_deployment(
-    kube: Kube, namespace: str, controller: ControllerProcess, standin: StandIn
+    kube: Kube, namespace: str, controller: ServiceProcess, standin: StandInExperimentController
 ) -> None:
     standin.create("tpe", "Never", PARAMETERS, {"n_startup_trials": "-1"}, requests=2)
     wait_for("Suggestion Failed", lambda: is_true(standin.suggestion(), "Failed"))
@@ -269,7 +271,7 @@ def test_invalid_settings_fail_the_suggestion_without_a_deployment(
 
 
 def test_grid_exhaustion_is_reported_by_the_algorithm(
-    namespace: str, controller: ControllerProcess, standin: StandIn
+    namespace: str, controller: ServiceProcess, standin: StandInExperimentController
 ) -> None:
     grid = [
         {"name": "a", "parameterType": "int", "feasibleSpace": {"min": "1", "max": "2"}},
@@ -304,7 +306,7 @@ MIXED = [
     ["random", "grid", "tpe", "multivariate-tpe", "cmaes", "sobol", "bayesianoptimization"],
 )
 def test_every_algorithm_assigns_valid_points_in_its_pod(
-    algorithm: str, namespace: str, controller: ControllerProcess, standin: StandIn
+    algorithm: str, namespace: str, controller: ServiceProcess, standin: StandInExperimentController
 ) -> None:
     settings = {"random_state": "3"}
     if algorithm == "bayesianoptimization":

@@ -17,9 +17,12 @@ import pytest
 
 from kubetune import errors
 from kubetune.kube import DEPLOYMENTS, SERVICES, SUGGESTIONS, Kube
+from kubetune_testkit.conditions import is_true
+from kubetune_testkit.processes import ServiceProcess
+from kubetune_testkit.standins.services import StandInExperimentController
+from kubetune_testkit.waiting import wait_for
 
 from . import seed
-from .conftest import ControllerProcess, StandIn, is_true, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -79,7 +82,7 @@ def recorder(kube: Kube, namespace: str, installed: None) -> Iterator[Recorder]:
     rec.stop()
 
 
-def _run_to_the_end(kube: Kube, namespace: str, standin: StandIn) -> None:
+def _run_to_the_end(kube: Kube, namespace: str, standin: StandInExperimentController) -> None:
     """The Suggestion runs, then its Experiment ends; wait until Deployment and Service went."""
     wait_for("Suggestion Running", lambda: is_true(standin.suggestion(), "Running"), 120)
     standin.set_experiment([("Running", "False", "ExperimentRunning")])
@@ -97,9 +100,9 @@ def _run_to_the_end(kube: Kube, namespace: str, standin: StandIn) -> None:
 def test_from_volume_first_run_and_restart_follow_the_seed(
     kube: Kube,
     namespace: str,
-    controller: ControllerProcess,
+    controller: ServiceProcess,
     recorder: Recorder,
-    standin: StandIn,
+    standin: StandInExperimentController,
 ) -> None:
     standin.create("random", "FromVolume", PARAMETERS, {"random_state": "1"}, requests=1)
     _run_to_the_end(kube, namespace, standin)
@@ -124,7 +127,7 @@ def test_from_volume_first_run_and_restart_follow_the_seed(
 
 
 def test_conditions_the_controller_cannot_follow_are_left_alone(
-    kube: Kube, namespace: str, controller: ControllerProcess, standin: StandIn
+    kube: Kube, namespace: str, controller: ServiceProcess, standin: StandInExperimentController
 ) -> None:
     """Someone else wrote a condition the Suggestion machine does not know: each pass gives up
     on that Suggestion (TerminalError: an error line, no traceback, no retry) and writes

@@ -3,20 +3,21 @@ custom kind of our own with a successCondition on its own status field."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import conditions_of, is_true, observe, trial, wait_for
-from standins import running
-from standins.argo_operator import WORKFLOWS, ArgoOperatorStandIn
-from standins.tfjob_operator import TFJOBS, TFJobOperatorStandIn
 
-from kubetune.kube import PODS, ROLE_BINDINGS, SERVICE_ACCOUNTS, TRIALS, Kube, Resource
+from kubetune.kube import PODS, ROLE_BINDINGS, SERVICE_ACCOUNTS, TRIALS, Kube
+from kubetune_testkit.builders import trial
+from kubetune_testkit.conditions import conditions_of, is_true
+from kubetune_testkit.crds import WIDGET_CRD, WIDGET_FAILURE, WIDGET_KIND, WIDGET_SUCCESS, WIDGETS
+from kubetune_testkit.standins import running
+from kubetune_testkit.standins.argo import WORKFLOWS, ArgoWorkflowStandIn
+from kubetune_testkit.standins.services import observe
+from kubetune_testkit.standins.tfjob import TFJOBS, TFJobOperatorStandIn
+from kubetune_testkit.waiting import wait_for
 
 pytestmark = pytest.mark.integration
-HERE = Path(__file__).parent
-WIDGETS = Resource("standin.kubetune.test", "v1", "widgets", "Widget")
 ARGO_SUCCESS = 'status.[@this].#(phase=="Succeeded")#'
 ARGO_FAILURE = 'status.[@this].#(phase=="Failed")#'
 
@@ -137,7 +138,7 @@ def test_argo_workflow_through_standin_operator(
     thirdparty_crds("argoproj.io_workflows.yaml")
     kube.create(SERVICE_ACCOUNTS, {"metadata": {"name": "argo-trials"}}, namespace)
     controller()  # the default allow-list has Workflow.v1alpha1.argoproj.io
-    with running(ArgoOperatorStandIn(kube, namespace).controller, kube):
+    with running(ArgoWorkflowStandIn(kube, namespace).controller, kube):
         kube.create(
             TRIALS,
             trial(
@@ -168,10 +169,6 @@ def test_argo_workflow_through_standin_operator(
         assert kube.get_or_none(WORKFLOWS, "wf", namespace) is not None  # retain: true
 
 
-WIDGET_SUCCESS = 'status.[@this].#(state=="Done")#'
-WIDGET_FAILURE = 'status.[@this].#(state=="Broken")#'
-
-
 @pytest.mark.parametrize(
     ("state", "final", "reason"),
     [
@@ -196,8 +193,8 @@ def test_custom_kind_with_custom_conditions(
     final: str,
     reason: str,
 ) -> None:
-    thirdparty_crds(HERE / "standins" / "widget-crd.yaml")
-    controller("--trial-resources", "Job.v1.batch,Widget.v1.standin.kubetune.test")
+    thirdparty_crds(WIDGET_CRD)
+    controller("--trial-resources", f"Job.v1.batch,{WIDGET_KIND}")
     widget = {
         "apiVersion": "standin.kubetune.test/v1",
         "kind": "Widget",

@@ -9,10 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import batch_job, trial, wait_for
 
 from kubetune import errors
 from kubetune.kube import EXPERIMENTS, ROLE_BINDINGS, TRIALS, Kube
+from kubetune_testkit.builders import batch_job, trial
+from kubetune_testkit.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 BINDING = "kubetune-pns-collector"

@@ -6,9 +6,12 @@ import time
 from typing import Any
 
 import pytest
-from conftest import batch_job, conditions_of, is_true, observe, trial, wait_for
 
 from kubetune.kube import JOBS, TRIALS, Kube
+from kubetune_testkit.builders import batch_job, trial
+from kubetune_testkit.conditions import conditions_of, is_true, job_succeeded
+from kubetune_testkit.standins.services import observe
+from kubetune_testkit.waiting import wait_for
 from kubetune_trial_controller import building
 
 pytestmark = pytest.mark.integration
@@ -144,9 +147,7 @@ def test_job_created_before_the_status_write_is_adopted(
     controller()
     wait_for(
         "job complete",
-        lambda: (
-            (kube.get_or_none(JOBS, "adopt", namespace) or {}).get("status", {}).get("succeeded")
-        ),
+        lambda: job_succeeded(kube.get_or_none(JOBS, "adopt", namespace)),
         90,
     )
     observe(kube, namespace, "adopt", "0.5")
@@ -172,9 +173,7 @@ def test_controller_killed_and_restarted(
     uids.add(kube.get(JOBS, "phoenix", namespace)["metadata"]["uid"])
     wait_for(
         "job complete",
-        lambda: (
-            (kube.get_or_none(JOBS, "phoenix", namespace) or {}).get("status", {}).get("succeeded")
-        ),
+        lambda: job_succeeded(kube.get_or_none(JOBS, "phoenix", namespace)),
         90,
     )
     proc.kill()  # once more, while the job has succeeded and the observation is missing

@@ -6,14 +6,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import ControllerProcess, batch_job, is_true, trial, wait_for
 
 from kubetune.kube import JOBS, LEASES, TRIALS, Kube
+from kubetune_testkit.builders import batch_job, trial
+from kubetune_testkit.conditions import is_true
+from kubetune_testkit.processes import ServiceProcess
+from kubetune_testkit.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
 
-def _leader(handles: list[ControllerProcess]) -> ControllerProcess | None:
+def _leader(handles: list[ServiceProcess]) -> ServiceProcess | None:
     leaders = [h for h in handles if h.alive() and "became leader" in h.logs()]
     return leaders[-1] if leaders else None
 

@@ -6,14 +6,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import SCRIPT
 
+from kubetune_testkit.processes import console_script
 from kubetune_trial_controller import main
 from kubetune_trial_controller.kinds import JobKind
 
 
 def test_help_exits_zero() -> None:
-    out = subprocess.run([SCRIPT, "--help"], capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [console_script("trial-controller"), "--help"], capture_output=True, text=True, check=False
+    )
     assert out.returncode == 0
     assert "--trial-resources" in out.stdout and "--metrics-timeout" in out.stdout
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import batch_job, conditions_of, is_true, observe, trial, wait_for
 
 from kubetune.kube import JOBS, TRIALS, Kube
+from kubetune_testkit.builders import batch_job, trial
+from kubetune_testkit.conditions import conditions_of, is_true
+from kubetune_testkit.standins.services import observe
+from kubetune_testkit.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import batch_job, is_true, observe, trial, wait_for
 
 from kubetune.kube import JOBS, TRIALS, Kube
+from kubetune_testkit.builders import batch_job, trial
+from kubetune_testkit.conditions import is_true, job_succeeded
+from kubetune_testkit.standins.services import observe
+from kubetune_testkit.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -20,9 +23,7 @@ def test_runs_with_the_shipped_cluster_role(
     kube.create(TRIALS, trial("least", batch_job("true"), retain=False), namespace)
     wait_for(
         "job complete",
-        lambda: (
-            (kube.get_or_none(JOBS, "least", namespace) or {}).get("status", {}).get("succeeded")
-        ),
+        lambda: job_succeeded(kube.get_or_none(JOBS, "least", namespace)),
         90,
     )
     observe(kube, namespace, "least", "0.6")

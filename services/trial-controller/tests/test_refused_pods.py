@@ -5,102 +5,32 @@ shipped ClusterRole, so its right to read Events is tested too."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import batch_job, conditions_of, is_true, observe, trial, wait_for
 
-from kubetune import errors
-from kubetune.kube import JOBS, PODS, TRIALS, Kube, Resource
+from kubetune.kube import JOBS, TRIALS, Kube
+from kubetune_testkit.builders import batch_job, trial
+from kubetune_testkit.conditions import conditions_of, is_true, job_succeeded
+from kubetune_testkit.policies import refusing_pods
+from kubetune_testkit.standins.services import observe
+from kubetune_testkit.waiting import wait_for
 
 pytestmark = pytest.mark.integration
-POLICIES = Resource(
-    "admissionregistration.k8s.io",
-    "v1",
-    "validatingadmissionpolicies",
-    "ValidatingAdmissionPolicy",
-    False,
-)
-BINDINGS = Resource(
-    "admissionregistration.k8s.io",
-    "v1",
-    "validatingadmissionpolicybindings",
-    "ValidatingAdmissionPolicyBinding",
-    False,
-)
 REFUSAL = "pods of the Job named refused are not allowed in this namespace"
 
 
 @pytest.fixture
 def refusing_policy(kube: Kube, namespace: str) -> Iterator[None]:
-    """Refuse, in the test namespace only, the pods of the Job named `refused`."""
-    name = f"refuse-{namespace}"
-    kube.create(
-        POLICIES,
-        {
-            "metadata": {"name": name},
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "resourceRules": [
-                        {
-                            "apiGroups": [""],
-                            "apiVersions": ["v1"],
-                            "operations": ["CREATE"],
-                            "resources": ["pods"],
-                        }
-                    ]
-                },
-                "validations": [
-                    {
-                        "expression": "!has(object.metadata.labels) || "
-                        "!('job-name' in object.metadata.labels) || "
-                        "object.metadata.labels['job-name'] != 'refused'",
-                        "message": REFUSAL,
-                    }
-                ],
-            },
-        },
+    """Refuse, in the test namespace only, the pods of the Job named `refused` (a Job whose
+    first pod came before the policy took effect would simply run: wait until it refuses)."""
+    expression = (
+        "!has(object.metadata.labels) || !('job-name' in object.metadata.labels) || "
+        "object.metadata.labels['job-name'] != 'refused'"
     )
-    kube.create(
-        BINDINGS,
-        {
-            "metadata": {"name": name},
-            "spec": {
-                "policyName": name,
-                "validationActions": ["Deny"],
-                "matchResources": {
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
-                },
-            },
-        },
-    )
-    try:
-        # The API server loads a new policy within a second or so (longer on a busy machine);
-        # a Job whose first pod came before it would simply run. Wait until it refuses.
-        probe = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "policy-probe", "labels": {"job-name": "refused"}},
-            "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["true"]}]},
-        }
-        wait_for("the refusing policy to take effect", lambda: _refused(kube, namespace, probe), 60)
+    with refusing_pods(kube, namespace, expression, REFUSAL, {"job-name": "refused"}):
         yield
-    finally:
-        for resource in (BINDINGS, POLICIES):
-            with contextlib.suppress(errors.NotFound):
-                kube.delete(resource, name)
-
-
-def _refused(kube: Kube, namespace: str, pod: dict[str, Any]) -> bool:
-    """Whether a server-side dry run of `pod` is refused by the policy (nothing is stored)."""
-    try:
-        kube.create(PODS, pod, namespace, dry_run=True)
-    except errors.ApiError as e:
-        return REFUSAL in str(e)
-    return False
 
 
 def test_refused_pods_fail_the_trial_with_the_refusal(
@@ -130,9 +60,7 @@ def test_refused_pods_fail_the_trial_with_the_refusal(
     # Its neighbour, whose pods are admitted, is not touched by the other job's refusals.
     wait_for(
         "the admitted job complete",
-        lambda: (
-            (kube.get_or_none(JOBS, "admitted", namespace) or {}).get("status", {}).get("succeeded")
-        ),
+        lambda: job_succeeded(kube.get_or_none(JOBS, "admitted", namespace)),
         90,
     )
     observe(kube, namespace, "admitted", "0.5")

@@ -11,31 +11,24 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from test_integration import (
-    CRDS,
-    EXPERIMENTS,
-    WEBHOOK_BASE,
-    Webhook,
-    _apply,
-    _configurations,
-    _experiment,
-    _free_port,
-    _wait,
-)
+from webhook_cases import undefaulted_experiment as _experiment
 
-from kubetune import errors, naming
-from kubetune.kube import DEPLOYMENTS, JOBS, PODS, TRIALS, Kube, Resource
-from kubetune_webhook import certificates
+from kubetune import naming
+from kubetune.kube import DEPLOYMENTS, EXPERIMENTS, JOBS, PODS, TRIALS, Kube, Resource
+from kubetune_testkit.accounts import service_account_token, token_kubeconfig
+from kubetune_testkit.builders import objective, trial
+from kubetune_testkit.crds import install_kubetune_crds
+from kubetune_testkit.kubectl import apply as _apply
+from kubetune_testkit.paths import BASE
+from kubetune_testkit.waiting import wait_for
+from kubetune_testkit.webhook import Webhook, clean_env, configurations, serving, wait_effective
+from kubetune_testkit.webhook import registered as registered_configurations
 
 pytestmark = pytest.mark.integration
 
@@ -46,25 +39,16 @@ NOWHERE = {"kubetune.test/node": "none"}
 
 
 @pytest.fixture(scope="module")
-def kube(cluster: Any) -> Kube:
-    return Kube(cluster.api_client())
-
-
-@pytest.fixture(scope="module")
 def webhook_account(
     cluster: Any, kube: Kube, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
     """A kubeconfig for a ServiceAccount with the webhook's real ClusterRole, and nothing else."""
-    for crd in ("experiments", "trials", "suggestions"):
-        cluster.kubectl("apply", "-f", str(CRDS / f"{crd}.kubeflow.org.yaml"))
-        cluster.kubectl(
-            "wait", "--for=condition=Established", f"crd/{crd}.kubeflow.org", "--timeout=60s"
-        )
+    install_kubetune_crds(kube)
     suffix = uuid.uuid4().hex[:8]
     ns, role = f"webhook-sa-{suffix}", f"kubetune-webhook-test-{suffix}"
     cluster.kubectl("create", "namespace", ns)
     cluster.kubectl("create", "serviceaccount", "kubetune-webhook", "-n", ns)
-    objs = [o for o in yaml.safe_load_all((WEBHOOK_BASE / "rbac.yaml").read_text()) if o]
+    objs = [o for o in yaml.safe_load_all((BASE / "webhook" / "rbac.yaml").read_text()) if o]
     for obj in objs:
         obj["metadata"] = {"name": role, "labels": {"kubetune.test/webhook": "true"}}
         if obj["kind"] == "ClusterRoleBinding":
@@ -76,15 +60,9 @@ def webhook_account(
         "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs})
     )
     try:
-        token = cluster.kubectl(
-            "create", "token", "kubetune-webhook", "-n", ns, "--duration=2h"
-        ).stdout.strip()
-        config = yaml.safe_load(Path(cluster.kubeconfig).read_text())
-        for user in config["users"]:
-            user["user"] = {"token": token}
-        path = tmp_path_factory.mktemp("webhook-sa") / "kubeconfig"
-        path.write_text(yaml.safe_dump(config))
-        yield str(path)
+        token = service_account_token(cluster, "kubetune-webhook", ns, "2h")
+        directory = tmp_path_factory.mktemp("webhook-sa")
+        yield token_kubeconfig(cluster.kubeconfig, token, directory / "kubeconfig")
     finally:
         for kind in ("clusterrolebinding", "clusterrole"):
             cluster.kubectl("delete", kind, role, "--ignore-not-found", check=False)
@@ -94,40 +72,8 @@ def webhook_account(
 @pytest.fixture(scope="module")
 def webhook(webhook_account: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Webhook]:
     """`webhook serve` with its default options, as the webhook ServiceAccount."""
-    d = tmp_path_factory.mktemp("webhook")
-    files = certificates.issue(d, ["localhost"], ["127.0.0.1"])
-    port = _free_port()
-    log = d / "webhook.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBETUNE_WEBHOOK_")}
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            [
-                str(Path(sys.executable).with_name("webhook")),
-                "serve",
-                "--address=127.0.0.1",
-                f"--port={port}",
-                f"--cert-file={files.cert}",
-                f"--key-file={files.key}",
-                f"--kubeconfig={webhook_account}",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    try:
-        _wait(
-            lambda: "serving admission" in log.read_text() or proc.poll() is not None,
-            "webhook start",
-        )
-        assert proc.poll() is None, log.read_text()
-        yield Webhook(f"https://127.0.0.1:{port}", files.ca_cert.read_bytes(), log)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+    with serving(webhook_account, tmp_path_factory.mktemp("webhook"), env=clean_env()) as running:
+        yield running
 
 
 @contextlib.contextmanager
@@ -141,24 +87,14 @@ def _registered(
             "label", "namespace", namespace, f"{naming.LABEL_INJECTION}={naming.INJECTION_ENABLED}"
         )
     name = f"kubetune-webhook-test-{uuid.uuid4().hex[:8]}"
-    configs = _configurations(webhook, namespace, name)
+    configs = configurations(webhook, namespace, name)
     if not selector:
         for _, body in configs:
             for hook in body["webhooks"]:
                 hook.pop("objectSelector", None)
-    try:
-        for resource, body in configs:
-            kube.create(resource, body)
-        probe = _experiment("probe", namespace, maxTrialCount=0)
-        _wait(
-            lambda: "must be greater than 0" in _apply(cluster, probe, "--dry-run=server").stderr,
-            "the webhook configuration to take effect",
-        )
+    with registered_configurations(kube, configs):
+        wait_effective(cluster, namespace)
         yield namespace
-    finally:
-        for resource, _ in configs:
-            with contextlib.suppress(errors.NotFound):
-                kube.delete(resource, name)
 
 
 def _pod_template(app: str) -> dict[str, Any]:
@@ -250,7 +186,7 @@ def test_other_workloads_get_their_pods_unchanged(
             ns,
         )
         for app in ("web", "db", "cron"):
-            (created,) = _wait(lambda app=app: _pods(kube, ns, f"app={app}"), f"the {app} pod")
+            (created,) = wait_for(f"the {app} pod", lambda app=app: _pods(kube, ns, f"app={app}"))
             assert [c["name"] for c in created["spec"]["containers"]] == ["main"]
             assert created["spec"]["containers"][0]["command"] == ["sleep", "1"]
             assert naming.LABEL_TRIAL not in created["metadata"]["labels"]
@@ -264,25 +200,9 @@ def victim(cluster: Any, kube: Kube) -> Iterator[dict[str, Any]]:
     ns = f"victim-{uuid.uuid4().hex[:8]}"
     cluster.kubectl("create", "namespace", ns)  # not labelled for injection
     try:
-        yield kube.create(
-            TRIALS,
-            {
-                "apiVersion": "kubeflow.org/v1beta1",
-                "kind": "Trial",
-                "metadata": {"name": "t-secret", "labels": {naming.LABEL_EXPERIMENT: "secret"}},
-                "spec": {
-                    "objective": {
-                        "type": "minimize",
-                        "objectiveMetricName": "loss",
-                        "metricStrategies": [{"name": "loss", "value": "min"}],
-                    },
-                    "primaryContainerName": "main",
-                    "metricsCollector": {"collector": {"kind": "StdOut"}},
-                    "runSpec": {"apiVersion": "batch/v1", "kind": "Job"},
-                },
-            },
-            ns,
-        )
+        loss = objective("loss", "minimize")
+        body = trial("t-secret", experiment="secret", objective_spec=loss, primary_container="main")
+        yield kube.create(TRIALS, body, ns)
     finally:
         cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 

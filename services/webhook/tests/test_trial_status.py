@@ -10,73 +10,44 @@ scheduling gate keeps them Pending; they only need to exist with their owners.
 
 from __future__ import annotations
 
-import base64
-import contextlib
 import copy
-import os
-import socket
-import subprocess
-import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client, config
 
 from kubetune import errors
 from kubetune.kube import (
     JOBS,
     PODS,
-    ROLE_BINDINGS,
     SERVICE_ACCOUNTS,
     TRIALS,
     VALIDATING_WEBHOOK_CONFIGURATIONS,
     Kube,
 )
-from kubetune_webhook import certificates
+from kubetune_testkit.accounts import bind_role
+from kubetune_testkit.builders import objective, owner_reference, trial
+from kubetune_testkit.paths import BASE
+from kubetune_testkit.waiting import wait_for
+from kubetune_testkit.webhook import base_configuration, clean_env, point_at, registered, serving
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[3]
-BASE = REPO / "kustomize" / "base"
 FORGED = {"status": {"observation": {"metrics": [{"name": "loss", "latest": "-999"}]}}}
 
 
-def _wait(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.3)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
-def kube(cluster: Any) -> Kube:
-    for crd in ("trials", "experiments"):
-        cluster.kubectl("apply", "-f", str(BASE / "crds" / f"{crd}.kubeflow.org.yaml"))
-        cluster.kubectl(
-            "wait", "--for=condition=Established", f"crd/{crd}.kubeflow.org", "--timeout=60s"
-        )
+def collector_role(cluster: Any, crds: None) -> None:
+    """The collector's ClusterRole the namespace's RoleBinding refers to."""
     cluster.kubectl("apply", "-f", str(BASE / "trial-controller" / "collector-clusterrole.yaml"))
-    return Kube(cluster.api_client())
 
 
 def _status_hooks() -> list[dict[str, Any]]:
     """The base's webhooks that see `trials/status` writes (none on a build without the check)."""
-    cfg = yaml.safe_load((BASE / "webhook" / "validatingwebhookconfiguration.yaml").read_text())
+    cfg = base_configuration(VALIDATING_WEBHOOK_CONFIGURATIONS)
     return [
         hook
         for hook in cfg["webhooks"]
@@ -85,86 +56,35 @@ def _status_hooks() -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def home(namespace: str, kube: Kube) -> str:
+def home(namespace: str, kube: Kube, collector_role: None) -> str:
     """The namespace with the collector RoleBinding the trial-controller creates."""
-    kube.create(
-        ROLE_BINDINGS,
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": "kubetune-pns-collector"},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "kubetune-pns-collector",
-            },
-            "subjects": [
-                {"kind": "ServiceAccount", "name": name, "namespace": namespace}
-                for name in ("default", "kubetune-trial-controller")
-            ],
-        },
-        namespace,
-    )
+    accounts = ("default", "kubetune-trial-controller")
+    role = ("ClusterRole", "kubetune-pns-collector")
+    bind_role(kube, namespace, "kubetune-pns-collector", role, accounts)
     return namespace
 
 
 @pytest.fixture
 def checked(cluster: Any, kube: Kube, home: str, tmp_path: Path) -> Iterator[str]:
     """`webhook serve` (kubetune runs in the test namespace) registered for `home` only."""
-    files = certificates.issue(tmp_path, ["localhost"], ["127.0.0.1"])
-    port = _free_port()
-    log = tmp_path / "webhook.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            [
-                str(Path(sys.executable).with_name("webhook")),
-                "serve",
-                "--address=127.0.0.1",
-                f"--port={port}",
-                f"--cert-file={files.cert}",
-                f"--key-file={files.key}",
-                f"--kubeconfig={cluster.kubeconfig}",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={
-                **{k: v for k, v in os.environ.items() if not k.startswith("KUBETUNE_WEBHOOK")},
-                "KUBETUNE_WEBHOOK_NAMESPACE": home,
-            },
-        )
     name = f"kubetune-status-test-{uuid.uuid4().hex[:8]}"
-    hooks = copy.deepcopy(_status_hooks())
-    for hook in hooks:
-        path = hook["clientConfig"]["service"]["path"]
-        hook["clientConfig"] = {
-            "url": f"https://127.0.0.1:{port}{path}",
-            "caBundle": base64.b64encode(files.ca_cert.read_bytes()).decode(),
+    env = clean_env(KUBETUNE_WEBHOOK_NAMESPACE=home)
+    with serving(cluster.kubeconfig, tmp_path, env=env) as webhook:
+        hooks = [point_at(hook, webhook, home) for hook in copy.deepcopy(_status_hooks())]
+        for hook in hooks:
+            hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": home}}
+        configuration = {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": name},
+            "webhooks": hooks,
         }
-        hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": home}}
-    try:
-        _wait(lambda: "serving admission" in log.read_text() or proc.poll() is not None, "serve")
-        assert proc.poll() is None, log.read_text()
-        if hooks:
-            kube.create(
-                VALIDATING_WEBHOOK_CONFIGURATIONS,
-                {
-                    "apiVersion": "admissionregistration.k8s.io/v1",
-                    "kind": "ValidatingWebhookConfiguration",
-                    "metadata": {"name": name},
-                    "webhooks": hooks,
-                },
-            )
-            _wait_until_checked(cluster, kube, home)
-        yield home
-    finally:
-        with contextlib.suppress(errors.NotFound):
-            kube.delete(VALIDATING_WEBHOOK_CONFIGURATIONS, name)
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+        with registered(
+            kube, [(VALIDATING_WEBHOOK_CONFIGURATIONS, configuration)] if hooks else []
+        ):
+            if hooks:
+                _wait_until_checked(cluster, kube, home)
+            yield home
 
 
 def _wait_until_checked(cluster: Any, kube: Kube, ns: str) -> None:
@@ -185,7 +105,7 @@ def _wait_until_checked(cluster: Any, kube: Kube, ns: str) -> None:
             return "names no pod" in str(e)
         return False
 
-    _wait(refused, "the trials/status webhook to take effect")
+    wait_for("the trials/status webhook to take effect", refused)
     kube.delete(TRIALS, probe["metadata"]["name"], ns)
 
 
@@ -215,45 +135,22 @@ def as_token(cluster: Any, token: str) -> Kube:
 
 
 def _trial(kube: Kube, ns: str, name: str, experiment: str) -> dict[str, Any]:
-    trial: dict[str, Any] = kube.create(
-        TRIALS,
-        {
-            "apiVersion": "kubeflow.org/v1beta1",
-            "kind": "Trial",
-            "metadata": {"name": name, "labels": {"katib.kubeflow.org/experiment": experiment}},
-            "spec": {
-                "objective": {
-                    "type": "minimize",
-                    "objectiveMetricName": "loss",
-                    "metricStrategies": [{"name": "loss", "value": "min"}],
-                },
-                "primaryContainerName": "training-container",
-                "metricsCollector": {"collector": {"kind": "StdOut"}},
-                "runSpec": {"apiVersion": "batch/v1", "kind": "Job"},
-            },
-        },
-        ns,
-    )
-    return trial
-
-
-def _owner(obj: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": obj["apiVersion"],
-        "kind": obj["kind"],
-        "name": obj["metadata"]["name"],
-        "uid": obj["metadata"]["uid"],
-        "controller": True,
-    }
+    loss = objective("loss", "minimize")
+    body = trial(name, experiment=experiment, objective_spec=loss)
+    created: dict[str, Any] = kube.create(TRIALS, body, ns)
+    return created
 
 
 def _pod(
     kube: Kube, ns: str, name: str, owner: dict[str, Any] | None, account: str = "default"
 ) -> dict[str, Any]:
-    """A pod that never runs (scheduling gate), owned like a Job's pod."""
+    """A pod that never runs (scheduling gate), owned by a Job. Not by a controller reference:
+    the Job controller releases (drops the reference of) a pod its selector does not match, within
+    seconds, and would delete one it matches (the Job is suspended); a test that raced it saw the
+    pod belong to no Trial."""
     meta: dict[str, Any] = {"name": name}
     if owner is not None:
-        meta["ownerReferences"] = [_owner(owner)]
+        meta["ownerReferences"] = [owner_reference(owner, controller=False)]
         meta["labels"] = {"katib.kubeflow.org/trial": owner["metadata"]["name"]}
     pod: dict[str, Any] = kube.create(
         PODS,
@@ -280,7 +177,7 @@ def _trial_with_pod(kube: Kube, ns: str, name: str, experiment: str) -> tuple[An
         {
             "apiVersion": "batch/v1",
             "kind": "Job",
-            "metadata": {"name": name, "ownerReferences": [_owner(trial)]},
+            "metadata": {"name": name, "ownerReferences": [owner_reference(trial)]},
             "spec": {
                 "suspend": True,
                 "template": {
@@ -381,9 +278,9 @@ def test_kubetune_and_people_are_not_checked(cluster: Any, kube: Kube, checked: 
     controller = as_token(
         cluster, _token(cluster, ns, controller_pod, sa="kubetune-trial-controller")
     )
-    _wait(
-        lambda: _patched(controller, ns, {"status": {"conditions": [_created()]}}),
+    wait_for(
         "the trusted service account's patch (its RoleBinding reaching the authorizer)",
+        lambda: _patched(controller, ns, {"status": {"conditions": [_created()]}}),
     )
     kube.patch(TRIALS, "any", FORGED, ns, subresource="status")
     assert _observation(kube, ns, "any") == FORGED["status"]["observation"]

@@ -841,40 +841,31 @@ def test_metadata_only_update_always_passes() -> None:
 
 
 def test_every_shared_example_manifest_loads_and_validates() -> None:
-    """The valid Experiments of shared/tests/manifests pass after defaulting (config allowing)."""
-    import pathlib
-
-    import yaml
-
+    """The valid Experiments of the shared examples pass after defaulting (config allowing)."""
+    from kubetune_testkit.examples import examples
     from kubetune_webhook import defaulting, patching
 
-    root = pathlib.Path(__file__).resolve().parents[3] / "shared" / "tests" / "manifests"
     checked = 0
-    for path in sorted(root.glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            if not isinstance(doc, dict) or doc.get("kind") != "Experiment":
-                continue
-            doc = patching.apply(doc, defaulting.patch(doc))
-            problems = validating.validate_spec(
-                validating.load(doc)[0],  # type: ignore[arg-type]
-                CONFIG,
-                lambda ns, name, key: (
-                    "apiVersion: batch/v1\nkind: Job\n" + "x: ${trialParameters.a}"
-                ),
-            )
-            # Only configuration gaps (algorithms/collectors kubetune does not ship) are allowed.
-            # configMap templates get no default conditions upstream (reference §2.4).
-            allowed: tuple[str, ...] = (
-                "failed to find",
-                "trialParameters",
-                "ConfigMap",
-                "algorithmSettings",
-            )
-            if doc["spec"]["trialTemplate"].get("configMap"):
-                allowed += ("Condition: required",)
-            unexpected = [p for p in problems if not any(a in p for a in allowed)]
-            assert unexpected == [], (path.name, doc["metadata"].get("name"), unexpected)
-            checked += 1
+    for example, doc in examples("Experiment"):
+        doc = patching.apply(doc, defaulting.patch(doc))
+        problems = validating.validate_spec(
+            validating.load(doc)[0],  # type: ignore[arg-type]
+            CONFIG,
+            lambda ns, name, key: "apiVersion: batch/v1\nkind: Job\n" + "x: ${trialParameters.a}",
+        )
+        # Only configuration gaps (algorithms/collectors kubetune does not ship) are allowed.
+        # configMap templates get no default conditions upstream (reference §2.4).
+        allowed: tuple[str, ...] = (
+            "failed to find",
+            "trialParameters",
+            "ConfigMap",
+            "algorithmSettings",
+        )
+        if doc["spec"]["trialTemplate"].get("configMap"):
+            allowed += ("Condition: required",)
+        unexpected = [p for p in problems if not any(a in p for a in allowed)]
+        assert unexpected == [], (example, unexpected)
+        checked += 1
     assert checked > 5
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from kubetune import naming
 from kubetune.kube import Resource
+from kubetune_testkit import builders
 from kubetune_webhook.permissions import Permission
 
 NS = "team-a"
@@ -15,73 +16,44 @@ LABELLED = {naming.LABEL_INJECTION: naming.INJECTION_ENABLED}
 TRIAL_LABEL = naming.LABEL_TRIAL
 
 
+TRAIN = ["python3", "train.py", "--lr=${trialParameters.learningRate}"]
+
+
 def experiment(**spec_overrides: Any) -> dict[str, Any]:
     """A valid, already-defaulted random-search Experiment (batch Job, StdOut)."""
-    exp: dict[str, Any] = {
-        "apiVersion": "kubeflow.org/v1beta1",
-        "kind": "Experiment",
-        "metadata": {"name": "random", "namespace": NS},
-        "spec": {
-            "objective": {
-                "type": "maximize",
-                "goal": 0.99,
-                "objectiveMetricName": "accuracy",
-                "additionalMetricNames": ["loss"],
-            },
-            "algorithm": {"algorithmName": "random"},
-            "parallelTrialCount": 2,
-            "maxTrialCount": 6,
-            "maxFailedTrialCount": 2,
-            "parameters": [
-                {
-                    "name": "lr",
-                    "parameterType": "double",
-                    "feasibleSpace": {"min": "0.01", "max": "0.1"},
-                },
-                {
-                    "name": "opt",
-                    "parameterType": "categorical",
-                    "feasibleSpace": {"list": ["sgd", "adam"]},
-                },
-            ],
-            "trialTemplate": {
-                "primaryContainerName": "training-container",
-                "trialParameters": [
-                    {"name": "learningRate", "reference": "lr"},
-                    {"name": "optimizer", "reference": "opt"},
-                ],
-                "trialSpec": {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "spec": {
-                        "template": {
-                            "spec": {
-                                "containers": [
-                                    {
-                                        "name": "training-container",
-                                        "image": "python:3.12",
-                                        "command": [
-                                            "python3",
-                                            "train.py",
-                                            "--lr=${trialParameters.learningRate}",
-                                            "--optimizer=${trialParameters.optimizer}",
-                                        ],
-                                    }
-                                ],
-                                "restartPolicy": "Never",
-                            }
-                        }
-                    },
-                },
-                "successCondition": 'status.conditions.#(type=="Complete")#|#(status=="True")#',
-                "failureCondition": 'status.conditions.#(type=="Failed")#|#(status=="True")#',
-            },
-            "metricsCollectorSpec": {"collector": {"kind": "StdOut"}},
-            "resumePolicy": "Never",
-        },
-    }
+    exp = builders.experiment(
+        "random",
+        NS,
+        objective_spec=builders.objective(strategies=False, additional=["loss"], goal=0.99),
+        parameters=[builders.LR, builders.categorical("opt", ["sgd", "adam"])],
+        trial_parameters=builders.references(learningRate="lr", optimizer="opt"),
+        trial_spec=builders.trial_job(
+            [*TRAIN, "--optimizer=${trialParameters.optimizer}"], image="python:3.12"
+        ),
+        conditions=builders.JOB_CONDITIONS,
+        parallelTrialCount=2,
+        maxTrialCount=6,
+        maxFailedTrialCount=2,
+        resumePolicy="Never",
+    )
     exp["spec"].update(copy.deepcopy(spec_overrides))
     return exp
+
+
+def undefaulted_experiment(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    """A valid Experiment without the fields the defaulter fills in (for a real API server)."""
+    return builders.experiment(
+        name,
+        namespace,
+        objective_spec=builders.objective(
+            "loss", "minimize", strategies=False, additional=["accuracy"]
+        ),
+        collector=None,
+        trial_spec=builders.trial_job(
+            ["python3", "-c", "print('loss=${trialParameters.learningRate}')"], image="python:3.12"
+        ),
+        **{"maxTrialCount": 4, **spec},
+    )
 
 
 @dataclass

@@ -23,7 +23,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-ROOT = Path(__file__).resolve().parents[2]
+from kubetune_testkit.paths import REPO
+
+ROOT = REPO
 OVERLAY = ROOT / "kustomize" / "overlays" / "local"
 KUBETUNE_NAMESPACE = "kubeflow"
 INJECTION_LABEL = "katib.kubeflow.org/metrics-collector-injection=enabled"

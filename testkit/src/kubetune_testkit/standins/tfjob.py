@@ -10,11 +10,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kubetune import errors
 from kubetune.kube import PODS, Kube, Resource
-from kubetune.runtime import Context, Controller, Key, owner_keys
-
-from . import now, pod_phase_counts
+from kubetune.runtime import Context, Key
+from kubetune_testkit.standins import OperatorStandIn, now, pod_phase_counts
 
 TFJOBS = Resource("kubeflow.org", "v1", "tfjobs", "TFJob")
 OPERATOR = "tfjob-controller"
@@ -41,18 +39,12 @@ def _set(conds: list[dict[str, Any]], new: dict[str, Any]) -> list[dict[str, Any
     return [c for c in conds if c["type"] != new["type"]] + [new]
 
 
-class TFJobOperatorStandIn:
+class TFJobOperatorStandIn(OperatorStandIn):
+    """Runs TFJobs of one namespace on kubetune's runtime, in the test process."""
+
     def __init__(self, kube: Kube, namespace: str) -> None:
-        self.kube = kube
-        self.namespace = namespace
-        self.controller = Controller("standin-tfjob-operator", self.reconcile)
-        self.controller.watch(TFJOBS, namespace=namespace)
-        self.controller.watch(
-            PODS,
-            owner_keys("TFJob", "kubeflow.org/v1"),
-            namespace=namespace,
-            label_selector=f"{L}operator-name={OPERATOR}",
-        )
+        selector = f"{L}operator-name={OPERATOR}"
+        super().__init__("standin-tfjob-operator", kube, namespace, TFJOBS, selector)
 
     def _pod(self, job: dict[str, Any], rtype: str, index: int, master: bool) -> dict[str, Any]:
         name = job["metadata"]["name"]
@@ -71,31 +63,12 @@ class TFJobOperatorStandIn:
             labels[f"{L}job-role"] = "master"
         spec = template.get("spec") or {}
         spec.setdefault("restartPolicy", "Never")
-        return {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": f"{name}-{rtype.lower()}-{index}",
-                "namespace": job["metadata"]["namespace"],
-                "labels": labels,
-                "annotations": dict(meta.get("annotations") or {}),
-                "ownerReferences": [
-                    {
-                        "apiVersion": "kubeflow.org/v1",
-                        "kind": "TFJob",
-                        "name": name,
-                        "uid": job["metadata"]["uid"],
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
-            },
-            "spec": spec,
-        }
+        annotations = dict(meta.get("annotations") or {})
+        return self.owned_pod(job, f"{name}-{rtype.lower()}-{index}", labels, annotations, spec)
 
     def reconcile(self, ctx: Context, key: Key) -> None:
-        job = self.kube.get_or_none(TFJOBS, key.name, key.namespace)
-        if job is None or job["metadata"].get("deletionTimestamp"):
+        job = self.live(TFJOBS, key)
+        if job is None:
             return
         name = key.name
         specs: dict[str, Any] = job["spec"].get("tfReplicaSpecs") or {}
@@ -120,10 +93,7 @@ class TFJobOperatorStandIn:
                 pod = self._pod(job, rtype, index, master)
                 current = pods.get(pod["metadata"]["name"])
                 if current is None and not done:
-                    try:
-                        current = self.kube.create(PODS, pod, key.namespace)
-                    except errors.AlreadyExists:
-                        current = self.kube.get(PODS, pod["metadata"]["name"], key.namespace)
+                    current = self.create_pod(pod, key.namespace)
                 if current is None:
                     continue
                 owned.append(current)
@@ -164,14 +134,4 @@ class TFJobOperatorStandIn:
         status.setdefault("startTime", now())
         status["conditions"] = conds
         status["replicaStatuses"] = replica_statuses
-        if status != (job.get("status") or {}):
-            self.kube.patch(
-                TFJOBS,
-                name,
-                {
-                    "metadata": {"resourceVersion": job["metadata"]["resourceVersion"]},
-                    "status": status,
-                },
-                key.namespace,
-                subresource="status",
-            )
+        self.write_status(TFJOBS, job, status, "status")

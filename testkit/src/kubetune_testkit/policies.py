@@ -1,0 +1,85 @@
+"""A ValidatingAdmissionPolicy that refuses some pods of one namespace: the API server's own
+refusal (no webhook), for tests of what kubetune does when the pods of a Trial cannot exist."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from kubetune import errors
+from kubetune.kube import PODS, Kube, Resource
+from kubetune_testkit.waiting import wait_for
+
+POLICIES = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingadmissionpolicies",
+    "ValidatingAdmissionPolicy",
+    False,
+)
+BINDINGS = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingadmissionpolicybindings",
+    "ValidatingAdmissionPolicyBinding",
+    False,
+)
+
+
+def _refused(kube: Kube, namespace: str, labels: dict[str, str], message: str) -> bool:
+    """Whether a server-side dry run of a pod with `labels` is refused (nothing is stored)."""
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "policy-probe", "labels": labels},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["true"]}]},
+    }
+    try:
+        kube.create(PODS, pod, namespace, dry_run=True)
+    except errors.ApiError as e:
+        return message in str(e)
+    return False
+
+
+@contextlib.contextmanager
+def refusing_pods(
+    kube: Kube,
+    namespace: str,
+    expression: str,
+    message: str,
+    probe_labels: dict[str, str] | None = None,
+) -> Iterator[None]:
+    """Until the block ends, pods of `namespace` for which the CEL `expression` is false are
+    refused with `message`. With `probe_labels`, first wait until a pod with those labels is
+    refused (the API server loads a new policy within a second or so, longer when busy)."""
+    name = f"refuse-{namespace}"
+    rules = [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
+    ]
+    match = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}
+    policy = {
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": rules},
+            "validations": [{"expression": expression, "message": message}],
+        },
+    }
+    binding = {
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"], "matchResources": match},
+    }
+    try:
+        kube.create(POLICIES, policy)
+        kube.create(BINDINGS, binding)
+        if probe_labels is not None:
+            wait_for(
+                "the refusing policy to take effect",
+                lambda: _refused(kube, namespace, probe_labels, message),
+            )
+        yield
+    finally:
+        for resource in (BINDINGS, POLICIES):
+            with contextlib.suppress(errors.NotFound):
+                kube.delete(resource, name)

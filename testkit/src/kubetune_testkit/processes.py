@@ -1,0 +1,105 @@
+"""A service's console script run as its own process against the test cluster.
+
+Tests run the real command line (the one the image runs), so flags, signals and exit codes are
+tested as shipped; the process's output goes to a log file the test prints on failure.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def console_script(name: str) -> str:
+    """The path of an installed console script: this interpreter's, else the one on PATH."""
+    beside = Path(sys.executable).parent / name
+    if beside.exists():
+        return str(beside)
+    found = shutil.which(name)
+    if found is None:
+        raise FileNotFoundError(
+            f"console script {name!r} is not installed: install its package in this env "
+            "(tox.ini lists each env's packages)"
+        )
+    return found
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now (a server started right after can bind it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class ServiceProcess:
+    """One console script; each `start` is a new run logging to `<log_dir>/<name>-<ident>N.log`."""
+
+    script: str
+    args: list[str]
+    log_dir: Path
+    ident: str = "a"
+    env: dict[str, str] | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    runs: int = 0
+    logs_of: list[Path] = field(default_factory=list)
+
+    def start(self, *extra: str) -> ServiceProcess:
+        """Start a run (the previous one must have ended), with `extra` arguments appended."""
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        self.runs += 1
+        log = self.log_dir / f"{Path(self.script).name}-{self.ident}{self.runs}.log"
+        self.logs_of.append(log)
+        with log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [console_script(self.script), *self.args, *extra],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+            )
+        return self
+
+    @property
+    def popen(self) -> subprocess.Popen[bytes]:
+        """The current run's process."""
+        assert self.proc is not None, f"{self.script} was never started"
+        return self.proc
+
+    def kill(self) -> None:
+        """SIGKILL: the harshest restart, no cleanup at all."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self, timeout: float = 30) -> int | None:
+        """SIGTERM and wait; the exit code (None when never started)."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise
+        return self.proc.returncode
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def output(self) -> str:
+        """All the runs' output (the current run's may still grow)."""
+        return "\n".join(p.read_text(errors="replace") for p in self.logs_of if p.exists())
+
+    def logs(self, tail: int = 6000) -> str:
+        """The end of each run's log, for a failure message."""
+        return "\n".join(
+            f"--- {p.name}\n{p.read_text(errors='replace')[-tail:]}"
+            for p in self.logs_of
+            if p.exists()
+        )
