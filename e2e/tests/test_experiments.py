@@ -189,7 +189,7 @@ def test_the_shipped_trial_templates_configmap_runs_an_experiment(
 ) -> None:
     """Katib's install ships `trial-templates` (label katib.kubeflow.org/component); kubetune's
     equivalent is found by an Experiment that names only a key of it."""
-    found = get(
+    found = get_json(
         kubetune,
         "configmaps",
         "-n",
@@ -210,7 +210,9 @@ def test_the_shipped_trial_templates_configmap_runs_an_experiment(
 
     out = apply(kubetune, exp, check=False)
     assert out.returncode == 0, out.stderr
-    done = wait_for(experiment_done(kubetune, "configmap-template", ns), 420, "the experiment")
+    done = wait_for(
+        "the experiment", experiment_done(kubetune, "configmap-template", ns), 420, POLL
+    )
     assert done["status"]["trialsSucceeded"] == 2
     for trial in trials_of(kubetune, "configmap-template", ns):
         assert 0 < metric(trial, "accuracy", "max") <= 1
@@ -259,7 +261,7 @@ def test_prometheus_metric_collector_scrapes_the_trainers_endpoint(
     ]
     out = apply(kubetune, exp, check=False)
     assert out.returncode == 0, out.stderr
-    done = wait_for(experiment_done(kubetune, "prometheus", ns), 300, "the experiment")
+    done = wait_for("the experiment", experiment_done(kubetune, "prometheus", ns), 300, POLL)
     assert done["status"]["trialsSucceeded"] == 2
     for trial in trials_of(kubetune, "prometheus", ns):
         x = float(trial["spec"]["parameterAssignments"][0]["value"])
@@ -284,9 +286,9 @@ def test_a_trial_with_two_training_containers_waits_for_both(
     )
     out = apply(kubetune, exp, check=False)
     assert out.returncode == 0, out.stderr
-    wait_for(experiment_done(kubetune, "two-trainers", ns), 300, "the experiment")
+    wait_for("the experiment", experiment_done(kubetune, "two-trainers", ns), 300, POLL)
     (trial,) = trials_of(kubetune, "two-trainers", ns)
-    (pod,) = get(
+    (pod,) = get_json(
         kubetune, "pods", "-n", ns, "-l", f"katib.kubeflow.org/trial={trial['metadata']['name']}"
     )["items"]
     ended = {
