@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,3 +40,39 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 _MAP_KEY = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """When a test on the deployed overlay fails, what the cluster looked like: the test
+    namespace's objects and events, and the tail of each kubetune service's log (a timeout
+    alone says nothing about which service stalled)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    funcargs = getattr(item, "funcargs", {})
+    cluster, ns = funcargs.get("kubetune"), funcargs.get("ns")
+    if cluster is None or ns is None:
+        return
+    parts = []
+    for args in (
+        ("get", "experiments,suggestions,trials,jobs,pods", "-n", ns, "-o", "wide"),
+        ("get", "events", "-n", ns, "--sort-by=.lastTimestamp"),
+        ("get", "pods", "-n", "kubeflow", "-o", "wide"),
+    ):
+        out = cluster.kubectl(*args, check=False)
+        parts.append(f"$ kubectl {' '.join(args)}\n{out.stdout}{out.stderr}")
+    for service in SERVICES:
+        out = cluster.kubectl(
+            "logs", "-n", "kubeflow", f"deployment/kubetune-{service}", "--tail=40", check=False
+        )
+        parts.append(f"$ kubectl logs deployment/kubetune-{service} --tail=40\n{out.stdout}")
+    out = cluster.kubectl(
+        "logs", "-n", ns, "-l", "katib.kubeflow.org/suggestion", "--tail=40", check=False
+    )
+    parts.append(f"$ kubectl logs -n {ns} -l katib.kubeflow.org/suggestion --tail=40\n{out.stdout}")
+    report.sections.append(("cluster state at the failure", "\n".join(parts)))
+
+
+SERVICES = ("experiment-controller", "suggestion-controller", "trial-controller", "webhook")
