@@ -11,8 +11,6 @@ import json
 import os
 import random
 import re
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -20,26 +18,26 @@ from typing import Any
 import pytest
 import yaml
 from deploying import ROOT, apply_overlay, enable_injection, wait_available
+from podcode import PYTHON_IMAGE, TRAINING_IMAGE, python_code, training
 
-from localcluster import thirdparty
 from localcluster.pytest_plugin import ClusterHandle
 
 pytestmark = pytest.mark.integration
 
 EXAMPLE = ROOT / "examples" / "random.yaml"
-TRAINING = ROOT / "examples" / "training" / "digits.py"
 Obj = dict[str, Any]
 SCORE_SCRIPT = "print('score=' + str(1 - abs(0.3 - ${trialParameters.x})))"
 
 
 @pytest.fixture(scope="module")
 def kubetune(cluster: ClusterHandle) -> ClusterHandle:
+    """kubetune deployed: the local overlay here; on an existing cluster (kind) the overlay its
+    scripts applied (e2e/kind/run-e2e.sh), unless KUBETUNE_E2E_LOCAL_OVERLAY=1 asks for ours."""
     if (
-        os.environ.get("KUBETUNE_E2E_EXISTING_CLUSTER") == "1"
-        and os.environ.get("KUBETUNE_E2E_LOCAL_OVERLAY") != "1"
+        os.environ.get("KUBETUNE_E2E_EXISTING_CLUSTER") != "1"
+        or os.environ.get("KUBETUNE_E2E_LOCAL_OVERLAY") == "1"
     ):
-        pytest.skip("existing cluster: set KUBETUNE_E2E_LOCAL_OVERLAY=1 to deploy kubetune there")
-    apply_overlay(cluster)
+        apply_overlay(cluster)
     wait_available(cluster)
     return cluster
 
@@ -88,7 +86,8 @@ def digits_experiment(ns: str, name: str, **spec: Any) -> Obj:
     container = exp["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]["containers"][
         0
     ]
-    container["command"] = [sys.executable, str(TRAINING), *container["command"][2:]]
+    container["command"] = training(*container["command"][2:])
+    container["image"] = TRAINING_IMAGE
     exp["spec"].pop("objective")
     exp["spec"]["objective"] = {
         "type": "maximize",
@@ -132,12 +131,8 @@ def quick_experiment(ns: str, name: str, policy: str, max_trials: int) -> Obj:
                                 "containers": [
                                     {
                                         "name": "training",
-                                        "image": "python:3.11",
-                                        "command": [
-                                            sys.executable,
-                                            "-c",
-                                            SCORE_SCRIPT,
-                                        ],
+                                        "image": PYTHON_IMAGE,
+                                        "command": python_code(SCORE_SCRIPT),
                                     }
                                 ],
                             }
@@ -436,84 +431,43 @@ def test_chaos_every_service_pod_deleted_once(kubetune: ClusterHandle, ns: str) 
     assert exp_done["status"]["currentOptimalTrial"]["bestTrialName"] == best["metadata"]["name"]
 
 
-def install_thirdparty_crd(cluster: ClusterHandle, filename: str, name: str) -> None:
-    """Install a real operator's CRD (from its Go module, see localcluster.thirdparty)."""
-    path = thirdparty.crd_path(filename)
-    out = cluster.kubectl(
-        "apply", "--server-side", "--force-conflicts", "-f", str(path), check=False
-    )
-    assert out.returncode == 0, out.stderr
-
-    def established() -> bool:
-        got = cluster.kubectl("get", "crd", name, "-o", "json", check=False)
-        return got.returncode == 0 and condition(json.loads(got.stdout), "Established") is not None
-
-    wait_for(established, 60, f"CRD {name} to be established")
+def pods_of(cluster: ClusterHandle, ns: str, selector: str) -> list[Obj]:
+    items: list[Obj] = get(cluster, "pods", "-n", ns, "-l", selector)["items"]
+    return items
 
 
-def argo_experiment(ns: str, name: str) -> Obj:
-    exp = quick_experiment(ns, name, "Never", 3)
-    template = exp["spec"]["trialTemplate"]
-    job = template["trialSpec"]["spec"]["template"]["spec"]["containers"][0]
-    template.update(
-        primaryContainerName="main",
-        primaryPodLabels={"katib.kubeflow.org/model-training": "true"},
-        successCondition='status.[@this].#(phase=="Succeeded")#',
-        failureCondition='status.[@this].#(phase=="Failed")#',
-        trialSpec={
-            "apiVersion": "argoproj.io/v1alpha1",
-            "kind": "Workflow",
-            "spec": {
-                "entrypoint": "train",
-                "templates": [
-                    {
-                        "name": "train",
-                        "metadata": {"labels": {"katib.kubeflow.org/model-training": "true"}},
-                        "container": {"image": "python:3.11", "command": job["command"]},
-                    }
-                ],
-            },
-        },
-    )
-    return exp
-
-
-def test_argo_workflow_trials_with_a_sidecar_that_never_exits(
-    kubetune: ClusterHandle, ns: str
-) -> None:
-    from argo_standin import ArgoControllerStandIn
-
-    from kubetune.kube import Kube, connect
-
-    install_thirdparty_crd(kubetune, "argoproj.io_workflows.yaml", "workflows.argoproj.io")
-    kube = Kube(connect(kubetune.kubeconfig))
-    standin = ArgoControllerStandIn(kube, ns, sys.executable)
-    stop = threading.Event()
-    standin.controller.start_informers(kube, stop)
-    threads = standin.controller.start_workers(stop)
+# Resolves every host name of TF_CONFIG (retrying until all pods have addresses), then
+# runs the rest of argv: the real operator's service names must resolve in the pods.
+RESOLVE_TF_CONFIG = """
+import json, os, socket, subprocess, sys, time
+cluster = json.loads(os.environ["TF_CONFIG"])["cluster"]
+hosts = sorted({a.rsplit(":", 1)[0] for addrs in cluster.values() for a in addrs})
+deadline = time.time() + 180
+while True:
     try:
-        apply(kubetune, argo_experiment(ns, "argo"))
-        exp = wait_for(experiment_done(kubetune, "argo", ns), 300, "the Argo experiment")
-    finally:
-        stop.set()
-        standin.controller.queue.shutdown()
-        for thread in threads:
-            thread.join(10)
-    assert (exp["status"]["trials"], exp["status"]["trialsSucceeded"]) == (3, 3)
-    for trial in trials_of(kubetune, "argo", ns):
-        x = float(trial["spec"]["parameterAssignments"][0]["value"])
-        assert metric(trial, "score", "latest") == pytest.approx(1 - abs(0.3 - x))
+        print("resolved", {h: socket.gethostbyname(h) for h in hosts}, flush=True)
+        break
+    except OSError:
+        if time.time() > deadline:
+            raise
+        time.sleep(1)
+sys.exit(subprocess.call(sys.argv[1:]) if len(sys.argv) > 1 else 0)
+"""
 
 
 def tfjob_experiment(ns: str, name: str) -> Obj:
-    training = [
-        sys.executable,
-        str(TRAINING),
-        "--epochs=2",
-        "--lr=${trialParameters.learningRate}",
-        "--l2=${trialParameters.weightDecay}",
-        "--metrics-file=/var/log/katib/metrics.log",
-    ]
+    chief = python_code(
+        RESOLVE_TF_CONFIG,
+        *training(
+            "--epochs=2",
+            "--lr=${trialParameters.learningRate}",
+            "--l2=${trialParameters.weightDecay}",
+            "--metrics-file=/var/log/katib/metrics.log",
+        ),
+    )
+    # The worker stays up until the operator ends the job (cleanPodPolicy Running), so the
+    # chief can resolve its name.
+    worker = python_code(RESOLVE_TF_CONFIG, "sleep", "600")
 
     def replica(command: list[str]) -> Obj:
         return {
@@ -524,7 +478,7 @@ def tfjob_experiment(ns: str, name: str) -> Obj:
                     "containers": [
                         {
                             "name": "tensorflow",
-                            "image": "docker.io/kubeflow/tf-mnist:latest",
+                            "image": TRAINING_IMAGE,
                             "command": command,
                         }
                     ]
@@ -563,6 +517,9 @@ def tfjob_experiment(ns: str, name: str) -> Obj:
             ],
             "trialTemplate": {
                 "primaryContainerName": "tensorflow",
+                "retain": True,
+                # The operator labels the chief (the master) pod so.
+                "primaryPodLabels": {"training.kubeflow.org/job-role": "master"},
                 "trialParameters": [
                     {"name": "learningRate", "reference": "lr"},
                     {"name": "weightDecay", "reference": "l2"},
@@ -571,10 +528,12 @@ def tfjob_experiment(ns: str, name: str) -> Obj:
                     "apiVersion": "kubeflow.org/v1",
                     "kind": "TFJob",
                     "spec": {
+                        # The sleeping worker is stopped when the chief is done.
+                        "runPolicy": {"cleanPodPolicy": "Running"},
                         "tfReplicaSpecs": {
-                            "Chief": replica(training),
-                            "Worker": replica([sys.executable, "-c", "print('worker done')"]),
-                        }
+                            "Chief": replica(chief),
+                            "Worker": replica(worker),
+                        },
                     },
                 },
             },
@@ -582,23 +541,87 @@ def tfjob_experiment(ns: str, name: str) -> Obj:
     }
 
 
-def test_tpe_over_tfjob_trials_with_the_file_collector(kubetune: ClusterHandle, ns: str) -> None:
-    # The training operator's stand-in of the trial-controller's tests (same behaviour towards
-    # pods and status); the real TFJob CRD comes from the training-operator's Go module.
-    sys.path.insert(0, str(ROOT / "services" / "trial-controller" / "tests"))
-    from standins import running  # type: ignore[import-not-found]
-    from standins.tfjob_operator import TFJobOperatorStandIn  # type: ignore[import-not-found]
-
-    from kubetune.kube import Kube, connect
-
-    install_thirdparty_crd(kubetune, "kubeflow.org_tfjobs.yaml", "tfjobs.kubeflow.org")
-    kube = Kube(connect(kubetune.kubeconfig))
-    with running(TFJobOperatorStandIn(kube, ns).controller, kube):
-        apply(kubetune, tfjob_experiment(ns, "tfjob"))
-        exp = wait_for(experiment_done(kubetune, "tfjob", ns), 420, "the TFJob experiment")
+def test_tpe_over_tfjob_trials_with_the_file_collector(
+    training_operator: ClusterHandle, kubetune: ClusterHandle, ns: str
+) -> None:
+    """The real training-operator runs the TFJobs: chief + worker pods, the chief (labelled
+    job-role=master by the operator) is the primary pod that gets the File collector."""
+    apply(kubetune, tfjob_experiment(ns, "tfjob"))
+    exp = wait_for(experiment_done(kubetune, "tfjob", ns), 600, "the TFJob experiment")
     assert (exp["status"]["trials"], exp["status"]["trialsSucceeded"]) == (4, 4)
     trials = trials_of(kubetune, "tfjob", ns)
     best = min(trials, key=lambda t: metric(t, "loss", "min"))
     assert exp["status"]["currentOptimalTrial"]["bestTrialName"] == best["metadata"]["name"]
     for trial in trials:
         assert 0.5 < metric(trial, "accuracy", "latest") <= 1.0
+        job = get(kubetune, "tfjob", trial["metadata"]["name"], "-n", ns)
+        assert condition(job, "Succeeded") is not None
+    chiefs = pods_of(kubetune, ns, "training.kubeflow.org/replica-type=chief")
+    assert chiefs, "the operator made no chief pods"
+    for pod in chiefs:
+        names = [c["name"] for c in pod["spec"]["containers"]]
+        assert "metrics-logger-and-collector" in names, names
+        assert pod["metadata"]["labels"]["training.kubeflow.org/job-role"] == "master"
+
+
+PYTORCH_SCRIPT = """
+import os, socket, time
+deadline = time.time() + 180
+while True:
+    try:
+        address = socket.gethostbyname(os.environ["MASTER_ADDR"])
+        break
+    except OSError:
+        if time.time() > deadline:
+            raise
+        time.sleep(1)
+print("rank", os.environ["RANK"], "of", os.environ["WORLD_SIZE"], "master at", address, flush=True)
+if os.environ["RANK"] == "0":
+    print("score=" + str(1 - abs(0.3 - ${trialParameters.x})))
+"""
+
+
+def test_random_search_over_pytorchjob_trials(
+    training_operator: ClusterHandle, kubetune: ClusterHandle, ns: str
+) -> None:
+    """The real training-operator runs PyTorchJobs: the worker's init container waits for the
+    master's name (alpine nslookup), both see MASTER_ADDR resolve; the master is primary."""
+    exp = quick_experiment(ns, "pytorch", "Never", 2)
+
+    def replica() -> Obj:
+        return {
+            "replicas": 1,
+            "restartPolicy": "Never",
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "pytorch",
+                            "image": PYTHON_IMAGE,
+                            "command": python_code(PYTORCH_SCRIPT),
+                        }
+                    ]
+                }
+            },
+        }
+
+    exp["spec"]["trialTemplate"].update(
+        primaryContainerName="pytorch",
+        retain=True,
+        trialSpec={
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "spec": {"pytorchReplicaSpecs": {"Master": replica(), "Worker": replica()}},
+        },
+    )
+    apply(kubetune, exp)
+    done = wait_for(experiment_done(kubetune, "pytorch", ns), 600, "the PyTorchJob experiment")
+    assert (done["status"]["trials"], done["status"]["trialsSucceeded"]) == (2, 2)
+    for trial in trials_of(kubetune, "pytorch", ns):
+        x = float(trial["spec"]["parameterAssignments"][0]["value"])
+        assert metric(trial, "score", "latest") == pytest.approx(1 - abs(0.3 - x))
+    workers = pods_of(kubetune, ns, "training.kubeflow.org/replica-type=worker")
+    assert workers, "the operator made no worker pods"
+    for pod in workers:
+        init = [c["name"] for c in pod["spec"].get("initContainers") or []]
+        assert init == ["init-pytorch"], init
