@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from deploying import render_image_map
-from realoperators import image_map_entries, install_training_operator
+from realoperators import image_map_entries, install_argo, install_training_operator
 
 from localcluster.pytest_plugin import ClusterHandle
 
@@ -49,4 +49,11 @@ _MAP_KEY = pytest.StashKey[str]()
 def training_operator(cluster: ClusterHandle) -> ClusterHandle:
     """The real Kubeflow training-operator (TFJob, PyTorchJob), once per session."""
     install_training_operator(cluster)
+    return cluster
+
+
+@pytest.fixture(scope="session")
+def argo(cluster: ClusterHandle) -> ClusterHandle:
+    """The real Argo workflow-controller (executor: argoexec), once per session."""
+    install_argo(cluster)
     return cluster

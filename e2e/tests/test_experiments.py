@@ -19,6 +19,7 @@ import pytest
 import yaml
 from deploying import ROOT, apply_overlay, enable_injection, wait_available
 from podcode import PYTHON_IMAGE, TRAINING_IMAGE, python_code, training
+from realoperators import grant_argo_executor
 
 from localcluster.pytest_plugin import ClusterHandle
 
@@ -434,6 +435,137 @@ def test_chaos_every_service_pod_deleted_once(kubetune: ClusterHandle, ns: str) 
 def pods_of(cluster: ClusterHandle, ns: str, selector: str) -> list[Obj]:
     items: list[Obj] = get(cluster, "pods", "-n", ns, "-l", selector)["items"]
     return items
+
+
+PRIMARY = {"katib.kubeflow.org/model-training": "true"}
+
+
+def argo_experiment(ns: str, name: str, workflow: Obj, max_trials: int = 3) -> Obj:
+    """Trials are Argo Workflows; the pod labelled model-training=true is the primary one."""
+    exp = quick_experiment(ns, name, "Never", max_trials)
+    exp["spec"]["trialTemplate"].update(
+        primaryContainerName="main",
+        primaryPodLabels=PRIMARY,
+        retain=True,
+        successCondition='status.[@this].#(phase=="Succeeded")#',
+        failureCondition='status.[@this].#(phase=="Failed")#',
+        trialSpec={"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "spec": workflow},
+    )
+    return exp
+
+
+def step(name: str, code: str, primary: bool = False, **extra: Any) -> Obj:
+    template: Obj = {
+        "name": name,
+        "container": {"image": PYTHON_IMAGE, "command": python_code(code)},
+        **extra,
+    }
+    if primary:
+        template["metadata"] = {"labels": dict(PRIMARY)}
+    return template
+
+
+@pytest.fixture
+def argo_ns(argo: ClusterHandle, ns: str) -> str:
+    grant_argo_executor(argo, ns)
+    return ns
+
+
+def test_argo_workflow_trials_with_a_sidecar_that_never_exits(
+    kubetune: ClusterHandle, argo_ns: str
+) -> None:
+    """The real workflow-controller and argoexec: init, wait and main containers (emissary),
+    and a sidecar that never exits (Argo stops it when main ends); metrics from main."""
+    ns = argo_ns
+    forever = {
+        "name": "forever",
+        "image": PYTHON_IMAGE,
+        "command": python_code("import time; time.sleep(100000)"),
+    }
+    workflow = {
+        "entrypoint": "train",
+        "templates": [step("train", SCORE_SCRIPT, primary=True, sidecars=[forever])],
+    }
+    apply(kubetune, argo_experiment(ns, "argo", workflow))
+    exp = wait_for(experiment_done(kubetune, "argo", ns), 420, "the Argo experiment")
+    assert (exp["status"]["trials"], exp["status"]["trialsSucceeded"]) == (3, 3)
+    for trial in trials_of(kubetune, "argo", ns):
+        x = float(trial["spec"]["parameterAssignments"][0]["value"])
+        assert metric(trial, "score", "latest") == pytest.approx(1 - abs(0.3 - x))
+        wf = get(kubetune, "workflow", trial["metadata"]["name"], "-n", ns)
+        assert wf["status"]["phase"] == "Succeeded"
+    pods = pods_of(kubetune, ns, "workflows.argoproj.io/workflow")
+    assert len(pods) == 3
+    for pod in pods:
+        init = [c["name"] for c in pod["spec"].get("initContainers") or []]
+        names = [c["name"] for c in pod["spec"]["containers"]]
+        assert "init" in init and {"wait", "main", "forever"} <= set(names), (init, names)
+
+
+def test_argo_dag_metric_from_the_main_step(kubetune: ClusterHandle, argo_ns: str) -> None:
+    """A three-step DAG: only the training step is primary, so the metric lines the other
+    steps print are not the trial's."""
+    ns = argo_ns
+    workflow = {
+        "entrypoint": "pipeline",
+        "templates": [
+            {
+                "name": "pipeline",
+                "dag": {
+                    "tasks": [
+                        {"name": "prepare", "template": "prepare"},
+                        {"name": "train", "template": "train", "depends": "prepare"},
+                        {"name": "report", "template": "report", "depends": "train"},
+                    ]
+                },
+            },
+            step("prepare", "print('score=-5')"),
+            step("train", SCORE_SCRIPT, primary=True),
+            step("report", "print('score=99')"),
+        ],
+    }
+    apply(kubetune, argo_experiment(ns, "dag", workflow, max_trials=2))
+    exp = wait_for(experiment_done(kubetune, "dag", ns), 420, "the DAG experiment")
+    assert (exp["status"]["trials"], exp["status"]["trialsSucceeded"]) == (2, 2)
+    for trial in trials_of(kubetune, "dag", ns):
+        x = float(trial["spec"]["parameterAssignments"][0]["value"])
+        assert metric(trial, "score", "latest") == pytest.approx(1 - abs(0.3 - x))
+        assert metric(trial, "score", "max") == pytest.approx(1 - abs(0.3 - x))
+    assert len(pods_of(kubetune, ns, "workflows.argoproj.io/workflow")) == 6
+
+
+def test_argo_failing_step_fails_the_trial(kubetune: ClusterHandle, argo_ns: str) -> None:
+    """A training step that exits 3: Argo fails the Workflow, the Trial fails with it, and
+    maxFailedTrialCount ends the Experiment."""
+    ns = argo_ns
+    workflow = {
+        "entrypoint": "train",
+        "templates": [
+            step("train", "print('score=${trialParameters.x}'); raise SystemExit(3)", True)
+        ],
+    }
+    exp = argo_experiment(ns, "argofail", workflow, max_trials=2)
+    exp["spec"].update(parallelTrialCount=1, maxFailedTrialCount=0)
+    out = apply(kubetune, exp, check=False)
+    assert out.returncode == 0, out.stderr
+
+    def failed() -> Obj | None:
+        found = get(kubetune, "experiment", "argofail", "-n", ns)
+        return found if condition(found, "Failed") else None
+
+    done = wait_for(failed, 300, "the failing Argo experiment to fail")
+    assert done["status"]["trialsFailed"] == 1, done["status"]
+    trial = trials_of(kubetune, "argofail", ns)[0]
+    assert condition(trial, "Failed") is not None
+    wf = get(kubetune, "workflow", trial["metadata"]["name"], "-n", ns)
+    assert wf["status"]["phase"] == "Failed"
+    main = next(
+        s
+        for p in pods_of(kubetune, ns, "workflows.argoproj.io/workflow")
+        for s in p["status"]["containerStatuses"]
+        if s["name"] == "main"
+    )
+    assert main["state"]["terminated"]["exitCode"] == 3
 
 
 # Resolves every host name of TF_CONFIG (retrying until all pods have addresses), then
