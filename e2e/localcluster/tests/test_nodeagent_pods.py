@@ -403,6 +403,44 @@ def test_service_endpoints_get_the_pod_ip(cluster: Any, namespace: str) -> None:
     assert _wait("ready endpoint", addresses) == [ip]
 
 
+def test_emptydir_at_tmp_with_the_state_dir_under_tmp(cluster: Any, namespace: str) -> None:
+    """Argo's pods mount an emptyDir over /tmp; this session's state dir (volume sources, the
+    hosts file) lives under /tmp too, and must stay reachable for the later mounts."""
+    state = cluster.state.state_dir if cluster.state else None
+    if state is None or not str(state).startswith("/tmp/"):
+        pytest.skip("needs the session's cluster state dir under /tmp")
+    _apply(
+        cluster,
+        namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "late"},
+            "data": {"k": "reachable"},
+        },
+    )
+    code = "print(open('/zz/late/k').read()); open('/tmp/x', 'w').write('1')"
+    pod = _simple_pod(
+        "tmpfirst",
+        code,
+        container={
+            "volumeMounts": [
+                {"name": "tmp", "mountPath": "/tmp"},
+                {"name": "late", "mountPath": "/zz/late"},
+            ]
+        },
+        volumes=[
+            {"name": "tmp", "emptyDir": {}},
+            {"name": "late", "configMap": {"name": "late"}},
+        ],
+    )
+    _apply(cluster, namespace, pod)
+    done = _done(cluster, namespace, "tmpfirst")
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    assert "reachable" in _logs(cluster, namespace, "tmpfirst")
+    assert not Path("/zz").exists()
+
+
 def test_pods_resolve_services_and_headless_pod_names(cluster: Any, namespace: str) -> None:
     """No cluster DNS runs: each pod's /etc/hosts names Services (`<svc>.<ns>`, `.svc`,
     `.svc.cluster.local`, short), headless pod hostnames, and Services made after the pod
