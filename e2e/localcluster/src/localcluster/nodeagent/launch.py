@@ -87,15 +87,22 @@ def _shadow(libc: ctypes.CDLL, path: str, stage: str) -> None:
     _mount(libc, "tmpfs", stage, MS_NOSUID if path != "/" else 0, "tmpfs", opts)
     for name in os.listdir(path):
         src, dst = os.path.join(path, name), os.path.join(stage, name)
-        if os.path.islink(src):
-            os.symlink(os.readlink(src), dst)
-            continue
-        if os.path.isdir(src):
-            os.mkdir(dst)
-        else:
-            with open(dst, "a", encoding="utf-8"):
-                pass
-        _mount(libc, src, dst, MS_BIND | MS_REC)
+        try:
+            if os.path.islink(src):
+                os.symlink(os.readlink(src), dst)
+                continue
+            if os.path.isdir(src):
+                os.mkdir(dst)
+            else:
+                with open(dst, "a", encoding="utf-8"):
+                    pass
+            _mount(libc, src, dst, MS_BIND | MS_REC)
+        except FileNotFoundError:
+            # Gone since listdir (a lock or temp file of /run, /tmp): not there, like the host.
+            if os.path.isdir(dst) and not os.path.islink(dst):
+                os.rmdir(dst)
+            elif os.path.lexists(dst):
+                os.unlink(dst)
     if path == "/":
         os.chdir(stage)
         os.chroot(".")
