@@ -441,6 +441,27 @@ def test_emptydir_at_tmp_with_the_state_dir_under_tmp(cluster: Any, namespace: s
     assert not Path("/zz").exists()
 
 
+def test_exec_probe_sees_the_container_filesystem(cluster: Any, namespace: str) -> None:
+    """A workingDir that does not exist on the host lives in the container's own root; an
+    exec probe runs in that root too (nsenter --root), as in a container image."""
+    workdir = f"/nodeagent-probe-{uuid.uuid4().hex[:8]}/w"
+    pod = _simple_pod(
+        "probed",
+        "import time; open('ready', 'w').close(); time.sleep(300)",
+        restartPolicy="Always",
+        container={
+            "workingDir": workdir,
+            "readinessProbe": {
+                "exec": {"command": ["test", "-e", f"{workdir}/ready"]},
+                "periodSeconds": 1,
+            },
+        },
+    )
+    _apply(cluster, namespace, pod)
+    _wait("probed pod ready", lambda: _cond(_pod(cluster, namespace, "probed"), "Ready") == "True")
+    assert not Path(workdir).parent.exists()
+
+
 def test_pods_resolve_services_and_headless_pod_names(cluster: Any, namespace: str) -> None:
     """No cluster DNS runs: each pod's /etc/hosts names Services (`<svc>.<ns>`, `.svc`,
     `.svc.cluster.local`, short), headless pod hostnames, and Services made after the pod

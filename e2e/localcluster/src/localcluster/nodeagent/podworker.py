@@ -563,7 +563,7 @@ class PodWorker(threading.Thread):
             if pid is None or not cmd:
                 return 1
             res = subprocess.run(
-                ["nsenter", "-t", str(pid), "--pid", "--mount", "--", *cmd],
+                ["nsenter", "-t", str(pid), "--pid", "--mount", "--root", "--wd", "--", *cmd],
                 env=run.env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
