@@ -7,8 +7,9 @@ CLUSTER_NAME="${KIND_CLUSTER_NAME:-kubetune}"
 KIND_NODE_IMAGE="${KIND_NODE_IMAGE:-kindest/node:v1.35.0}"
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 IMAGE_TAG="${IMAGE_TAG:-dev}"
-ARGO_VERSION="${ARGO_VERSION:-v3.6.5}"
-TRAINING_OPERATOR_VERSION="${TRAINING_OPERATOR_VERSION:-v1.8.1}"
+# The versions the local e2e run builds (localcluster.operators / thirdparty pins).
+ARGO_VERSION="${ARGO_VERSION:-v3.7.9}"
+TRAINING_OPERATOR_VERSION="${TRAINING_OPERATOR_VERSION:-v1.9.2}"
 CERT_MANAGER_VERSION="${CERT_MANAGER_VERSION:-v1.16.2}"
 SERVICES=(experiment-controller suggestion-controller suggestion-algorithm
           trial-controller webhook pns-collector)

@@ -13,12 +13,13 @@ import os
 import random
 import re
 import socket
-import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import yaml
+from podcode import PYTHON_IMAGE, TRAINING_IMAGE, python_code, training
+from realoperators import grant_argo_executor
 
 from kubetune.kube import Kube
 from kubetune_testkit import builders, kubectl
@@ -26,16 +27,12 @@ from kubetune_testkit.conditions import is_true, true_condition
 from kubetune_testkit.deploying import ROOT, apply_overlay, enable_injection, wait_available
 from kubetune_testkit.kubectl import get_json
 from kubetune_testkit.policies import refusing_pods
-from kubetune_testkit.standins import running
-from kubetune_testkit.standins.argo import ArgoWorkflowStandIn
-from kubetune_testkit.standins.tfjob import TFJobOperatorStandIn
 from kubetune_testkit.waiting import wait_for
 from localcluster.pytest_plugin import ClusterHandle
 
 pytestmark = pytest.mark.integration
 
 EXAMPLE = ROOT / "examples" / "random.yaml"
-TRAINING = ROOT / "examples" / "training" / "digits.py"
 Obj = dict[str, Any]
 POLL = 1.0
 """Seconds between two polls through kubectl (a process each)."""
@@ -44,12 +41,13 @@ SCORE_SCRIPT = "print('score=' + str(1 - abs(0.3 - ${trialParameters.x})))"
 
 @pytest.fixture(scope="module")
 def kubetune(cluster: ClusterHandle) -> ClusterHandle:
+    """kubetune deployed: the local overlay here; on an existing cluster (kind) the overlay its
+    scripts applied (e2e/kind/run-e2e.sh), unless KUBETUNE_E2E_LOCAL_OVERLAY=1 asks for ours."""
     if (
-        os.environ.get("KUBETUNE_E2E_EXISTING_CLUSTER") == "1"
-        and os.environ.get("KUBETUNE_E2E_LOCAL_OVERLAY") != "1"
+        os.environ.get("KUBETUNE_E2E_EXISTING_CLUSTER") != "1"
+        or os.environ.get("KUBETUNE_E2E_LOCAL_OVERLAY") == "1"
     ):
-        pytest.skip("existing cluster: set KUBETUNE_E2E_LOCAL_OVERLAY=1 to deploy kubetune there")
-    apply_overlay(cluster)
+        apply_overlay(cluster)
     wait_available(cluster)
     return cluster
 
@@ -77,7 +75,8 @@ def digits_experiment(ns: str, name: str, **spec: Any) -> Obj:
     container = exp["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]["containers"][
         0
     ]
-    container["command"] = [sys.executable, str(TRAINING), *container["command"][2:]]
+    container["command"] = training(*container["command"][2:])
+    container["image"] = TRAINING_IMAGE
     exp["spec"].pop("objective")
     exp["spec"]["objective"] = {
         "type": "maximize",
@@ -102,9 +101,9 @@ def quick_experiment(ns: str, name: str, policy: str, max_trials: int) -> Obj:
         trial_parameters=builders.references(x="x"),
         primary_container="training",
         trial_spec=builders.trial_job(
-            [sys.executable, "-c", SCORE_SCRIPT],
+            python_code(SCORE_SCRIPT),
             container="training",
-            image="python:3.11",
+            image=PYTHON_IMAGE,
             backoff_limit=0,
         ),
         collector=None,
@@ -252,13 +251,9 @@ def test_prometheus_metric_collector_scrapes_the_trainers_endpoint(
         "source": {"httpGet": {"port": port, "path": "/metrics"}},
     }
     job = exp["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]
-    job["containers"][0]["command"] = [
-        sys.executable,
-        "-c",
-        PROMETHEUS_TRAINER,
-        str(port),
-        "${trialParameters.x}",
-    ]
+    job["containers"][0]["command"] = python_code(
+        PROMETHEUS_TRAINER, str(port), "${trialParameters.x}"
+    )
     out = apply(kubetune, exp, check=False)
     assert out.returncode == 0, out.stderr
     done = wait_for("the experiment", experiment_done(kubetune, "prometheus", ns), 300, POLL)
@@ -282,7 +277,7 @@ def test_a_trial_with_two_training_containers_waits_for_both(
     template["metadata"] = {"annotations": {"kubetune.kubeflow.org/training-containers": "eval"}}
     evaluate = "import time; time.sleep(4); print('evaluated', flush=True)"
     template["spec"]["containers"].append(
-        {"name": "eval", "image": "python:3.11", "command": [sys.executable, "-c", evaluate]}
+        {"name": "eval", "image": PYTHON_IMAGE, "command": python_code(evaluate)}
     )
     out = apply(kubetune, exp, check=False)
     assert out.returncode == 0, out.stderr
@@ -498,57 +493,174 @@ def test_chaos_every_service_pod_deleted_once(kubetune: ClusterHandle, ns: str) 
     assert exp_done["status"]["currentOptimalTrial"]["bestTrialName"] == best["metadata"]["name"]
 
 
-def argo_experiment(ns: str, name: str) -> Obj:
-    exp = quick_experiment(ns, name, "Never", 3)
-    template = exp["spec"]["trialTemplate"]
-    job = template["trialSpec"]["spec"]["template"]["spec"]["containers"][0]
-    template.update(
+def pods_of(cluster: ClusterHandle, ns: str, selector: str) -> list[Obj]:
+    items: list[Obj] = get_json(cluster, "pods", "-n", ns, "-l", selector)["items"]
+    return items
+
+
+PRIMARY = {"katib.kubeflow.org/model-training": "true"}
+
+
+def argo_experiment(ns: str, name: str, workflow: Obj, max_trials: int = 3) -> Obj:
+    """Trials are Argo Workflows; the pod labelled model-training=true is the primary one."""
+    exp = quick_experiment(ns, name, "Never", max_trials)
+    exp["spec"]["trialTemplate"].update(
         primaryContainerName="main",
-        primaryPodLabels={"katib.kubeflow.org/model-training": "true"},
+        primaryPodLabels=PRIMARY,
+        retain=True,
         successCondition='status.[@this].#(phase=="Succeeded")#',
         failureCondition='status.[@this].#(phase=="Failed")#',
-        trialSpec={
-            "apiVersion": "argoproj.io/v1alpha1",
-            "kind": "Workflow",
-            "spec": {
-                "entrypoint": "train",
-                "templates": [
-                    {
-                        "name": "train",
-                        "metadata": {"labels": {"katib.kubeflow.org/model-training": "true"}},
-                        "container": {"image": "python:3.11", "command": job["command"]},
-                    }
-                ],
-            },
-        },
+        trialSpec={"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "spec": workflow},
     )
     return exp
 
 
+def step(name: str, code: str, primary: bool = False, **extra: Any) -> Obj:
+    template: Obj = {
+        "name": name,
+        "container": {"image": PYTHON_IMAGE, "command": python_code(code)},
+        **extra,
+    }
+    if primary:
+        template["metadata"] = {"labels": dict(PRIMARY)}
+    return template
+
+
+@pytest.fixture
+def argo_ns(argo: ClusterHandle, ns: str) -> str:
+    grant_argo_executor(argo, ns)
+    return ns
+
+
 def test_argo_workflow_trials_with_a_sidecar_that_never_exits(
-    kubetune: ClusterHandle, ns: str, kube: Kube, thirdparty_crds: Callable[[str], None]
+    kubetune: ClusterHandle, argo_ns: str
 ) -> None:
-    thirdparty_crds("argoproj.io_workflows.yaml")
-    with running(ArgoWorkflowStandIn(kube, ns, sidecar_python=sys.executable).controller, kube):
-        apply(kubetune, argo_experiment(ns, "argo"))
-        exp = wait_for(
-            "the Argo experiment", experiment_done(kubetune, "argo", ns), 300, interval=POLL
-        )
+    """The real workflow-controller and argoexec: init, wait and main containers (emissary),
+    and a sidecar that never exits (Argo stops it when main ends); metrics from main."""
+    ns = argo_ns
+    forever = {
+        "name": "forever",
+        "image": PYTHON_IMAGE,
+        "command": python_code("import time; time.sleep(100000)"),
+    }
+    workflow = {
+        "entrypoint": "train",
+        "templates": [step("train", SCORE_SCRIPT, primary=True, sidecars=[forever])],
+    }
+    apply(kubetune, argo_experiment(ns, "argo", workflow))
+    exp = wait_for("the Argo experiment", experiment_done(kubetune, "argo", ns), 420, interval=POLL)
     assert (exp["status"]["trials"], exp["status"]["trialsSucceeded"]) == (3, 3)
     for trial in trials_of(kubetune, "argo", ns):
         x = float(trial["spec"]["parameterAssignments"][0]["value"])
         assert metric(trial, "score", "latest") == pytest.approx(1 - abs(0.3 - x))
+        wf = get_json(kubetune, "workflow", trial["metadata"]["name"], "-n", ns)
+        assert wf["status"]["phase"] == "Succeeded"
+    pods = pods_of(kubetune, ns, "workflows.argoproj.io/workflow")
+    assert len(pods) == 3
+    for pod in pods:
+        init = [c["name"] for c in pod["spec"].get("initContainers") or []]
+        names = [c["name"] for c in pod["spec"]["containers"]]
+        assert "init" in init and {"wait", "main", "forever"} <= set(names), (init, names)
+
+
+def test_argo_dag_metric_from_the_main_step(kubetune: ClusterHandle, argo_ns: str) -> None:
+    """A three-step DAG: only the training step is primary, so the metric lines the other
+    steps print are not the trial's."""
+    ns = argo_ns
+    workflow = {
+        "entrypoint": "pipeline",
+        "templates": [
+            {
+                "name": "pipeline",
+                "dag": {
+                    "tasks": [
+                        {"name": "prepare", "template": "prepare"},
+                        {"name": "train", "template": "train", "depends": "prepare"},
+                        {"name": "report", "template": "report", "depends": "train"},
+                    ]
+                },
+            },
+            step("prepare", "print('score=-5')"),
+            step("train", SCORE_SCRIPT, primary=True),
+            step("report", "print('score=99')"),
+        ],
+    }
+    apply(kubetune, argo_experiment(ns, "dag", workflow, max_trials=2))
+    exp = wait_for("the DAG experiment", experiment_done(kubetune, "dag", ns), 420, interval=POLL)
+    assert (exp["status"]["trials"], exp["status"]["trialsSucceeded"]) == (2, 2)
+    for trial in trials_of(kubetune, "dag", ns):
+        x = float(trial["spec"]["parameterAssignments"][0]["value"])
+        assert metric(trial, "score", "latest") == pytest.approx(1 - abs(0.3 - x))
+        assert metric(trial, "score", "max") == pytest.approx(1 - abs(0.3 - x))
+    assert len(pods_of(kubetune, ns, "workflows.argoproj.io/workflow")) == 6
+
+
+def test_argo_failing_step_fails_the_trial(kubetune: ClusterHandle, argo_ns: str) -> None:
+    """A training step that exits 3: Argo fails the Workflow, the Trial fails with it, and
+    maxFailedTrialCount ends the Experiment."""
+    ns = argo_ns
+    workflow = {
+        "entrypoint": "train",
+        "templates": [
+            step("train", "print('score=${trialParameters.x}'); raise SystemExit(3)", True)
+        ],
+    }
+    exp = argo_experiment(ns, "argofail", workflow, max_trials=2)
+    exp["spec"].update(parallelTrialCount=1, maxFailedTrialCount=0)
+    out = apply(kubetune, exp, check=False)
+    assert out.returncode == 0, out.stderr
+
+    def failed() -> Obj | None:
+        found = get_json(kubetune, "experiment", "argofail", "-n", ns)
+        return found if true_condition(found, "Failed") else None
+
+    done = wait_for("the failing Argo experiment to fail", failed, 300, interval=POLL)
+    assert done["status"]["trialsFailed"] == 1, done["status"]
+    trial = trials_of(kubetune, "argofail", ns)[0]
+    assert true_condition(trial, "Failed") is not None
+    wf = get_json(kubetune, "workflow", trial["metadata"]["name"], "-n", ns)
+    assert wf["status"]["phase"] == "Failed"
+    main = next(
+        s
+        for p in pods_of(kubetune, ns, "workflows.argoproj.io/workflow")
+        for s in p["status"]["containerStatuses"]
+        if s["name"] == "main"
+    )
+    assert main["state"]["terminated"]["exitCode"] == 3
+
+
+# Resolves every host name of TF_CONFIG (retrying until all pods have addresses), then
+# runs the rest of argv: the real operator's service names must resolve in the pods.
+RESOLVE_TF_CONFIG = """
+import json, os, socket, subprocess, sys, time
+cluster = json.loads(os.environ["TF_CONFIG"])["cluster"]
+hosts = sorted({a.rsplit(":", 1)[0] for addrs in cluster.values() for a in addrs})
+deadline = time.time() + 180
+while True:
+    try:
+        print("resolved", {h: socket.gethostbyname(h) for h in hosts}, flush=True)
+        break
+    except OSError:
+        if time.time() > deadline:
+            raise
+        time.sleep(1)
+sys.exit(subprocess.call(sys.argv[1:]) if len(sys.argv) > 1 else 0)
+"""
 
 
 def tfjob_experiment(ns: str, name: str) -> Obj:
-    training = [
-        sys.executable,
-        str(TRAINING),
-        "--epochs=2",
-        "--lr=${trialParameters.learningRate}",
-        "--l2=${trialParameters.weightDecay}",
-        "--metrics-file=/var/log/katib/metrics.log",
-    ]
+    chief = python_code(
+        RESOLVE_TF_CONFIG,
+        *training(
+            "--epochs=2",
+            "--lr=${trialParameters.learningRate}",
+            "--l2=${trialParameters.weightDecay}",
+            "--metrics-file=/var/log/katib/metrics.log",
+        ),
+    )
+    # The worker stays up until the operator ends the job (cleanPodPolicy Running), so the
+    # chief can resolve its name.
+    worker = python_code(RESOLVE_TF_CONFIG, "sleep", "600")
 
     def replica(command: list[str]) -> Obj:
         return {
@@ -559,7 +671,7 @@ def tfjob_experiment(ns: str, name: str) -> Obj:
                     "containers": [
                         {
                             "name": "tensorflow",
-                            "image": "docker.io/kubeflow/tf-mnist:latest",
+                            "image": TRAINING_IMAGE,
                             "command": command,
                         }
                     ]
@@ -598,6 +710,9 @@ def tfjob_experiment(ns: str, name: str) -> Obj:
             ],
             "trialTemplate": {
                 "primaryContainerName": "tensorflow",
+                "retain": True,
+                # The operator labels the chief (the master) pod so.
+                "primaryPodLabels": {"training.kubeflow.org/job-role": "master"},
                 "trialParameters": [
                     {"name": "learningRate", "reference": "lr"},
                     {"name": "weightDecay", "reference": "l2"},
@@ -606,10 +721,12 @@ def tfjob_experiment(ns: str, name: str) -> Obj:
                     "apiVersion": "kubeflow.org/v1",
                     "kind": "TFJob",
                     "spec": {
+                        # The sleeping worker is stopped when the chief is done.
+                        "runPolicy": {"cleanPodPolicy": "Running"},
                         "tfReplicaSpecs": {
-                            "Chief": replica(training),
-                            "Worker": replica([sys.executable, "-c", "print('worker done')"]),
-                        }
+                            "Chief": replica(chief),
+                            "Worker": replica(worker),
+                        },
                     },
                 },
             },
@@ -618,19 +735,90 @@ def tfjob_experiment(ns: str, name: str) -> Obj:
 
 
 def test_tpe_over_tfjob_trials_with_the_file_collector(
-    kubetune: ClusterHandle, ns: str, kube: Kube, thirdparty_crds: Callable[[str], None]
+    training_operator: ClusterHandle, kubetune: ClusterHandle, ns: str
 ) -> None:
-    # The training operator's stand-in (the trial-controller's tests use the same one); the
-    # real TFJob CRD comes from the training-operator's Go module.
-    thirdparty_crds("kubeflow.org_tfjobs.yaml")
-    with running(TFJobOperatorStandIn(kube, ns).controller, kube):
-        apply(kubetune, tfjob_experiment(ns, "tfjob"))
-        exp = wait_for(
-            "the TFJob experiment", experiment_done(kubetune, "tfjob", ns), 420, interval=POLL
-        )
+    """The real training-operator runs the TFJobs: chief + worker pods, the chief (labelled
+    job-role=master by the operator) is the primary pod that gets the File collector."""
+    apply(kubetune, tfjob_experiment(ns, "tfjob"))
+    exp = wait_for(
+        "the TFJob experiment", experiment_done(kubetune, "tfjob", ns), 600, interval=POLL
+    )
     assert (exp["status"]["trials"], exp["status"]["trialsSucceeded"]) == (4, 4)
     trials = trials_of(kubetune, "tfjob", ns)
     best = min(trials, key=lambda t: metric(t, "loss", "min"))
     assert exp["status"]["currentOptimalTrial"]["bestTrialName"] == best["metadata"]["name"]
     for trial in trials:
         assert 0.5 < metric(trial, "accuracy", "latest") <= 1.0
+        job = get_json(kubetune, "tfjob", trial["metadata"]["name"], "-n", ns)
+        assert true_condition(job, "Succeeded") is not None
+    chiefs = pods_of(kubetune, ns, "training.kubeflow.org/replica-type=chief")
+    assert chiefs, "the operator made no chief pods"
+    for pod in chiefs:
+        names = [c["name"] for c in pod["spec"]["containers"]]
+        assert "metrics-logger-and-collector" in names, names
+        assert pod["metadata"]["labels"]["training.kubeflow.org/job-role"] == "master"
+
+
+PYTORCH_SCRIPT = """
+import os, socket, time
+deadline = time.time() + 180
+while True:
+    try:
+        address = socket.gethostbyname(os.environ["MASTER_ADDR"])
+        break
+    except OSError:
+        if time.time() > deadline:
+            raise
+        time.sleep(1)
+print("rank", os.environ["RANK"], "of", os.environ["WORLD_SIZE"], "master at", address, flush=True)
+if os.environ["RANK"] == "0":
+    print("score=" + str(1 - abs(0.3 - ${trialParameters.x})))
+"""
+
+
+def test_random_search_over_pytorchjob_trials(
+    training_operator: ClusterHandle, kubetune: ClusterHandle, ns: str
+) -> None:
+    """The real training-operator runs PyTorchJobs: the worker's init container waits for the
+    master's name (alpine nslookup), both see MASTER_ADDR resolve; the master is primary."""
+    exp = quick_experiment(ns, "pytorch", "Never", 2)
+
+    def replica() -> Obj:
+        return {
+            "replicas": 1,
+            "restartPolicy": "Never",
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "pytorch",
+                            "image": PYTHON_IMAGE,
+                            "command": python_code(PYTORCH_SCRIPT),
+                        }
+                    ]
+                }
+            },
+        }
+
+    exp["spec"]["trialTemplate"].update(
+        primaryContainerName="pytorch",
+        retain=True,
+        trialSpec={
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "spec": {"pytorchReplicaSpecs": {"Master": replica(), "Worker": replica()}},
+        },
+    )
+    apply(kubetune, exp)
+    done = wait_for(
+        "the PyTorchJob experiment", experiment_done(kubetune, "pytorch", ns), 600, interval=POLL
+    )
+    assert (done["status"]["trials"], done["status"]["trialsSucceeded"]) == (2, 2)
+    for trial in trials_of(kubetune, "pytorch", ns):
+        x = float(trial["spec"]["parameterAssignments"][0]["value"])
+        assert metric(trial, "score", "latest") == pytest.approx(1 - abs(0.3 - x))
+    workers = pods_of(kubetune, ns, "training.kubeflow.org/replica-type=worker")
+    assert workers, "the operator made no worker pods"
+    for pod in workers:
+        init = [c["name"] for c in pod["spec"].get("initContainers") or []]
+        assert init == ["init-pytorch"], init

@@ -399,6 +399,140 @@ def test_service_endpoints_get_the_pod_ip(cluster: Any, namespace: str) -> None:
     assert _wait("ready endpoint", addresses) == [ip]
 
 
+def test_emptydir_at_tmp_with_the_state_dir_under_tmp(cluster: Any, namespace: str) -> None:
+    """Argo's pods mount an emptyDir over /tmp; this session's state dir (volume sources, the
+    hosts file) lives under /tmp too, and must stay reachable for the later mounts."""
+    state = cluster.state.state_dir if cluster.state else None
+    if state is None or not str(state).startswith("/tmp/"):
+        pytest.skip("needs the session's cluster state dir under /tmp")
+    _apply(
+        cluster,
+        namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "late"},
+            "data": {"k": "reachable"},
+        },
+    )
+    code = "print(open('/zz/late/k').read()); open('/tmp/x', 'w').write('1')"
+    pod = _simple_pod(
+        "tmpfirst",
+        code,
+        container={
+            "volumeMounts": [
+                {"name": "tmp", "mountPath": "/tmp"},
+                {"name": "late", "mountPath": "/zz/late"},
+            ]
+        },
+        volumes=[
+            {"name": "tmp", "emptyDir": {}},
+            {"name": "late", "configMap": {"name": "late"}},
+        ],
+    )
+    _apply(cluster, namespace, pod)
+    done = _done(cluster, namespace, "tmpfirst")
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    assert "reachable" in _logs(cluster, namespace, "tmpfirst")
+    assert not Path("/zz").exists()
+
+
+def test_exec_probe_sees_the_container_filesystem(cluster: Any, namespace: str) -> None:
+    """A workingDir that does not exist on the host lives in the container's own root; an
+    exec probe runs in that root too (nsenter --root), as in a container image."""
+    workdir = f"/nodeagent-probe-{uuid.uuid4().hex[:8]}/w"
+    pod = _simple_pod(
+        "probed",
+        "import time; open('ready', 'w').close(); time.sleep(300)",
+        restartPolicy="Always",
+        container={
+            "workingDir": workdir,
+            "readinessProbe": {
+                "exec": {"command": ["test", "-e", f"{workdir}/ready"]},
+                "periodSeconds": 1,
+            },
+        },
+    )
+    _apply(cluster, namespace, pod)
+    _wait("probed pod ready", lambda: _cond(_pod(cluster, namespace, "probed"), "Ready") == "True")
+    assert not Path(workdir).parent.exists()
+
+
+def test_pods_resolve_services_and_headless_pod_names(cluster: Any, namespace: str) -> None:
+    """No cluster DNS runs: each pod's /etc/hosts names Services (`<svc>.<ns>`, `.svc`,
+    `.svc.cluster.local`, short), headless pod hostnames, and Services made after the pod
+    started (kept current), all at the endpoint pod's address; the host's file is untouched."""
+    host_hosts = Path("/etc/hosts").read_text()
+    server = _simple_pod(
+        "server",
+        "import time; time.sleep(300)",
+        restartPolicy="Always",
+        hostname="w0",
+        subdomain="hl",
+    )
+    server["metadata"]["labels"] = {"app": "names"}
+    _apply(cluster, namespace, server)
+    for name, extra in (("hl", {"clusterIP": "None"}), ("svc", {})):
+        _apply(
+            cluster,
+            namespace,
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": name},
+                "spec": {"selector": {"app": "names"}, "ports": [{"port": 2222}], **extra},
+            },
+        )
+    ns = namespace
+    wanted = [
+        "svc",
+        f"svc.{ns}",
+        f"svc.{ns}.svc",
+        f"svc.{ns}.svc.cluster.local",
+        f"w0.hl.{ns}.svc.cluster.local",
+        f"w0.hl.{ns}.svc",
+        "w0.hl",
+        f"late.{ns}.svc",
+    ]
+    code = (
+        "import json, socket, sys, time\n"
+        "deadline = time.time() + 90\n"
+        "while True:\n"
+        "    try:\n"
+        "        print(json.dumps({n: socket.gethostbyname(n) for n in sys.argv[1:]}))\n"
+        "        break\n"
+        "    except OSError as exc:\n"
+        "        if time.time() > deadline:\n"
+        "            raise\n"
+        "        time.sleep(0.5)\n"
+    )
+    client = _simple_pod("client", code)
+    client["spec"]["containers"][0]["command"] = ["python3", "-c", code, *wanted]
+    _apply(cluster, namespace, client)
+    _wait(
+        "client running",
+        lambda: _pod(cluster, namespace, "client")["status"].get("phase") == "Running",
+    )
+    time.sleep(2)  # the client is already looking up names when the Service appears
+    _apply(
+        cluster,
+        namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "late"},
+            "spec": {"selector": {"app": "names"}, "ports": [{"port": 2223}]},
+        },
+    )
+    pod = _done(cluster, namespace, "client")
+    out = _logs(cluster, namespace, "client")
+    assert pod["status"]["phase"] == "Succeeded", out
+    resolved = json.loads(out.strip().splitlines()[-1])
+    ip = _pod(cluster, namespace, "server")["status"]["podIP"]
+    assert resolved == dict.fromkeys(wanted, ip)
+    assert Path("/etc/hosts").read_text() == host_hosts
+
+
 def _node_agent(cluster: Any, node: str, state: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [

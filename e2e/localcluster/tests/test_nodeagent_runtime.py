@@ -129,9 +129,90 @@ def test_bind_mounts_read_only_and_private(sandbox: Sandbox, tmp_path: Path) -> 
     )
     assert ro.wait() == 1
     assert "Read-only file system" in (tmp_path / "ro.log").read_text()
-    # The host never sees the mount.
-    assert not os.path.exists(f"{target}/in.txt")
-    os.rmdir(target)
+    # The host never sees the mount, nor the mount point the container needed.
+    assert not os.path.exists(target)
+
+
+def test_a_mount_over_tmp_does_not_hide_later_sources(sandbox: Sandbox, tmp_path: Path) -> None:
+    """An emptyDir at /tmp must not hide the sources (and the start-error file) that live
+    in a state dir under /tmp: every source is opened before anything is mounted."""
+    assert str(tmp_path).startswith("/tmp/")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    vol = tmp_path / "vol"
+    vol.mkdir()
+    (vol / "in.txt").write_text("under tmp")
+    target = f"/var/tmp/nodeagent-test-late-{os.getpid()}"
+    mounts = [
+        {"source": str(empty), "target": "/tmp"},
+        {"source": str(vol), "target": target},
+    ]
+    ok = _run(
+        sandbox,
+        tmp_path,
+        "late",
+        f"print(open('{target}/in.txt').read()); open('/tmp/scratch', 'w').write('x')",
+        mounts=mounts,
+    )
+    assert ok.wait() == 0, (tmp_path / "late.log").read_text()
+    assert "under tmp" in (tmp_path / "late.log").read_text()
+    assert (empty / "scratch").read_text() == "x"
+    bad = _run(sandbox, tmp_path, "bad", "", argv=["no-such-binary-xyz"], mounts=mounts)
+    assert bad.wait() == 128
+    assert "executable file not found" in (tmp_path / "bad.err").read_text()
+
+
+def test_mount_points_leave_no_trace_on_the_host(sandbox: Sandbox, tmp_path: Path) -> None:
+    """Missing mount points (the service-account token dir, a new top-level dir, a dir in
+    /tmp, a file) and workingDir exist in the container only, never on the host."""
+    vol = tmp_path / "vol"
+    vol.mkdir()
+    (vol / "token").write_text("t")
+    (tmp_path / "one.txt").write_text("one")
+    tag = f"nodeagent-test-{os.getpid()}"
+    targets = {
+        "sa": f"/var/run/secrets/{tag}/serviceaccount",
+        "top": f"/{tag}/data",
+        "tmp": f"/tmp/{tag}/a/b",
+        "file": f"/etc/{tag}/one.txt",
+    }
+    mounts = [
+        {"source": str(vol), "target": targets["sa"], "readOnly": True},
+        {"source": str(vol), "target": targets["top"]},
+        {"source": str(vol), "target": targets["tmp"]},
+        {"source": str(tmp_path / "one.txt"), "target": targets["file"], "file": True},
+    ]
+    marker = tmp_path / "running"
+    script = (
+        "import os, time\n"
+        f"assert open('{targets['sa']}/token').read() == 't'\n"
+        f"assert open('{targets['top']}/token').read() == 't'\n"
+        f"assert open('{targets['tmp']}/token').read() == 't'\n"
+        f"assert open('{targets['file']}').read() == 'one'\n"
+        f"assert os.getcwd() == '/{tag}/work'\n"
+        "assert os.path.isdir('/usr/bin') and os.path.isdir('/proc/self')\n"
+        f"assert os.path.exists('{tmp_path}')\n"
+        f"open('{marker}', 'w').close()\n"
+        "time.sleep(1.5)\n"
+    )
+    env = ImageMap.load(None).base_env("python:3")
+    spec = {
+        "argv": [sys.executable, "-c", script],
+        "env": env,
+        "mounts": mounts,
+        "workingDir": f"/{tag}/work",
+        "startError": str(tmp_path / "trace.err"),
+    }
+    log = open(tmp_path / "trace.log", "ab")  # noqa: SIM115 - handed to the child
+    proc = ContainerProcess(sandbox, True, spec, str(tmp_path / "trace.json"), log)
+    deadline = time.monotonic() + 20
+    while not marker.exists() and proc.popen.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    host_paths = [f"/var/run/secrets/{tag}", f"/run/secrets/{tag}", f"/{tag}", f"/tmp/{tag}"]
+    leftovers = [p for p in [*host_paths, f"/etc/{tag}"] if os.path.lexists(p)]
+    assert proc.wait() == 0, (tmp_path / "trace.log").read_text()
+    assert leftovers == []
+    assert not any(os.path.lexists(p) for p in (f"/{tag}", f"/tmp/{tag}", f"/etc/{tag}"))
 
 
 def test_killing_the_sandbox_ends_every_process(tmp_path: Path) -> None:

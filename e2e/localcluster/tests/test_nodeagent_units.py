@@ -253,3 +253,55 @@ def test_image_map_file(tmp_path: Any) -> None:
     assert env["ACME"] == "1" and env["PATH"].startswith("/opt/acme/bin:")
     with pytest.raises(ImageMapError, match=str(f)):
         m.argv("unknown:1", None, None)
+
+
+def test_hosts_file_names_services_and_headless_pods() -> None:
+    """A pod's hosts file resolves what its DNS search path would: `<svc>.<ns>`, `.svc`,
+    `.svc.cluster.local`, the short name in its own namespace, headless pod hostnames;
+    terminating endpoints and slices of no Service are left out."""
+    from localcluster.nodeagent.names import NameTable
+
+    def ep(ip: str, **kw: Any) -> JSON:
+        return {"addresses": [ip], **kw}
+
+    slices: list[JSON] = [
+        {
+            "metadata": {
+                "namespace": "kubeflow",
+                "labels": {"kubernetes.io/service-name": "katib-db-manager"},
+            },
+            "addressType": "IPv4",
+            "endpoints": [
+                ep("10.244.1.2", conditions={"ready": False}),
+                ep("10.244.1.9", conditions={"terminating": True}),
+            ],
+        },
+        {
+            "metadata": {"namespace": "team", "labels": {"kubernetes.io/service-name": "job"}},
+            "addressType": "IPv4",
+            "endpoints": [ep("10.244.1.3", hostname="job-worker-0")],
+        },
+        {"metadata": {"namespace": "team", "labels": {}}, "endpoints": [ep("10.244.1.4")]},
+    ]
+    table = NameTable.from_slices(slices)
+    pod = {"metadata": {"name": "p", "namespace": "team"}, "spec": {}}
+    text = table.render(pod, "10.244.1.3")
+    hosts: dict[str, set[str]] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            ip, *names = line.split()
+            for n in names:
+                hosts.setdefault(n, set()).add(ip)
+    assert hosts["katib-db-manager.kubeflow"] == {"10.244.1.2"}
+    assert hosts["katib-db-manager.kubeflow.svc"] == {"10.244.1.2"}
+    assert hosts["katib-db-manager.kubeflow.svc.cluster.local"] == {"10.244.1.2"}
+    assert "katib-db-manager" not in hosts  # another namespace: no short name
+    assert hosts["job"] == hosts["job.team.svc"] == {"10.244.1.3"}
+    assert hosts["job-worker-0.job"] == hosts["job-worker-0.job.team.svc.cluster.local"]
+    assert hosts["p"] == {"10.244.1.3"} and hosts["localhost"] == {"127.0.0.1", "::1"}
+    assert "10.244.1.9" not in text and "10.244.1.4" not in text
+    sub = {
+        "metadata": {"name": "p", "namespace": "team"},
+        "spec": {"hostname": "h", "subdomain": "s"},
+    }
+    assert "10.244.1.3\th.s.team.svc.cluster.local\th\n" in table.render(sub, "10.244.1.3")

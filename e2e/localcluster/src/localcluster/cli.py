@@ -1,4 +1,4 @@
-"""``localcluster`` command: build, thirdparty-crds, up, down, status, env."""
+"""``localcluster`` command: build, build-operators, thirdparty-crds, up, down, status, env."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from localcluster import build, cluster, thirdparty
+from localcluster import build, cluster, operators, thirdparty
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,6 +36,12 @@ def main(argv: list[str] | None = None) -> int:
         help="image -> command table passed to the node agent",
     )
     u.add_argument("--timeout", type=float, default=cluster.READY_TIMEOUT)
+    o = sub.add_parser(
+        "build-operators",
+        help="build the real training-operator and Argo Workflows binaries into the cache (once)",
+    )
+    o.add_argument("names", nargs="*", help="operators to build (default: all)")
+    o.add_argument("--force", action="store_true", help="rebuild even when cached")
     t = sub.add_parser(
         "thirdparty-crds",
         help="fetch the operators' CRDs for tests from their Go modules (part of build); "
@@ -50,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "build":
         return build.main(force=args.force)
+    if args.command == "build-operators":
+        return operators.main(args.names, force=args.force)
     if args.command == "thirdparty-crds":
         return _thirdparty_crds(args.force)
     if args.command == "up":

@@ -43,13 +43,29 @@ TRAINING_OPERATOR = Module(
     files=(
         "manifests/base/crds/kubeflow.org_tfjobs.yaml",
         "manifests/base/crds/kubeflow.org_pytorchjobs.yaml",
+        # For running the real operator in e2e tests (localcluster.operators builds it).
+        "manifests/base/webhook/manifests.yaml",
+        "manifests/base/rbac/role.yaml",
     ),
 )
 ARGO_WORKFLOWS = Module(
     path="github.com/argoproj/argo-workflows/v3",
     version="v3.7.9",
     sum="h1:h3KPCzhFX04EuzFaLe7w7INB0JMA95S42N55hDZ49lE=",
-    files=("manifests/base/crds/minimal/argoproj.io_workflows.yaml",),
+    files=(
+        "manifests/base/crds/minimal/argoproj.io_workflows.yaml",
+        # For running the real controller in e2e tests (localcluster.operators builds it).
+        "manifests/base/crds/minimal/argoproj.io_workflowtemplates.yaml",
+        "manifests/base/crds/minimal/argoproj.io_clusterworkflowtemplates.yaml",
+        "manifests/base/crds/minimal/argoproj.io_cronworkflows.yaml",
+        "manifests/base/crds/minimal/argoproj.io_workflowtaskresults.yaml",
+        "manifests/base/crds/minimal/argoproj.io_workflowtasksets.yaml",
+        "manifests/base/crds/minimal/argoproj.io_workflowartifactgctasks.yaml",
+        "manifests/base/crds/minimal/argoproj.io_workfloweventbindings.yaml",
+        "manifests/cluster-install-no-crds/workflow-controller-rbac/"
+        "workflow-controller-clusterrole.yaml",
+        "manifests/quick-start/base/executor/emissary/executor-role.yaml",
+    ),
 )
 MODULES = (TRAINING_OPERATOR, ARGO_WORKFLOWS)
 DEFAULT_PROXY = "https://proxy.golang.org"

@@ -20,6 +20,7 @@ from .events import EventRecorder
 from .images import ImageMap
 from .kube import ApiError, Kube
 from .kubeletserver import KubeletServer
+from .names import NameTable
 from .netaddr import claim_lo_address, release_lo_address
 from .node import NodeManager, default_capacity
 from .podworker import PodWorker
@@ -73,6 +74,7 @@ class Agent:
             self.kubelet.port if self.kubelet else 0,
         )
         self.events = EventRecorder(self.kube, self.node_name)
+        self.names = NameTable()
         self.workers: dict[str, PodWorker] = {}
         self.lock = threading.Lock()
         self.stopping = threading.Event()
@@ -177,6 +179,24 @@ class Agent:
                     return
                 log.warning("pod watch failed (%s); relisting", exc)
                 self.stopping.wait(1.0)
+
+    def watch_names(self, interval: float = 1.0) -> None:
+        """Keep the pods' hosts files current: re-read EndpointSlices every ``interval``."""
+        while not self.stopping.wait(interval):
+            try:
+                lst = self.kube.get("/apis/discovery.k8s.io/v1/endpointslices")
+            except Exception as exc:  # noqa: BLE001 - API restarts: the next round retries
+                log.debug("endpointslice list failed: %s", exc)
+                continue
+            table = NameTable.from_slices(lst.get("items") or [])
+            if table == self.names:
+                continue
+            self.names = table
+            with self.lock:
+                workers = list(self.workers.values())
+            for w in workers:
+                if w.is_alive():
+                    w.write_hosts()
 
     def shutdown(self) -> None:
         """Stop all pods' processes and wait for the workers."""
@@ -301,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     watcher = threading.Thread(target=agent.watch_pods, name="pod-watch", daemon=True)
     watcher.start()
+    threading.Thread(target=agent.watch_names, name="names", daemon=True).start()
     while not stop.wait(1.0):
         if not watcher.is_alive():
             log.error("pod watch thread died")

@@ -23,6 +23,7 @@ from .events import EventRecorder
 from .expansion import expand, expand_all, mapping_for
 from .images import ImageMap, ImageMapError
 from .kube import ApiError, Kube, pod_path
+from .names import NameTable, write_in_place
 from .probes import ProbeState, run_probe
 from .sandbox import ContainerProcess, Sandbox
 from .status import ContainerStatus, PodView, compose, compute_phase, now_iso
@@ -46,6 +47,7 @@ class AgentContext(Protocol):
     backoff_initial: float
     backoff_max: float
     events: EventRecorder
+    names: NameTable
 
     def get_configmap(self, ns: str, name: str) -> JSON | None:
         """A ConfigMap or None."""
@@ -98,6 +100,8 @@ class PodWorker(threading.Thread):
             host_ip=ctx.node_ip,
         )
         self.pod_dir = os.path.join(ctx.state_dir, "pods", f"{self.ns}_{self.pod_name}_{self.uid}")
+        self.hosts_file = os.path.join(self.pod_dir, "etc-hosts")
+        self.hosts_lock = threading.Lock()
         self.sandbox: Sandbox | None = None
         self.volumes: VolumeManager | None = None
         self.mounted: dict[str, Volume] = {}
@@ -123,6 +127,12 @@ class PodWorker(threading.Thread):
     def shutdown(self) -> None:
         """Agent shutdown: kill everything now, write nothing."""
         self.events.put(("shutdown", None))
+
+    def write_hosts(self) -> None:
+        """(Re)write the pod's /etc/hosts from the agent's current names (any thread)."""
+        with self.hosts_lock:
+            if os.path.isdir(self.pod_dir):
+                write_in_place(self.hosts_file, self.ctx.names.render(self.pod, self.ctx.node_ip))
 
     def container_running(self, name: str) -> bool:
         """A container of this pod has a live process (read from other threads)."""
@@ -332,6 +342,7 @@ class PodWorker(threading.Thread):
 
     def _setup(self) -> bool:
         os.makedirs(self.pod_dir, exist_ok=True)
+        self.write_hosts()
         try:
             if self.volumes is None:
                 self.volumes = VolumeManager(
@@ -408,6 +419,9 @@ class PodWorker(threading.Thread):
                     "file": os.path.isfile(source),
                 }
             )
+        if not any(os.path.normpath(str(m["target"])) == "/etc/hosts" for m in mounts):
+            # The kubelet's per-pod hosts file, here also the cluster's names (names.py).
+            mounts.append({"source": self.hosts_file, "target": "/etc/hosts", "file": True})
         mounts.sort(key=lambda m: str(m["target"]).rstrip("/").count("/"))
         return mounts
 
@@ -549,7 +563,7 @@ class PodWorker(threading.Thread):
             if pid is None or not cmd:
                 return 1
             res = subprocess.run(
-                ["nsenter", "-t", str(pid), "--pid", "--mount", "--", *cmd],
+                ["nsenter", "-t", str(pid), "--pid", "--mount", "--root", "--wd", "--", *cmd],
                 env=run.env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
