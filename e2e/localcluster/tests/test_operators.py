@@ -75,3 +75,42 @@ def test_stamp_names_the_pin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 def test_unknown_operator_names_the_choices() -> None:
     with pytest.raises(build.BuildError, match=r"unknown operator.*training-operator"):
         operators.build_all(["tekton"])
+
+
+def test_a_second_build_waits_for_the_running_one_and_finds_it_cached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CI builds the operators in the background while the e2e env asks for them too: the
+    second `build-operators` must wait on the first's lock, then reuse what it built."""
+    import fcntl
+    import subprocess
+    import sys
+    import time
+
+    monkeypatch.setenv("KUBETUNE_OPERATORS_CACHE", str(tmp_path))
+    op = operators.TRAINING_OPERATOR
+    go_version = "go1.0-test"
+    work = operators.work_dir(op)
+    bin_dir = work / "bin"
+    with open(tmp_path / f".{work.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the "first build", still running
+        script = (
+            "import sys; from localcluster import operators;"
+            "operators._run = lambda argv, cwd: 'go1.0-test';"  # `go env GOVERSION` only
+            "print('bin', operators.build_operator(operators.TRAINING_OPERATOR, 'go'))"
+        )
+        second = subprocess.Popen(
+            [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        time.sleep(1.5)
+        assert second.poll() is None, "the second build did not wait for the lock"
+        # The first build finishes: binaries and their stamp appear, then the lock goes.
+        bin_dir.mkdir(parents=True)
+        for name in op.binaries:
+            (bin_dir / name).write_text("#!/bin/sh\n")
+        (bin_dir / operators.STAMP).write_text(json.dumps(operators._expected(op, go_version)))
+    out, err = second.communicate(timeout=30)
+    assert second.returncode == 0, err
+    assert "another build of it is running; waiting for it" in out
+    assert "cached in" in out and out.splitlines()[-1] == f"bin {bin_dir}"

@@ -11,6 +11,7 @@ makes later runs a no-op. ``KUBETUNE_OPERATORS_CACHE`` overrides the cache root.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -196,8 +197,23 @@ def _copy_module(op: Operator, module_dir: Path, dest: Path) -> None:
 
 
 def build_operator(op: Operator, go: str, force: bool = False) -> Path:
-    """Build (or reuse) one operator; returns its bin directory."""
+    """Build (or reuse) one operator; returns its bin directory.
+
+    One build at a time per operator (a lock file beside its work directory): CI starts the
+    build in the background early, and the e2e env's own `build-operators` then waits for it
+    and finds it cached instead of compiling the same module into the same directory."""
     work = work_dir(op)
+    work.parent.mkdir(parents=True, exist_ok=True)
+    with open(work.parent / f".{work.name}.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            _progress(f"{op.name}: another build of it is running; waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build_locked(op, go, work, force)
+
+
+def _build_locked(op: Operator, go: str, work: Path, force: bool) -> Path:
     bin_dir = work / "bin"
     go_version = _run([go, "env", "GOVERSION"], Path.cwd()).strip()
     expected = _expected(op, go_version)
