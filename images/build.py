@@ -1,0 +1,274 @@
+"""Build kubetune's service images locally: the Debian base, then one image per service.
+
+`python3 images/build.py [--tag dev] [SERVICE ...]` (no registry is used, nothing is pushed):
+
+1. Docker: uses the daemon `docker` reaches; if none runs and this is root, starts `dockerd`
+   with the vfs storage driver and its data under ~/.cache/kubetune/docker (layers stay
+   cached across runs; it keeps running, its pid in ~/.cache/kubetune/docker/dockerd.pid).
+2. Base: `kubetune/base:bookworm`, made by `debootstrap --variant=minbase bookworm` and
+   `docker import`; the root filesystem tarball is cached in ~/.cache/kubetune/images/.
+3. Services: `images/Dockerfile --target <service>` on a context made here (the Dockerfile,
+   assemble.py, constraints.txt, the service's requirements, the sources of `shared` and the
+   service), tagged `kubetune/<service>:<tag>`. Prints each image's size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import re
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = Path(os.environ.get("KUBETUNE_CACHE", Path.home() / ".cache" / "kubetune"))
+DOCKER_DATA = CACHE / "docker"
+BASE_CACHE = CACHE / "images"
+SUITE = "bookworm"
+MIRROR = os.environ.get("KUBETUNE_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+BASE_IMAGE = f"kubetune/base:{SUITE}"
+REPOSITORY = "kubetune"
+_NAME = re.compile(r"[A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True)
+class Service:
+    """How one service's image differs: its package directory and assemble.py flags."""
+
+    name: str
+    flags: tuple[str, ...] = ()
+
+    @property
+    def source(self) -> Path:
+        return ROOT / "services" / self.name
+
+
+SERVICES = {
+    s.name: s
+    for s in (
+        Service("experiment-controller"),
+        Service("suggestion-controller"),
+        Service("trial-controller"),
+        Service("webhook"),
+        Service("suggestion-algorithm", ("--keep-sqlite", "--writable-dir", "/opt/katib/data")),
+        # In every trial pod: only bytecode, pure packages zipped, to stay small.
+        Service("pns-collector", ("--zip",)),
+    )
+}
+
+
+class BuildError(RuntimeError):
+    """A step failed; the message says what to do."""
+
+
+def _run(cmd: Sequence[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(cmd), text=True, capture_output=True, **kw)  # type: ignore[call-overload,no-any-return]
+
+
+def docker_env() -> dict[str, str]:
+    """Legacy builder: no BuildKit/buildx here, and the Dockerfile needs neither."""
+    return {**os.environ, "DOCKER_BUILDKIT": "0"}
+
+
+def _daemon_answers() -> bool:
+    return _run(["docker", "info", "--format", "{{.ServerVersion}}"], timeout=30).returncode == 0
+
+
+def ensure_docker(log: Path) -> None:
+    """A docker daemon to talk to: the running one, else a vfs dockerd started here."""
+    if shutil.which("docker") is None:
+        raise BuildError(
+            "docker is not installed: install the docker.io package "
+            "(apt-get install docker.io), which has both the client and dockerd"
+        )
+    if _daemon_answers():
+        return
+    if os.environ.get("DOCKER_HOST"):
+        raise BuildError(f"no docker daemon answers at DOCKER_HOST={os.environ['DOCKER_HOST']}")
+    dockerd = shutil.which("dockerd")
+    if dockerd is None:
+        raise BuildError(
+            "no docker daemon runs and dockerd is not installed: install the docker.io "
+            "package (apt-get install docker.io), or start a daemon and set DOCKER_HOST"
+        )
+    if os.geteuid() != 0:
+        raise BuildError("no docker daemon runs; starting dockerd needs root: start one yourself")
+    DOCKER_DATA.mkdir(parents=True, exist_ok=True)
+    print(f"starting dockerd (vfs, data in {DOCKER_DATA}, log {log})", file=sys.stderr)
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [dockerd, "--storage-driver=vfs", f"--data-root={DOCKER_DATA}"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # outlives this command: later builds reuse it
+        )
+    (DOCKER_DATA / "dockerd.pid").write_text(f"{proc.pid}\n")
+    deadline = time.monotonic() + 60
+    while not _daemon_answers():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise BuildError(f"dockerd did not start (exit {proc.poll()}); see {log}")
+        time.sleep(0.5)
+
+
+def _image_exists(image: str) -> bool:
+    return _run(["docker", "image", "inspect", image]).returncode == 0
+
+
+def ensure_base(rebuild: bool = False) -> str:
+    """`kubetune/base:bookworm`: imported from the cached tarball, made by debootstrap once."""
+    if _image_exists(BASE_IMAGE) and not rebuild:
+        return BASE_IMAGE
+    BASE_CACHE.mkdir(parents=True, exist_ok=True)
+    tarball = BASE_CACHE / f"debian-{SUITE}-minbase.tar"
+    if not tarball.exists() or rebuild:
+        if shutil.which("debootstrap") is None:
+            raise BuildError(
+                "debootstrap is not installed: install the debootstrap package "
+                "(apt-get install debootstrap); it makes the Debian base image"
+            )
+        if os.geteuid() != 0:
+            raise BuildError("debootstrap needs root to make the base image")
+        with tempfile.TemporaryDirectory(dir=BASE_CACHE, prefix="rootfs-") as tmp:
+            print(f"debootstrap --variant=minbase {SUITE} ({MIRROR})", file=sys.stderr)
+            done = _run(["debootstrap", "--variant=minbase", SUITE, tmp, MIRROR])
+            if done.returncode != 0:
+                raise BuildError(f"debootstrap failed:\n{done.stdout[-3000:]}{done.stderr}")
+            partial = tarball.with_suffix(".partial")
+            packed = _run(["tar", "--numeric-owner", "-C", tmp, "-cf", str(partial), "."])
+            if packed.returncode != 0:
+                raise BuildError(f"packing the base failed: {packed.stderr}")
+            partial.replace(tarball)
+    with tarball.open("rb") as f:
+        done = subprocess.run(
+            ["docker", "import", "-", BASE_IMAGE], stdin=f, capture_output=True, text=True
+        )
+    if done.returncode != 0:
+        raise BuildError(f"docker import of {tarball} failed: {done.stderr}")
+    return BASE_IMAGE
+
+
+def requirements(service: Service) -> list[str]:
+    """Third-party requirements of `shared` and the service (versions from constraints.txt)."""
+    local = {"kubetune"}
+    reqs: list[str] = []
+    for project in (ROOT / "shared", service.source):
+        meta = tomllib.loads((project / "pyproject.toml").read_text())["project"]
+        local.add(meta["name"])
+        reqs += meta.get("dependencies", [])
+    return [r for r in reqs if _NAME.match(r).group() not in local]  # type: ignore[union-attr]
+
+
+def _source_filter(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    parts = Path(info.name).parts
+    skip = {"tests", "__pycache__", ".pytest_cache", ".mypy_cache", ".hypothesis", "build"}
+    if skip & set(parts) or info.name.endswith((".pyc", ".egg-info")) or any(
+        p.endswith(".egg-info") for p in parts
+    ):
+        return None
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    info.mtime = 0  # the same sources give the same layer
+    return info
+
+
+def _ca_bundle() -> bytes:
+    """The CA bundle the host's pip trusts when set (a TLS-inspecting proxy), else nothing."""
+    for var in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"):
+        path = os.environ.get(var)
+        if path and Path(path).is_file():
+            return Path(path).read_bytes()
+    return b""
+
+
+def context(service: Service) -> bytes:
+    """The build context of one service, as a tar stream for `docker build -`."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+
+        def add_bytes(name: str, data: bytes) -> None:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(data))
+
+        add_bytes("Dockerfile", (ROOT / "images" / "Dockerfile").read_bytes())
+        add_bytes("assemble.py", (ROOT / "images" / "assemble.py").read_bytes())
+        add_bytes("constraints.txt", (ROOT / "constraints.txt").read_bytes())
+        add_bytes("requirements.txt", "".join(f"{r}\n" for r in requirements(service)).encode())
+        add_bytes("ca.pem", _ca_bundle())
+        tar.add(ROOT / "shared", "src/shared", filter=_source_filter)
+        tar.add(service.source, f"src/{service.name}", filter=_source_filter)
+    return buf.getvalue()
+
+
+def image_size(image: str) -> int:
+    out = _run(["docker", "image", "inspect", "--format", "{{.Size}}", image])
+    return int(out.stdout.strip()) if out.returncode == 0 else 0
+
+
+def build_service(service: Service, tag: str, log: Path, *, pull_base: str) -> str:
+    image = f"{REPOSITORY}/{service.name}:{tag}"
+    cmd = [
+        "docker",
+        "build",
+        "--target",
+        service.name,
+        "--tag",
+        image,
+        "--build-arg",
+        f"BASE={pull_base}",
+        "--build-arg",
+        "ASSEMBLE_FLAGS=" + " ".join(service.flags),
+        "-",
+    ]
+    with log.open("w") as out:
+        done = subprocess.run(
+            cmd, input=context(service), stdout=out, stderr=subprocess.STDOUT, env=docker_env()
+        )
+    if done.returncode != 0:
+        tail = log.read_text(errors="replace")[-4000:]
+        raise BuildError(f"building {image} failed (log {log}):\n{tail}")
+    return image
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="images/build.py", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    p.add_argument("services", nargs="*", metavar="SERVICE", help=f"default: all of {', '.join(SERVICES)}")
+    p.add_argument("--tag", default=os.environ.get("IMAGE_TAG", "dev"), help="image tag (default: dev)")
+    p.add_argument("--rebuild-base", action="store_true", help="debootstrap the base again")
+    args = p.parse_args(argv)
+    unknown = [s for s in args.services if s not in SERVICES]
+    if unknown:
+        p.error(f"unknown service {', '.join(unknown)}: choose from {', '.join(SERVICES)}")
+    logs = BASE_CACHE / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    try:
+        ensure_docker(logs / "dockerd.log")
+        started = time.monotonic()
+        base = ensure_base(args.rebuild_base)
+        print(f"{base}: {time.monotonic() - started:.0f} s", file=sys.stderr)
+        for name in args.services or list(SERVICES):
+            started = time.monotonic()
+            image = build_service(SERVICES[name], args.tag, logs / f"{name}.log", pull_base=base)
+            size = image_size(image) / 1e6
+            print(f"{image}\t{size:.1f} MB\t{time.monotonic() - started:.0f} s", flush=True)
+    except BuildError as e:
+        print(f"images/build.py: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
