@@ -13,6 +13,7 @@ import argparse
 import compileall
 import importlib.metadata
 import os
+import py_compile
 import shutil
 import stat
 import subprocess
@@ -76,14 +77,11 @@ ASYNC_CLIENT = (
 
 def drop_distribution(site: Path, name: str) -> None:
     """Remove every file a distribution installed (its RECORD), then its empty directories."""
-    try:
-        found = [
-            d
-            for d in importlib.metadata.distributions(path=[str(site)])
-            if (d.metadata["Name"] or "").lower().replace("_", "-") == name
-        ]
-    except Exception as e:  # noqa: BLE001 - a broken RECORD is a build error worth naming
-        raise SystemExit(f"cannot read the installed distributions in {site}: {e}") from e
+    found = [
+        d
+        for d in importlib.metadata.distributions(path=[str(site)])
+        if (d.metadata["Name"] or "").lower().replace("_", "-") == name
+    ]
     for dist in found:
         for file in dist.files or []:
             path = Path(str(dist.locate_file(file)))
@@ -208,7 +206,7 @@ def compile_bytecode(root: Path, directories: list[Path], sourceless: bool) -> N
             quiet=2,
             legacy=sourceless,
             ddir="/" + str(directory.relative_to(root)),
-            invalidation_mode=compileall.py_compile.PycInvalidationMode.UNCHECKED_HASH,
+            invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
             workers=0,
         )
         if not ok:
@@ -280,9 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     site = copy_venv(args.venv, root, not args.keep_async_client)
     libraries = copy_libraries(root)
     write_users(root)
-    compile_bytecode(
-        root, [root / STDLIB.relative_to("/"), site], args.sourceless or args.zip
-    )
+    compile_bytecode(root, [root / STDLIB.relative_to("/"), site], args.sourceless or args.zip)
     if args.zip:
         zipped = zip_pure_packages(root, site)
         print(f"zipped: {' '.join(zipped)}", file=sys.stderr)

@@ -17,13 +17,13 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
-import re
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -70,8 +70,8 @@ class BuildError(RuntimeError):
     """A step failed; the message says what to do."""
 
 
-def _run(cmd: Sequence[str], **kw: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(cmd), text=True, capture_output=True, **kw)  # type: ignore[call-overload,no-any-return]
+def _run(cmd: Sequence[str], timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(cmd), text=True, capture_output=True, timeout=timeout)
 
 
 def docker_env() -> dict[str, str]:
@@ -157,22 +157,26 @@ def ensure_base(rebuild: bool = False) -> str:
     return BASE_IMAGE
 
 
-def requirements(service: Service) -> list[str]:
-    """Third-party requirements of `shared` and the service (versions from constraints.txt)."""
-    local = {"kubetune"}
-    reqs: list[str] = []
-    for project in (ROOT / "shared", service.source):
-        meta = tomllib.loads((project / "pyproject.toml").read_text())["project"]
-        local.add(meta["name"])
-        reqs += meta.get("dependencies", [])
-    return [r for r in reqs if _NAME.match(r).group() not in local]  # type: ignore[union-attr]
+def requirements(project: Path) -> list[str]:
+    """Third-party requirements of a package (versions come from constraints.txt)."""
+    meta = tomllib.loads((project / "pyproject.toml").read_text())["project"]
+    local = {"kubetune", meta["name"]}
+    reqs: list[str] = meta.get("dependencies", [])
+    return [r for r in reqs if _name(r) not in local]
+
+
+def _name(requirement: str) -> str:
+    match = _NAME.match(requirement)
+    return match.group() if match else requirement
 
 
 def _source_filter(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
     parts = Path(info.name).parts
     skip = {"tests", "__pycache__", ".pytest_cache", ".mypy_cache", ".hypothesis", "build"}
-    if skip & set(parts) or info.name.endswith((".pyc", ".egg-info")) or any(
-        p.endswith(".egg-info") for p in parts
+    if (
+        skip & set(parts)
+        or info.name.endswith((".pyc", ".egg-info"))
+        or any(p.endswith(".egg-info") for p in parts)
     ):
         return None
     info.uid = info.gid = 0
@@ -204,7 +208,11 @@ def context(service: Service) -> bytes:
         add_bytes("Dockerfile", (ROOT / "images" / "Dockerfile").read_bytes())
         add_bytes("assemble.py", (ROOT / "images" / "assemble.py").read_bytes())
         add_bytes("constraints.txt", (ROOT / "constraints.txt").read_bytes())
-        add_bytes("requirements.txt", "".join(f"{r}\n" for r in requirements(service)).encode())
+        for name, project in (
+            ("requirements-shared.txt", ROOT / "shared"),
+            ("requirements.txt", service.source),
+        ):
+            add_bytes(name, "".join(f"{r}\n" for r in requirements(project)).encode())
         add_bytes("ca.pem", _ca_bundle())
         tar.add(ROOT / "shared", "src/shared", filter=_source_filter)
         tar.add(service.source, f"src/{service.name}", filter=_source_filter)
@@ -245,8 +253,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="images/build.py", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    p.add_argument("services", nargs="*", metavar="SERVICE", help=f"default: all of {', '.join(SERVICES)}")
-    p.add_argument("--tag", default=os.environ.get("IMAGE_TAG", "dev"), help="image tag (default: dev)")
+    p.add_argument(
+        "services", nargs="*", metavar="SERVICE", help=f"default: all of {', '.join(SERVICES)}"
+    )
+    p.add_argument(
+        "--tag", default=os.environ.get("IMAGE_TAG", "dev"), help="image tag (default: dev)"
+    )
     p.add_argument("--rebuild-base", action="store_true", help="debootstrap the base again")
     args = p.parse_args(argv)
     unknown = [s for s in args.services if s not in SERVICES]
