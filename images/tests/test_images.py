@@ -43,8 +43,17 @@ COLLECTOR_LIMIT = 60_000_000
 UID = 65532
 
 
+_BUILT: set[str] = set()
+
+
 def image(service: str) -> str:
-    return f"kubetune/{service}:{TAG}"
+    """The service's image, which must have been built (`python3 images/build.py`)."""
+    name = f"kubetune/{service}:{TAG}"
+    if name not in _BUILT:
+        if docker("image", "inspect", name, check=False).returncode != 0:
+            pytest.fail(f"{name} is not built: run `python3 images/build.py`", pytrace=False)
+        _BUILT.add(name)
+    return name
 
 
 def docker(
@@ -64,13 +73,6 @@ def wait_for(what: str, probe: Callable[[], Any], timeout: float = 90.0) -> Any:
             return last
         time.sleep(0.3)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
-
-
-@pytest.fixture(scope="session", autouse=True)
-def built() -> None:
-    missing = [s for s in SERVICES if docker("image", "inspect", image(s), check=False).returncode]
-    if missing:
-        pytest.fail(f"images not built: {missing}; run `python3 images/build.py`", pytrace=False)
 
 
 @pytest.fixture
@@ -114,12 +116,22 @@ def get(url: str, context: ssl.SSLContext | None = None) -> int:
         return 0
 
 
-def kube_args(cluster: Any) -> list[str]:
+@pytest.fixture(scope="session")
+def kubeconfig(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The admin kubeconfig, readable by the images' user (the original is root's, 0600)."""
+    copy = tmp_path_factory.mktemp("kubeconfig") / "config"
+    copy.write_bytes(Path(cluster.kubeconfig).read_bytes())
+    copy.chmod(0o644)
+    return copy
+
+
+@pytest.fixture
+def kube_args(kubeconfig: Path) -> list[str]:
     return [
         "--network=host",
         "--read-only",
         "--tmpfs=/tmp",
-        f"--volume={cluster.kubeconfig}:/kubeconfig:ro",
+        f"--volume={kubeconfig}:/kubeconfig:ro",
     ]
 
 
@@ -180,11 +192,11 @@ def test_collector_is_smallest_and_below_60_mb() -> None:
 @pytest.mark.integration
 @pytest.mark.parametrize("service", CONTROLLERS)
 def test_controller_answers_its_probes(
-    service: str, cluster: Any, kube: Kube, containers: Callable[..., str]
+    service: str, cluster: Any, kube: Kube, containers: Callable[..., str], kube_args: list[str]
 ) -> None:
     port = free_port()
     name = containers(
-        *kube_args(cluster),
+        *kube_args,
         image(service),
         "--kubeconfig=/kubeconfig",
         f"--probe-port={port}",
@@ -198,7 +210,7 @@ def test_controller_answers_its_probes(
 
 @pytest.mark.integration
 def test_webhook_serves_https_probes(
-    cluster: Any, kube: Kube, containers: Callable[..., str], tmp_path: Path
+    cluster: Any, kube: Kube, containers: Callable[..., str], tmp_path: Path, kube_args: list[str]
 ) -> None:
     subprocess.run(
         [
@@ -223,7 +235,7 @@ def test_webhook_serves_https_probes(
     (tmp_path / "tls.key").chmod(0o644)  # readable by the image's user
     port = free_port()
     name = containers(
-        *kube_args(cluster),
+        *kube_args,
         f"--volume={tmp_path}:/certs:ro",
         image("webhook"),
         "serve",
@@ -242,7 +254,7 @@ def test_webhook_serves_https_probes(
 
 @pytest.mark.integration
 def test_algorithm_serves_one_experiment(
-    cluster: Any, kube: Kube, namespace: str, containers: Callable[..., str]
+    cluster: Any, kube: Kube, namespace: str, containers: Callable[..., str], kube_args: list[str]
 ) -> None:
     algorithm = {"algorithmName": "tpe", "algorithmSettings": []}
     kube.create(
@@ -282,7 +294,7 @@ def test_algorithm_serves_one_experiment(
     )
     port = free_port()
     name = containers(
-        *kube_args(cluster),
+        *kube_args,
         "--tmpfs=/opt/katib/data:uid=65532",  # the Deployment's emptyDir or PVC
         image("suggestion-algorithm"),
         "--kubeconfig=/kubeconfig",
@@ -306,10 +318,16 @@ def test_algorithm_serves_one_experiment(
 
 @pytest.mark.integration
 def test_collector_wraps_and_collects_a_real_process(
-    cluster: Any, kube: Kube, namespace: str, containers: Callable[..., str], tmp_path: Path
+    cluster: Any,
+    kube: Kube,
+    namespace: str,
+    containers: Callable[..., str],
+    tmp_path: Path,
+    kube_args: list[str],
 ) -> None:
     """The training container (the base image, root, its command wrapped as the webhook wraps
-    it) and the collector share a process namespace and the log dir, as in a trial pod."""
+    it) and the collector share a process namespace (a sandbox's) and the log dir, as in a
+    trial pod."""
     log_dir = "/var/log/katib"
     shared = tmp_path / "katib"
     shared.mkdir()
@@ -337,10 +355,17 @@ def test_collector_wraps_and_collects_a_real_process(
     argv = procwait.wrap_argv(
         ["sh", "-c", "sleep 3; " + train], log_dir, metrics_file=f"{log_dir}/metrics.log"
     )
-    training = containers(f"--volume={shared}:{log_dir}", "kubetune/base:bookworm", *argv)
+    # The pod's process namespace belongs to its sandbox (pause), which outlives both.
+    sandbox = containers("kubetune/base:bookworm", "sleep", "infinity")
+    containers(
+        f"--pid=container:{sandbox}",
+        f"--volume={shared}:{log_dir}",
+        "kubetune/base:bookworm",
+        *argv,
+    )
     collector = containers(
-        *kube_args(cluster),
-        f"--pid=container:{training}",
+        *kube_args,
+        f"--pid=container:{sandbox}",
         f"--volume={shared}:{log_dir}",
         image("pns-collector"),
         "--kubeconfig=/kubeconfig",
