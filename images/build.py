@@ -194,6 +194,25 @@ def _ca_bundle() -> bytes:
     return b""
 
 
+def dockerfile(target: str) -> str:
+    """images/Dockerfile without the other services' final stages.
+
+    The legacy builder (no BuildKit here) builds every stage before the target; with vfs each
+    of their steps copies the whole image, minutes for the algorithm's.
+    """
+    text = (ROOT / "images" / "Dockerfile").read_text()
+    kept: list[str] = []
+    skipping = False
+    for line in text.splitlines(keepends=True):
+        if line.startswith("FROM runtime AS "):
+            skipping = line.split()[-1] != target
+        if not skipping:
+            kept.append(line)
+    if not any(line.startswith(f"FROM runtime AS {target}") for line in kept):
+        raise BuildError(f"images/Dockerfile has no stage `FROM runtime AS {target}`")
+    return "".join(kept)
+
+
 def context(service: Service) -> bytes:
     """The build context of one service, as a tar stream for `docker build -`."""
     buf = io.BytesIO()
@@ -205,8 +224,8 @@ def context(service: Service) -> bytes:
             info.mode = 0o644
             tar.addfile(info, io.BytesIO(data))
 
-        add_bytes("Dockerfile", (ROOT / "images" / "Dockerfile").read_bytes())
-        add_bytes("assemble.py", (ROOT / "images" / "assemble.py").read_bytes())
+        add_bytes("Dockerfile", dockerfile(service.name).encode())
+        add_bytes("late/assemble.py", (ROOT / "images" / "assemble.py").read_bytes())
         add_bytes("constraints.txt", (ROOT / "constraints.txt").read_bytes())
         for name, project in (
             ("requirements-shared.txt", ROOT / "shared"),
@@ -214,8 +233,8 @@ def context(service: Service) -> bytes:
         ):
             add_bytes(name, "".join(f"{r}\n" for r in requirements(project)).encode())
         add_bytes("ca.pem", _ca_bundle())
-        tar.add(ROOT / "shared", "src/shared", filter=_source_filter)
-        tar.add(service.source, f"src/{service.name}", filter=_source_filter)
+        tar.add(ROOT / "shared", "late/src/shared", filter=_source_filter)
+        tar.add(service.source, f"late/src/{service.name}", filter=_source_filter)
     return buf.getvalue()
 
 
