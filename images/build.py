@@ -74,6 +74,17 @@ def _run(cmd: Sequence[str], timeout: float | None = None) -> subprocess.Complet
     return subprocess.run(list(cmd), text=True, capture_output=True, timeout=timeout)
 
 
+def need_tool(tool: str, package: str, why: str) -> str:
+    """The tool's path, else a `BuildError` naming the Debian package that has it."""
+    path = shutil.which(tool)
+    if path is None:
+        raise BuildError(
+            f"{tool} is not installed: install the {package} package "
+            f"(apt-get install {package}; {why}); nothing was built"
+        )
+    return path
+
+
 def docker_env() -> dict[str, str]:
     """Legacy builder: no BuildKit/buildx here, and the Dockerfile needs neither."""
     return {**os.environ, "DOCKER_BUILDKIT": "0"}
@@ -85,11 +96,7 @@ def _daemon_answers() -> bool:
 
 def ensure_docker(log: Path) -> None:
     """A docker daemon to talk to: the running one, else a vfs dockerd started here."""
-    if shutil.which("docker") is None:
-        raise BuildError(
-            "docker is not installed: install the docker.io package "
-            "(apt-get install docker.io), which has both the client and dockerd"
-        )
+    need_tool("docker", "docker.io", "the client and dockerd")
     if _daemon_answers():
         return
     if os.environ.get("DOCKER_HOST"):
@@ -131,11 +138,7 @@ def ensure_base(rebuild: bool = False) -> str:
     BASE_CACHE.mkdir(parents=True, exist_ok=True)
     tarball = BASE_CACHE / f"debian-{SUITE}-minbase.tar"
     if not tarball.exists() or rebuild:
-        if shutil.which("debootstrap") is None:
-            raise BuildError(
-                "debootstrap is not installed: install the debootstrap package "
-                "(apt-get install debootstrap); it makes the Debian base image"
-            )
+        need_tool("debootstrap", "debootstrap", "it makes the Debian base image")
         if os.geteuid() != 0:
             raise BuildError("debootstrap needs root to make the base image")
         with tempfile.TemporaryDirectory(dir=BASE_CACHE, prefix="rootfs-") as tmp:

@@ -9,11 +9,14 @@ which the in-cluster configuration (token and CA read from their mounted files) 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import json
+import os
 import socket
 import ssl
 import subprocess
+import sys
 import tarfile
 import time
 import urllib.request
@@ -143,6 +146,41 @@ def kube(cluster: Any) -> Kube:
             kube.create(CUSTOM_RESOURCE_DEFINITIONS, yaml.safe_load(path.read_text()))
     cluster.kubectl("wait", "--for=condition=Established", "--timeout=120s", "crd", "--all")
     return kube
+
+
+def load_build() -> Any:
+    """images/build.py as a module (it is a script, not an installed package)."""
+    spec = importlib.util.spec_from_file_location("images_build", REPO / "images" / "build.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_without_docker_build_stops_naming_the_package(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "images" / "build.py")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": str(tmp_path), "KUBETUNE_CACHE": str(tmp_path)},
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "docker is not installed: install the docker.io package" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("tool", "package"), [("docker", "docker.io"), ("debootstrap", "debootstrap")]
+)
+def test_a_missing_tool_names_its_package(
+    tool: str, package: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build = load_build()
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(build.BuildError, match=rf"install the {package} package \(apt-get install"):
+        build.need_tool(tool, package, "why")
 
 
 @pytest.mark.parametrize("service", SERVICES)
