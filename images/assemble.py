@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import compileall
 import importlib.metadata
+import importlib.util
 import os
 import py_compile
 import shutil
@@ -217,29 +218,58 @@ def compile_bytecode(root: Path, directories: list[Path], sourceless: bool) -> N
                     source.unlink()
 
 
-def zip_pure_packages(root: Path, site: Path) -> list[str]:
-    """Move the packages that are only bytecode into one deflated zip on `sys.path`.
+def _zip_members(site: Path, entry: Path) -> list[tuple[Path, str]] | None:
+    """(file, name in the zip) of a package or module made only of Python, else None.
 
-    zipimport loads them from there (the collector's `kubernetes` client shrinks from ~25 MB
-    to ~6 MB). Packages with anything else in them (extension modules, data files such as
-    certifi's bundle) stay on disk: those are loaded or opened by path.
+    zipimport reads `x.pyc` beside `x.py` (never __pycache__), so a source's cached bytecode
+    goes in under that name; the source goes in too unless the tree is sourceless.
+    """
+    files = sorted(p for p in entry.rglob("*") if p.is_file()) if entry.is_dir() else [entry]
+    if entry.is_dir() and not {"__init__.py", "__init__.pyc"} & {p.name for p in files}:
+        return None  # namespace packages stay on disk
+    members: list[tuple[Path, str]] = []
+    for path in files:
+        name = str(path.relative_to(site))
+        if path.parent.name == "__pycache__":
+            continue  # added with its source
+        if path.suffix == ".py":
+            members.append((path, name))
+            cached = Path(importlib.util.cache_from_source(str(path)))
+            if not cached.is_file():
+                return None
+            members.append((cached, name + "c"))
+        elif path.suffix == ".pyc" or path.name == "py.typed":
+            members.append((path, name))
+        else:
+            return None  # extension modules and data files are loaded or opened by path
+    return members
+
+
+def zip_pure_packages(root: Path, site: Path) -> list[str]:
+    """Move the pure-Python packages into one deflated zip on `sys.path`.
+
+    zipimport loads them from there (the `kubernetes` client shrinks from ~50 MB of source and
+    bytecode to ~10 MB). Packages with anything else in them (extension modules, data files such
+    as certifi's bundle) stay on disk.
     """
     archive = site.parent / "site-packages.zip"
     moved: list[str] = []
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as z:
         for entry in sorted(site.iterdir()):
-            if entry.is_dir() and (entry / "__init__.pyc").is_file():
-                files = [p for p in entry.rglob("*") if p.is_file()]
-                if any(p.suffix != ".pyc" and p.name != "py.typed" for p in files):
-                    continue
-                for path in sorted(files):
-                    z.write(path, path.relative_to(site))
-                shutil.rmtree(entry)
-            elif entry.is_file() and entry.suffix == ".pyc":
-                z.write(entry, entry.name)
-                entry.unlink()
-            else:
+            if entry.name.endswith((".dist-info", ".pth")) or entry.name == "__pycache__":
                 continue
+            if entry.is_file() and entry.suffix not in (".py", ".pyc"):
+                continue
+            members = _zip_members(site, entry)
+            if members is None:
+                continue
+            for path, name in members:
+                z.write(path, name)
+            if entry.is_dir():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+                Path(importlib.util.cache_from_source(str(entry))).unlink(missing_ok=True)
             moved.append(entry.name)
     (site / "zz-site-packages-zip.pth").write_text(f"/{archive.relative_to(root)}\n")
     return moved
@@ -251,9 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--venv", type=Path, default=Path("/opt/kubetune"))
     p.add_argument("--keep-sqlite", action="store_true", help="keep sqlite3 (Optuna)")
     p.add_argument("--sourceless", action="store_true", help="only .pyc, no .py")
-    p.add_argument(
-        "--zip", action="store_true", help="pure-bytecode packages in one zip (implies sourceless)"
-    )
+    p.add_argument("--zip", action="store_true", help="pure-Python packages in one zip")
     p.add_argument(
         "--keep-async-client",
         action="store_true",
@@ -278,7 +306,10 @@ def main(argv: list[str] | None = None) -> int:
     site = copy_venv(args.venv, root, not args.keep_async_client)
     libraries = copy_libraries(root)
     write_users(root)
-    compile_bytecode(root, [root / STDLIB.relative_to("/"), site], args.sourceless or args.zip)
+    # The standard library as bytecode only; the service's packages keep their sources
+    # (tracebacks show the lines) unless the image is to be smallest.
+    compile_bytecode(root, [root / STDLIB.relative_to("/")], sourceless=True)
+    compile_bytecode(root, [site], sourceless=args.sourceless)
     if args.zip:
         zipped = zip_pure_packages(root, site)
         print(f"zipped: {' '.join(zipped)}", file=sys.stderr)

@@ -55,13 +55,16 @@ class Service:
 SERVICES = {
     s.name: s
     for s in (
-        Service("experiment-controller"),
-        Service("suggestion-controller"),
-        Service("trial-controller"),
-        Service("webhook"),
-        Service("suggestion-algorithm", ("--keep-sqlite", "--writable-dir", "/opt/katib/data")),
-        # In every trial pod: only bytecode, pure packages zipped, to stay small.
-        Service("pns-collector", ("--zip",)),
+        Service("experiment-controller", ("--zip",)),
+        Service("suggestion-controller", ("--zip",)),
+        Service("trial-controller", ("--zip",)),
+        Service("webhook", ("--zip",)),
+        Service(
+            "suggestion-algorithm",
+            ("--zip", "--keep-sqlite", "--writable-dir", "/opt/katib/data"),
+        ),
+        # In every trial pod: no sources either, to stay smallest.
+        Service("pns-collector", ("--zip", "--sourceless")),
     )
 }
 
