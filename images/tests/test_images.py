@@ -270,7 +270,9 @@ def test_webhook_serves_https_probes(
         check=True,
         capture_output=True,
     )
-    (tmp_path / "tls.key").chmod(0o644)  # readable by the image's user
+    # Readable by the image's user, as a mounted Secret is (pytest's dirs are 0700).
+    tmp_path.chmod(0o755)
+    (tmp_path / "tls.key").chmod(0o644)
     port = free_port()
     name = containers(
         *kube_args,
