@@ -157,14 +157,17 @@ def _copy_with_links(path: str, root: Path) -> None:
 def copy_libraries(root: Path) -> list[str]:
     """Every shared library an ELF file in `root` needs, as the loader resolves it here."""
     needed: set[str] = set()
-    for path in list(root.rglob("*")):
-        if path.is_symlink() or not path.is_file() or not _is_elf(path):
-            continue
+    elves = [p for p in root.rglob("*") if not p.is_symlink() and p.is_file() and _is_elf(p)]
+    # Libraries a wheel bundles (scipy.libs/...) find each other through their loader's RPATH.
+    bundled = {p.name for p in elves}
+    for path in elves:
         out = subprocess.run(["ldd", str(path)], capture_output=True, text=True).stdout
         for line in out.splitlines():
             parts = line.split()
             if "=>" in parts:
                 where = parts[parts.index("=>") + 1]
+                if where == "not" and parts[0] in bundled:
+                    continue
                 if where == "not":
                     raise SystemExit(f"{path} needs {parts[0]}, which is not installed")
             elif parts and parts[0].startswith("/"):
