@@ -127,9 +127,27 @@ def copy_venv(venv: Path, root: Path, prune_async_client: bool) -> Path:
         shutil.rmtree(site / "kubernetes" / "aio", ignore_errors=True)
         for name in ASYNC_CLIENT:
             drop_distribution(site, name)
+    prune_development_files(site)
     for record in site.glob("*.dist-info/RECORD"):
         record.unlink()  # only uninstalling reads it
     return site
+
+
+# Inside a package: its own test suite (scipy's, numpy's and scikit-learn's are a third of
+# their size) and what only a compiler or type checker reads.
+TEST_DIRS = ("tests", "test")
+DEV_SUFFIXES = (".pyx", ".pxd", ".pxi", ".h", ".hpp", ".c", ".cpp", ".pyi")
+
+
+def prune_development_files(site: Path) -> None:
+    for package in site.iterdir():
+        if not package.is_dir() or package.name.endswith(".dist-info"):
+            continue
+        for path in sorted(package.rglob("*"), reverse=True):
+            if path.is_dir() and path.name in TEST_DIRS:
+                shutil.rmtree(path)
+            elif path.is_file() and path.suffix in DEV_SUFFIXES:
+                path.unlink()
 
 
 def _is_elf(path: Path) -> bool:
