@@ -37,6 +37,7 @@ SUITE = "bookworm"
 MIRROR = os.environ.get("KUBETUNE_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 BASE_IMAGE = f"kubetune/base:{SUITE}"
 REPOSITORY = "kubetune"
+BUILD_LABEL = "io.kubetune.images=build"
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
@@ -136,7 +137,8 @@ def _image_exists(image: str) -> bool:
 
 def ensure_base(rebuild: bool = False) -> str:
     """`kubetune/base:bookworm`: imported from the cached tarball, made by debootstrap once."""
-    if _image_exists(BASE_IMAGE) and not rebuild:
+    label = _run(["docker", "image", "inspect", "--format", "{{json .Config.Labels}}", BASE_IMAGE])
+    if label.returncode == 0 and BUILD_LABEL.replace("=", '":"') in label.stdout and not rebuild:
         return BASE_IMAGE
     BASE_CACHE.mkdir(parents=True, exist_ok=True)
     tarball = BASE_CACHE / f"debian-{SUITE}-minbase.tar"
@@ -156,7 +158,10 @@ def ensure_base(rebuild: bool = False) -> str:
             partial.replace(tarball)
     with tarball.open("rb") as f:
         done = subprocess.run(
-            ["docker", "import", "-", BASE_IMAGE], stdin=f, capture_output=True, text=True
+            ["docker", "import", "--change", f"LABEL {BUILD_LABEL}", "-", BASE_IMAGE],
+            stdin=f,
+            capture_output=True,
+            text=True,
         )
     if done.returncode != 0:
         raise BuildError(f"docker import of {tarball} failed: {done.stderr}")
@@ -231,16 +236,14 @@ def context(service: Service) -> bytes:
             tar.addfile(info, io.BytesIO(data))
 
         add_bytes("Dockerfile", dockerfile(service.name).encode())
-        add_bytes("late/assemble.py", (ROOT / "images" / "assemble.py").read_bytes())
+        add_bytes("assemble.py", (ROOT / "images" / "assemble.py").read_bytes())
+        add_bytes("assemble-flags", " ".join(service.flags).encode())
         add_bytes("constraints.txt", (ROOT / "constraints.txt").read_bytes())
-        for name, project in (
-            ("requirements-shared.txt", ROOT / "shared"),
-            ("requirements.txt", service.source),
-        ):
-            add_bytes(name, "".join(f"{r}\n" for r in requirements(project)).encode())
+        reqs = requirements(ROOT / "shared") + requirements(service.source)
+        add_bytes("requirements.txt", "".join(f"{r}\n" for r in reqs).encode())
         add_bytes("ca.pem", _ca_bundle())
-        tar.add(ROOT / "shared", "late/src/shared", filter=_source_filter)
-        tar.add(service.source, f"late/src/{service.name}", filter=_source_filter)
+        tar.add(ROOT / "shared", "src/shared", filter=_source_filter)
+        tar.add(service.source, f"src/{service.name}", filter=_source_filter)
     return buf.getvalue()
 
 
@@ -249,29 +252,28 @@ def image_size(image: str) -> int:
     return int(out.stdout.strip()) if out.returncode == 0 else 0
 
 
-def build_service(service: Service, tag: str, log: Path, *, pull_base: str) -> str:
+def build_service(service: Service, tag: str, log: Path, *, base: str) -> str:
+    """Build the service's build stage (tagged, so its layers stay as the cache and older
+    ones can be pruned), then its image."""
     image = f"{REPOSITORY}/{service.name}:{tag}"
-    cmd = [
-        "docker",
-        "build",
-        "--target",
-        service.name,
-        "--tag",
-        image,
-        "--build-arg",
-        f"BASE={pull_base}",
-        "--build-arg",
-        "ASSEMBLE_FLAGS=" + " ".join(service.flags),
-        "-",
-    ]
+    data = context(service)
     with log.open("w") as out:
-        done = subprocess.run(
-            cmd, input=context(service), stdout=out, stderr=subprocess.STDOUT, env=docker_env()
-        )
-    if done.returncode != 0:
-        tail = log.read_text(errors="replace")[-4000:]
-        raise BuildError(f"building {image} failed (log {log}):\n{tail}")
+        for target, name in (("build", f"{image}-build"), (service.name, image)):
+            cmd = ["docker", "build", "--target", target, "--tag", name]
+            cmd += ["--build-arg", f"BASE={base}", "-"]
+            done = subprocess.run(
+                cmd, input=data, stdout=out, stderr=subprocess.STDOUT, env=docker_env()
+            )
+            if done.returncode != 0:
+                tail = log.read_text(errors="replace")[-4000:]
+                raise BuildError(f"building {name} failed (log {log}):\n{tail}")
+    prune_stale_build_layers()
     return image
+
+
+def prune_stale_build_layers() -> None:
+    """Remove earlier builds' layers (untagged, from our base): with vfs each is a full copy."""
+    _run(["docker", "image", "prune", "--force", "--filter", f"label={BUILD_LABEL}"], 600)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -298,7 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{base}: {time.monotonic() - started:.0f} s", file=sys.stderr)
         for name in args.services or list(SERVICES):
             started = time.monotonic()
-            image = build_service(SERVICES[name], args.tag, logs / f"{name}.log", pull_base=base)
+            image = build_service(SERVICES[name], args.tag, logs / f"{name}.log", base=base)
             size = image_size(image) / 1e6
             print(f"{image}\t{size:.1f} MB\t{time.monotonic() - started:.0f} s", flush=True)
     except BuildError as e:
