@@ -37,7 +37,8 @@ SUITE = "bookworm"
 MIRROR = os.environ.get("KUBETUNE_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 BASE_IMAGE = f"kubetune/base:{SUITE}"
 REPOSITORY = "kubetune"
-BUILD_LABEL = "io.kubetune.images=build"
+BUILD_LABEL = "io.kubetune.images=build"  # on the base, so on every build-stage layer
+SERVICE_LABEL = "io.kubetune.images=service"  # on the images (see images/Dockerfile)
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
@@ -236,6 +237,8 @@ def context(service: Service) -> bytes:
             tar.addfile(info, io.BytesIO(data))
 
         add_bytes("Dockerfile", dockerfile(service.name).encode())
+        # `COPY . /ctx/` takes the rest: a Dockerfile edit must not rebuild the build stage.
+        add_bytes(".dockerignore", b"Dockerfile\n.dockerignore\n")
         add_bytes("assemble.py", (ROOT / "images" / "assemble.py").read_bytes())
         add_bytes("assemble-flags", " ".join(service.flags).encode())
         add_bytes("constraints.txt", (ROOT / "constraints.txt").read_bytes())
@@ -272,8 +275,9 @@ def build_service(service: Service, tag: str, log: Path, *, base: str) -> str:
 
 
 def prune_stale_build_layers() -> None:
-    """Remove earlier builds' layers (untagged, from our base): with vfs each is a full copy."""
-    _run(["docker", "image", "prune", "--force", "--filter", f"label={BUILD_LABEL}"], 600)
+    """Remove earlier builds' images and layers, now untagged (with vfs each is a full copy)."""
+    for label in (BUILD_LABEL, SERVICE_LABEL):
+        _run(["docker", "image", "prune", "--force", "--filter", f"label={label}"], 600)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
