@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
-# Build one image per kubetune service and load them into the kind cluster.
+# Build every kubetune service image with the project's one build command (images/build.py:
+# Debian base by debootstrap, images/Dockerfile per service) and load them into kind.
 set -euo pipefail
 # shellcheck source=e2e/kind/common.sh
 source "$(dirname "$0")/common.sh"
 need docker
 need kind
 
+python3 "${REPO_ROOT}/images/build.py" --tag "${IMAGE_TAG}" "${SERVICES[@]}"
 for svc in "${SERVICES[@]}"; do
-  image="kubetune/${svc}:${IMAGE_TAG}"
-  echo "building ${image}"
-  docker build -t "${image}" -f "${REPO_ROOT}/services/${svc}/Dockerfile" "${REPO_ROOT}"
-  kind load docker-image --name "${CLUSTER_NAME}" "${image}"
+  kind load docker-image --name "${CLUSTER_NAME}" "kubetune/${svc}:${IMAGE_TAG}"
 done
