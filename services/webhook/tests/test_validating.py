@@ -137,8 +137,8 @@ CASES: list[tuple[str, dict[str, Any], str | None]] = [
     ),
     (
         "algorithm-unknown",
-        _with("spec.algorithm.algorithmName", "hyperband"),
-        "failed to find suggestion config for algorithm hyperband; use one of: random",
+        _with("spec.algorithm.algorithmName", "enas"),
+        "failed to find suggestion config for algorithm enas; use one of: random",
     ),
     (
         "algorithm-settings-bad",
@@ -983,3 +983,46 @@ def test_kinds_whose_containers_are_not_listed_are_not_checked(trial_spec: dict[
         primaryContainerName="main", successCondition="a", failureCondition="b"
     )
     assert _problems(exp) == []
+
+
+# --- Katib's own algorithm examples are admitted unchanged (issue 16) ------------------------
+
+
+def _katib_example(name: str) -> dict[str, Any]:
+    import pathlib
+
+    import yaml
+
+    from kubetune_webhook import defaulting, patching
+
+    root = pathlib.Path(__file__).resolve().parents[3] / "shared" / "tests" / "manifests"
+    doc = next(d for d in yaml.safe_load_all((root / name).read_text()) if d)
+    return patching.apply(doc, defaulting.patch(doc))
+
+
+@pytest.mark.parametrize("name", ["katib-hyperband.yaml"])
+def test_katib_algorithm_examples_are_admitted_unchanged(name: str) -> None:
+    doc = _katib_example(name)
+    problems = validating.validate_spec(
+        validating.load(doc)[0],  # type: ignore[arg-type]
+        CONFIG,
+        lambda ns, key, name: "",
+    )
+    assert problems == []
+
+
+def test_hyperband_parallel_trial_count_is_checked_at_admission() -> None:
+    doc = _katib_example("katib-hyperband.yaml")
+    for setting in doc["spec"]["algorithm"]["algorithmSettings"]:
+        if setting["name"] == "r_l":
+            setting["value"] = "8"  # eta 2: s_max 3, the first bracket runs 8 at once
+    problems = validating.validate_spec(
+        validating.load(doc)[0],  # type: ignore[arg-type]
+        CONFIG,
+        lambda ns, key, name: "",
+    )
+    assert problems == [
+        "spec.algorithm.algorithmSettings: parallelTrialCount: 2 is less than 8, the trials of "
+        "hyperband's first bracket (eta=2, r_l=8); set parallelTrialCount to at least 8 or "
+        "lower r_l"
+    ]

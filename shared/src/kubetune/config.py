@@ -38,6 +38,7 @@ ALGORITHMS = (
     "cmaes",
     "sobol",
     "bayesianoptimization",
+    "hyperband",
 )
 COLLECTOR_KINDS = ("StdOut", "File", "TensorFlowEvent")
 DEFAULT_TRIAL_RESOURCES = (

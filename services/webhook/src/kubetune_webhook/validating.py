@@ -342,7 +342,7 @@ def validate_algorithm_settings(spec: ExperimentSpec) -> list[str]:
         return []
     try:
         problems = algorithmsettings.validate(
-            name, spec.algorithm.algorithm_settings, spec.parameters
+            name, spec.algorithm.algorithm_settings, spec.parameters, spec.parallel_trial_count
         )
     except Exception:
         log.exception("kubetune.algorithmsettings.validate failed for %s", name)
