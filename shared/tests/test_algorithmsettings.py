@@ -25,7 +25,10 @@ OPT = _p("opt", "categorical", list=["sgd", "adam"])
 BATCH = _p("batch", "discrete", list=["16", "32"])
 
 
-REQUIRED = {"hyperband": _s(resource_name="layers", r_l="2")}
+REQUIRED = {
+    "hyperband": _s(resource_name="layers", r_l="2"),
+    "pbt": _s(suggestion_trial_dir="/ckpt", n_population="5", truncation_threshold="0.2"),
+}
 
 
 @pytest.mark.parametrize("algorithm", algorithmsettings.ALGORITHMS)
@@ -47,6 +50,7 @@ def test_katib_names_are_the_ones_known() -> None:
         "sobol",
         "bayesianoptimization",
         "hyperband",
+        "pbt",
     }
 
 
@@ -130,7 +134,7 @@ def test_unknown_algorithm() -> None:
     problems = algorithmsettings.validate("hyperopt", None, [LR])
     assert problems == [
         "algorithm 'hyperopt' is unknown; use one of random, grid, tpe, multivariate-tpe, "
-        "cmaes, sobol, bayesianoptimization, hyperband"
+        "cmaes, sobol, bayesianoptimization, hyperband, pbt"
     ]
 
 
@@ -254,3 +258,56 @@ def test_hyperband_parallel_is_enough_and_nonpositive_eta_means_3() -> None:
     assert algorithmsettings.hyperband_eta(-1.0) == 3.0
     assert algorithmsettings.hyperband_s_max(10.0, 1000.0) == 2
     assert algorithmsettings.hyperband_s_max(3.0, 81.0) == 4
+
+
+# --- pbt: upstream's required settings and ranges -------------------------------------------
+
+
+def test_pbt_katib_example_settings_are_valid() -> None:
+    """hp-tuning/simple-pbt.yaml's settings."""
+    settings = _s(
+        suggestion_trial_dir="/var/log/katib/checkpoints/",
+        n_population="40",
+        truncation_threshold="0.2",
+    )
+    assert algorithmsettings.validate("pbt", settings, [LR], 2) == []
+    parsed = algorithmsettings.parse("pbt", settings, [LR])
+    assert parsed["n_population"] == 40 and parsed["resample_probability"] is None
+
+
+@pytest.mark.parametrize(
+    ("settings", "fragment"),
+    [
+        (_s(n_population="5", truncation_threshold="0.2"), "suggestion_trial_dir: required"),
+        (_s(suggestion_trial_dir="/c", truncation_threshold="0.2"), "n_population: required"),
+        (_s(suggestion_trial_dir="/c", n_population="5"), "truncation_threshold: required"),
+        (
+            _s(suggestion_trial_dir="/c", n_population="4", truncation_threshold="0.2"),
+            "n_population: '4' is out of range",
+        ),
+        (
+            _s(suggestion_trial_dir="/c", n_population="5", truncation_threshold="1.5"),
+            "truncation_threshold: '1.5' is out of range",
+        ),
+        (
+            _s(
+                suggestion_trial_dir="/c",
+                n_population="5",
+                truncation_threshold="0.2",
+                resample_probability="-0.1",
+            ),
+            "resample_probability: '-0.1' is out of range",
+        ),
+        (
+            _s(suggestion_trial_dir="ckpt", n_population="5", truncation_threshold="0.2"),
+            "suggestion_trial_dir: 'ckpt' is out of range; set it to an absolute path",
+        ),
+    ],
+    ids=["no-dir", "no-population", "no-threshold", "small", "threshold", "resample", "relative"],
+)
+def test_pbt_problems_name_the_setting_and_the_fix(
+    settings: list[AlgorithmSetting], fragment: str
+) -> None:
+    problems = algorithmsettings.validate("pbt", settings, [LR], 2)
+    assert len(problems) == 1, problems
+    assert fragment in problems[0]

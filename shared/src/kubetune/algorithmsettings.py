@@ -17,6 +17,10 @@ would crash or loop forever kubetune refuses up front: `eta` in (0, 2) and `r_l`
 unseeded); Katib's service ignores names it does not know, so Experiments carrying it stay valid
 for Katib.
 
+`pbt` (upstream's service): `suggestion_trial_dir`, `n_population` (≥ 5) and
+`truncation_threshold` ([0, 1]) are required, `resample_probability` ([0, 1]) is optional.
+`suggestion_trial_dir` becomes a mountPath in every trial pod, so it must be absolute.
+
 Algorithm-owned status entries: the algorithm writes `status.algorithmSettings` of the Suggestion;
 `SEARCH_EXHAUSTED` there (value "true") says the search space has no new points left (grid), so
 the experiment-controller ends the Experiment (reason `ExperimentSuggestionEndReached`) instead of
@@ -78,6 +82,18 @@ def _eta(v: Value) -> bool:
 
 def _ge1(v: Value) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and v >= 1
+
+
+def _ge5(v: Value) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 5
+
+
+def _closed01(v: Value) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= 1
+
+
+def _absolute(v: Value) -> bool:
+    return isinstance(v, str) and v.startswith("/") and ".." not in v.split("/")
 
 
 def _open01(v: Value) -> bool:
@@ -156,6 +172,28 @@ SETTINGS: dict[str, tuple[Setting, ...]] = {
             required=True,
         ),
         Setting("eta", float, 3.0, _eta, "a number ≥ 2 (≤ 0 means the default 3)"),
+        _RANDOM_STATE,
+    ),
+    "pbt": (
+        Setting(
+            "suggestion_trial_dir",
+            str,
+            None,
+            _absolute,
+            "an absolute path: where each trial finds its checkpoint directory",
+            required=True,
+        ),
+        Setting("n_population", int, None, _ge5, "an integer ≥ 5", required=True),
+        Setting(
+            "truncation_threshold", float, None, _closed01, "a number in [0, 1]", required=True
+        ),
+        Setting(
+            "resample_probability",
+            float,
+            None,
+            _closed01,
+            "a number in [0, 1] (leave it out to perturb by x0.8 or x1.2 instead)",
+        ),
         _RANDOM_STATE,
     ),
 }

@@ -1,7 +1,8 @@
 """Which implementation runs an algorithm, behind the one interface `syncing` uses.
 
 `studying.Search` (an Optuna study on the data directory) runs the sampler-based algorithms;
-`hyperband.Hyperband` keeps no state of its own (the Suggestion's status is its state). Every
+`hyperband.Hyperband` and `pbt.Pbt` keep no state of their own (the Suggestion's status and the
+Trials are their state; pbt keeps the trials' checkpoints under the data directory). Every
 implementation has `catch_up(assignments, outcomes)`, `next_assignments(start, count)` and
 `exhausted`.
 """
@@ -16,9 +17,9 @@ from typing import Protocol
 from kubetune.algorithmsettings import Value
 from kubetune.api.experiment import ParameterSpec
 from kubetune.api.suggestion import TrialAssignment
-from kubetune_suggestion_algorithm import hyperband, studying
+from kubetune_suggestion_algorithm import hyperband, pbt, studying
 
-STATELESS = ("hyperband",)
+STATELESS = ("hyperband", "pbt")
 """Algorithms whose state is entirely in the cluster: no study, no volume needed."""
 
 
@@ -56,6 +57,15 @@ def build(
             experiment,
             maximize,
             seed if isinstance(seed, int) else uid_seed(uid),
+        )
+    if algorithm == "pbt":
+        return pbt.Pbt(
+            settings,
+            parameters,
+            experiment,
+            maximize,
+            seed if isinstance(seed, int) else uid_seed(uid),
+            data_dir,
         )
     study = studying.open_study(
         data_dir, study_name, maximize, seed if isinstance(seed, int) else None
