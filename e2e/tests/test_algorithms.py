@@ -76,7 +76,8 @@ def _kill_algorithm_pod_once_assigned(cluster: ClusterHandle, namespace: str, na
                 break
         time.sleep(1)
     selector = f"{naming.LABEL_SUGGESTION}={naming.label_value(name)}"
-    cluster.kubectl("delete", "pod", "-n", namespace, "-l", selector, "--wait=false")
+    out = cluster.kubectl("delete", "pod", "-n", namespace, "-l", selector, "--wait=false")
+    assert "deleted" in out.stdout, f"no algorithm pod to delete: {out.stdout} {out.stderr}"
 
 
 def _wait_until_done(cluster: ClusterHandle, namespace: str, name: str) -> Obj:

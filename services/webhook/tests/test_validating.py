@@ -854,6 +854,8 @@ def test_every_shared_example_manifest_loads_and_validates() -> None:
             )
             if doc["spec"]["trialTemplate"].get("configMap"):
                 allowed += ("Condition: required",)
+            if path.name in UPSTREAM_REFUSES_TOO:
+                allowed += tuple(UPSTREAM_REFUSES_TOO[path.name])
             unexpected = [p for p in problems if not any(a in p for a in allowed)]
             assert unexpected == [], (path.name, doc["metadata"].get("name"), unexpected)
             checked += 1
@@ -997,12 +999,31 @@ def _katib_example(name: str) -> dict[str, Any]:
 
     root = pathlib.Path(__file__).resolve().parents[3] / "shared" / "tests" / "manifests"
     doc = next(d for d in yaml.safe_load_all((root / name).read_text()) if d)
-    return patching.apply(doc, defaulting.patch(doc))
+    applied: dict[str, Any] = patching.apply(doc, defaulting.patch(doc))
+    return applied
 
 
-@pytest.mark.parametrize("name", ["katib-hyperband.yaml"])
+# simple-pbt.yaml sets maxFailedTrialCount 3 above maxTrialCount 2, which upstream's own
+# validator refuses too (rule 3, "should be less than or equal to spec.maxTrialCount"); its
+# algorithm part must pass unchanged, and with maxTrialCount raised the whole Experiment does.
+UPSTREAM_REFUSES_TOO = {
+    "katib-simple-pbt.yaml": [
+        "spec.maxFailedTrialCount: 3 is greater than spec.maxTrialCount 2; lower it or raise "
+        "maxTrialCount"
+    ]
+}
+
+
+@pytest.mark.parametrize("name", ["katib-hyperband.yaml", "katib-simple-pbt.yaml"])
 def test_katib_algorithm_examples_are_admitted_unchanged(name: str) -> None:
     doc = _katib_example(name)
+    problems = validating.validate_spec(
+        validating.load(doc)[0],  # type: ignore[arg-type]
+        CONFIG,
+        lambda ns, key, name: "",
+    )
+    assert problems == UPSTREAM_REFUSES_TOO.get(name, [])
+    doc["spec"]["maxTrialCount"] = 40
     problems = validating.validate_spec(
         validating.load(doc)[0],  # type: ignore[arg-type]
         CONFIG,
@@ -1025,4 +1046,20 @@ def test_hyperband_parallel_trial_count_is_checked_at_admission() -> None:
         "spec.algorithm.algorithmSettings: parallelTrialCount: 2 is less than 8, the trials of "
         "hyperband's first bracket (eta=2, r_l=8); set parallelTrialCount to at least 8 or "
         "lower r_l"
+    ]
+
+
+def test_pbt_needs_from_volume_at_admission() -> None:
+    """The trials' checkpoints live on the suggestion's volume, which only FromVolume has."""
+    doc = _katib_example("katib-simple-pbt.yaml")
+    doc["spec"]["resumePolicy"] = "LongRunning"
+    doc["spec"]["maxTrialCount"] = 40
+    problems = validating.validate_spec(
+        validating.load(doc)[0],  # type: ignore[arg-type]
+        CONFIG,
+        lambda ns, key, name: "",
+    )
+    assert problems == [
+        "spec.resumePolicy: algorithm pbt shares each trial's checkpoint through the "
+        "suggestion's volume, which only FromVolume creates; set resumePolicy: FromVolume"
     ]
