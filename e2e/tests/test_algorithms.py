@@ -5,6 +5,12 @@ to the end of its schedule: upstream's bracket math gives bracket s=1 (2 new con
 resource 1, then the better one again at 2) and bracket s=0 (2 new configurations at 2), 5
 Trials in all, after which the search is exhausted and the Experiment Succeeded. The algorithm
 pod is deleted while the first rung runs: its replacement continues from the Suggestion's status.
+
+A PBT Experiment (FromVolume, population 5) runs three generations of a trial script that
+restores its checkpoint from `suggestion_trial_dir`, trains one step and saves it again: every
+Trial of generation g > 0 names a parent of generation g-1 and reports one step more than that
+parent, so the checkpoint went from the parent's directory to the child's through the
+suggestion's volume (copied by the algorithm, mounted by the pod webhook).
 """
 
 from __future__ import annotations
@@ -65,14 +71,16 @@ def _hyperband(name: str, namespace: str) -> Obj:
     return experiment
 
 
-def _kill_algorithm_pod_once_assigned(cluster: ClusterHandle, namespace: str, name: str) -> None:
-    """Wait for the first rung's assignments, then delete the algorithm's pod."""
+def _kill_algorithm_pod_once_assigned(
+    cluster: ClusterHandle, namespace: str, name: str, count: int = 2
+) -> None:
+    """Wait for `count` assignments, then delete the algorithm's pod."""
     deadline = time.monotonic() + overlay.EXPERIMENT_TIMEOUT
     while time.monotonic() < deadline:
         out = cluster.kubectl("get", "suggestion", "-n", namespace, name, "-o", "json", check=False)
         if out.returncode == 0:
             status = json.loads(out.stdout).get("status") or {}
-            if len(status.get("suggestions") or []) >= 2:
+            if len(status.get("suggestions") or []) >= count:
                 break
         time.sleep(1)
     selector = f"{naming.LABEL_SUGGESTION}={naming.label_value(name)}"
@@ -143,3 +151,94 @@ def test_hyperband_runs_upstreams_brackets_and_survives_a_restart(
     assert len(fresh) == 4
     for trial in order:
         assert overlay._condition(trials[trial], "Succeeded").get("status") == "True"
+
+
+CHECKPOINT_DIR = "/var/log/katib/checkpoints/"  # as Katib's simple-pbt.yaml
+TRAIN_ONE_STEP = (
+    "import json, os, sys\n"
+    "lr, path = float(sys.argv[1]), os.path.join(sys.argv[2], 'checkpoint.json')\n"
+    "state = json.load(open(path)) if os.path.exists(path) else {'step': 0, 'score': 0.0}\n"
+    "state = {'step': state['step'] + 1, 'score': state['score'] + lr}\n"
+    "json.dump(state, open(path, 'w'))\n"
+    "print('step=' + str(state['step']))\n"
+    "print('accuracy=' + str(round(state['score'], 6)))\n"
+)
+
+
+def _pbt(name: str, namespace: str) -> Obj:
+    experiment = overlay._experiment(name, namespace, "FromVolume")
+    spec = experiment["spec"]
+    spec["algorithm"] = {
+        "algorithmName": "pbt",
+        "algorithmSettings": [
+            {"name": "suggestion_trial_dir", "value": CHECKPOINT_DIR},
+            {"name": "n_population", "value": "5"},
+            {"name": "truncation_threshold", "value": "0.4"},
+        ],
+    }
+    spec["objective"] = {
+        "type": "maximize",
+        "objectiveMetricName": "accuracy",
+        "additionalMetricNames": ["step"],
+    }
+    spec["parallelTrialCount"] = 3
+    spec["maxTrialCount"] = 15
+    spec["maxFailedTrialCount"] = 3
+    container = spec["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]["containers"][0]
+    container["command"] = [
+        "python3",
+        "-c",
+        TRAIN_ONE_STEP,
+        "${trialParameters.learningRate}",
+        CHECKPOINT_DIR,
+    ]
+    return experiment
+
+
+def test_pbt_generations_share_checkpoints_through_the_suggestion_volume(
+    cluster: ClusterHandle,
+    deployed: list[Obj],  # noqa: F811
+    namespace: str,
+) -> None:
+    overlay.test_every_deployment_becomes_available(cluster, deployed)
+    name = "pbt"
+    cluster.kubectl(
+        "label", "namespace", namespace, "katib.kubeflow.org/metrics-collector-injection=enabled"
+    )
+    cluster.kubectl("create", "-f", "-", stdin=json.dumps(_pbt(name, namespace)))
+    _kill_algorithm_pod_once_assigned(cluster, namespace, name, count=3)
+    exp = _wait_until_done(cluster, namespace, name)
+    assert overlay._condition(exp, "Succeeded")["reason"] == "ExperimentMaxTrialsReached"
+
+    trials = {
+        t["metadata"]["name"]: t
+        for t in overlay._json(cluster, "get", "trial", "-n", namespace)["items"]
+        if t["metadata"]["name"].startswith(f"{name}-")
+    }
+
+    def metric(trial: str, metric_name: str) -> float:
+        metrics = trials[trial]["status"]["observation"]["metrics"]
+        return float(next(m["latest"] for m in metrics if m["name"] == metric_name))
+
+    generation_label = "pbt.suggestion.katib.kubeflow.org/generation"
+    parent_label = "pbt.suggestion.katib.kubeflow.org/parent"
+    generation = {t: int(o["metadata"]["labels"][generation_label]) for t, o in trials.items()}
+    sizes = [list(generation.values()).count(g) for g in range(max(generation.values()) + 1)]
+    assert len(trials) == 15 and sizes[0] == 5 and len(sizes) >= 3, sizes
+    assert all(0 < size <= 5 for size in sizes), sizes
+    parents: dict[int, set[str]] = {}
+    for trial, g in generation.items():
+        labels = trials[trial]["metadata"]["labels"]
+        if g == 0:
+            assert parent_label not in labels
+            assert metric(trial, "step") == 1
+            continue
+        parent = labels[parent_label]
+        assert generation[parent] == g - 1
+        parents.setdefault(g, set()).add(parent)
+        # restored the parent's checkpoint (copied into this trial's directory), one step more
+        assert metric(trial, "step") == metric(parent, "step") + 1
+    for g, chosen in parents.items():  # a generation starts once the previous one ended
+        previous = [t for t, h in generation.items() if h == g - 1]
+        worst = min(previous, key=lambda t: metric(t, "accuracy"))
+        assert worst not in chosen  # exploited: its successor continues a better member

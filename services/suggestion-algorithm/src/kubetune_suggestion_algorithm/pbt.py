@@ -145,31 +145,42 @@ class Pbt:
         listed = self.assignments[index].parameter_assignments
         return None if listed is None else {p.name: p.value for p in listed}
 
-    def _next_generation(self, generation: int, first: int, size: int) -> list[Member] | None:
-        """Generation+1 from the finished members first..first+size-1, or None while one runs."""
+    def _scores(self, first: int, size: int) -> list[float] | None:
+        """The members' scores (higher is better, failed = -inf), None while one runs."""
         if first + size > len(self.assignments):
             return None
-        names, points, scores = [], [], []
+        scores = []
         for index in range(first, first + size):
-            name = self.assignments[index].name
-            outcome = self.outcomes.get(name)
-            point = self._written(index)
-            if outcome is None or point is None:
+            outcome = self.outcomes.get(self.assignments[index].name)
+            if outcome is None:
                 return None
             value = outcome.value
-            names.append(name)
-            points.append(point)
             scores.append(-math.inf if value is None else (value if self.maximize else -value))
-        rng = random.Random(f"{self.seed}/generation/{generation + 1}")
+        return scores
+
+    def _cut(self, scores: list[float]) -> tuple[list[int], list[int], list[int]]:
+        """(exploited, explored, upper) member positions, before upstream's truncation."""
         finite = [s for s in scores if s != -math.inf]
-        low = quantile(finite, self.threshold) if finite else math.inf
-        high = quantile(finite, 1 - self.threshold) if finite else math.inf
-        if finite:
-            exploit = [k for k, s in enumerate(scores) if s < low]
-            explore = [k for k, s in enumerate(scores) if s >= low]
-        else:  # every member failed: nothing better to copy, each explores on
-            exploit, explore = [], list(range(size))
+        if not finite:  # every member failed: nothing better to copy, each explores on
+            return [], list(range(len(scores))), []
+        low = quantile(finite, self.threshold)
+        high = quantile(finite, 1 - self.threshold)
+        exploit = [k for k, s in enumerate(scores) if s < low]
+        explore = [k for k, s in enumerate(scores) if s >= low]
         upper = [k for k, s in enumerate(scores) if s >= high]
+        return exploit, explore, upper
+
+    def _size_after(self, scores: list[float]) -> int:
+        exploit, explore, _ = self._cut(scores)
+        kept = min(len(exploit), int(self.population * self.threshold))
+        return kept + min(len(explore), self.population - kept)
+
+    def _derive(self, generation: int, first: int, scores: list[float]) -> list[Member]:
+        """Generation+1 from the finished members of `generation` starting at `first`."""
+        names = [self.assignments[first + k].name for k in range(len(scores))]
+        points = [self._written(first + k) or {} for k in range(len(scores))]
+        rng = random.Random(f"{self.seed}/generation/{generation + 1}")
+        exploit, explore, upper = self._cut(scores)
         rng.shuffle(exploit)
         rng.shuffle(explore)
         exploit = exploit[: int(self.population * self.threshold)]
@@ -181,7 +192,7 @@ class Pbt:
         for k in explore:
             point = {}
             for parameter in self.parameters:
-                old = points[k][parameter.name]
+                old = points[k].get(parameter.name, "")
                 if self.resample is None:
                     point[parameter.name] = perturb(parameter, old, rng)
                 elif rng.random() < self.resample:
@@ -195,16 +206,35 @@ class Pbt:
         dimension = next(d for d in self.space if d.name == name)
         return dimension.to_external(sample([dimension], rng)[name])
 
-    def plan(self, until: int) -> list[Member]:
-        """The members of every generation that can be known now, up to index `until`."""
-        members = [Member(self._random(i), 0) for i in range(self.population)]
-        first, size, generation = 0, self.population, 0
-        while len(members) < until:
-            following = self._next_generation(generation, first, size)
-            if not following:
+    def plan(self, start: int, until: int) -> dict[int, Member]:
+        """The members of slots start..until-1 that can be known now.
+
+        Generation boundaries come from the scores alone (cheap); only a generation with a
+        slot in the range is derived in full, so a pass costs one generation, not the run."""
+        generations = [(0, self.population)]
+        while generations[-1][0] + generations[-1][1] < until:
+            first, size = generations[-1]
+            scores = self._scores(first, size)
+            if scores is None:
                 break
-            first, size, generation = len(members), len(following), generation + 1
-            members += following
+            following = self._size_after(scores)
+            if following == 0:
+                break
+            generations.append((first + size, following))
+        members: dict[int, Member] = {}
+        for generation, (first, size) in enumerate(generations):
+            if first + size <= start or first >= until:
+                continue
+            if generation == 0:
+                derived = [Member(self._random(i), 0) for i in range(size)]
+            else:
+                previous_first, previous_size = generations[generation - 1]
+                scores = self._scores(previous_first, previous_size)
+                assert scores is not None
+                derived = self._derive(generation - 1, previous_first, scores)
+            for k, member in enumerate(derived):
+                if start <= first + k < until:
+                    members[first + k] = member
         return members
 
     # -- new assignments --------------------------------------------------------------------
@@ -228,10 +258,12 @@ class Pbt:
             path.chmod(0o777 if path.is_dir() else 0o666)
 
     def next_assignments(self, start: int, count: int) -> list[TrialAssignment]:
-        members = self.plan(start + count)
+        members = self.plan(start, start + count)
         out: list[TrialAssignment] = []
-        for index in range(start, min(start + count, len(members))):
-            member = members[index]
+        for index in range(start, start + count):
+            member = members.get(index)
+            if member is None:
+                break  # the next generation waits for this one to finish
             name = self.assignment_name(index)
             labels = {GENERATION_LABEL: str(member.generation)}
             if member.parent is not None:
