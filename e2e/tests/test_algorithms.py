@@ -153,6 +153,73 @@ def test_hyperband_runs_upstreams_brackets_and_survives_a_restart(
         assert overlay._condition(trials[trial], "Succeeded").get("status") == "True"
 
 
+def _structure(cluster: ClusterHandle, namespace: str, name: str) -> list[dict[str, str]]:
+    """The assignments in Suggestion order, each checked against its succeeded Trial."""
+    suggestion = overlay._json(cluster, "get", "suggestion", "-n", namespace, name)
+    trials = {
+        t["metadata"]["name"]: t
+        for t in overlay._json(cluster, "get", "trial", "-n", namespace)["items"]
+        if t["metadata"]["name"].startswith(f"{name}-")
+    }
+    order = [entry["name"] for entry in suggestion["status"]["suggestions"]]
+    assert sorted(order) == sorted(trials)
+    for trial in order:
+        assert overlay._condition(trials[trial], "Succeeded").get("status") == "True"
+    return [
+        {p["name"]: p["value"] for p in trials[t]["spec"]["parameterAssignments"]} for t in order
+    ]
+
+
+@pytest.mark.parametrize("policy", ["FromVolume", "LongRunning"])
+def test_hyperband_continues_its_schedule_after_a_restart(
+    cluster: ClusterHandle,
+    deployed: list[Obj],  # noqa: F811
+    namespace: str,
+    policy: str,
+) -> None:
+    """maxTrialCount 3 ends the Experiment after bracket s=1 (2 at 1 epoch, the best at 2);
+    raised to 5 it restarts, and the algorithm (a new pod with FromVolume, the same one with
+    LongRunning) hands out bracket s=0: 2 new configurations at 2 epochs."""
+    overlay.test_every_deployment_becomes_available(cluster, deployed)
+    name = f"hb-{policy.lower()}"
+    experiment = _hyperband(name, namespace)
+    experiment["spec"]["resumePolicy"] = policy
+    experiment["spec"]["maxTrialCount"] = 3
+    cluster.kubectl(
+        "label", "namespace", namespace, "katib.kubeflow.org/metrics-collector-injection=enabled"
+    )
+    cluster.kubectl("create", "-f", "-", stdin=json.dumps(experiment))
+    exp = _wait_until_done(cluster, namespace, name)
+    assert overlay._condition(exp, "Succeeded")["reason"] == "ExperimentMaxTrialsReached"
+    first = _structure(cluster, namespace, name)
+    assert [p["num-epochs"] for p in first] == ["1", "1", "2"]
+    if policy == "FromVolume":
+        deadline = time.monotonic() + 60
+        while (
+            time.monotonic() < deadline
+            and cluster.kubectl(
+                "get", "deployment", "-n", namespace, f"{name}-hyperband", check=False
+            ).returncode
+            == 0
+        ):
+            time.sleep(1)
+    cluster.kubectl(
+        "patch", "experiment", name, "-n", namespace, "--type=merge",
+        "-p", '{"spec":{"maxTrialCount":5}}',
+    )  # fmt: skip
+    deadline = time.monotonic() + overlay.EXPERIMENT_TIMEOUT
+    while time.monotonic() < deadline:
+        status = overlay._json(cluster, "get", "experiment", "-n", namespace, name)["status"]
+        if (status.get("trials") or 0) >= 5:
+            break
+        time.sleep(2)
+    _wait_until_done(cluster, namespace, name)
+    after = _structure(cluster, namespace, name)
+    assert after[:3] == first
+    assert [p["num-epochs"] for p in after] == ["1", "1", "2", "2", "2"]
+    assert len({(p["lr"], p["num-layers"]) for p in after[:2] + after[3:]}) == 4
+
+
 CHECKPOINT_DIR = "/var/log/katib/checkpoints/"  # as Katib's simple-pbt.yaml
 TRAIN_ONE_STEP = (
     "import json, os, sys\n"
