@@ -230,3 +230,19 @@ def test_pbt_trial_without_its_experiment_is_refused_with_the_reason() -> None:
 def test_other_trials_need_no_experiment_lookup() -> None:
     response = _admit(_owned(), pod())  # _owned has no Experiment object
     assert response["allowed"] is True
+
+
+def test_pbt_trial_of_another_experiment_with_that_name_is_refused() -> None:
+    """An Experiment of the same name but another uid is not the Trial's: no volume of it."""
+    experiment = _pbt_experiment()
+    experiment["metadata"]["uid"] = "another-uid"
+    cluster = StaticCluster(
+        objects={
+            ("Job", NS, "random-abc"): job(),
+            ("Trial", NS, "random-abc"): _pbt_trial(),
+            ("Experiment", NS, "random"): experiment,
+        }
+    )
+    response = _admit(cluster, pod())
+    assert response["allowed"] is False
+    assert "no Experiment owns it" in response["status"]["message"]

@@ -295,12 +295,21 @@ def needs_experiment(trial_manifest: dict[str, Any]) -> bool:
 def find_experiment(
     trial_manifest: dict[str, Any], namespace: str, owners: Owners
 ) -> dict[str, Any] | None:
-    """The Experiment that owns the Trial (its controller owner reference), or None."""
+    """The Experiment that owns the Trial (its controller owner reference, the same uid), or
+    None. Raises `validating.ClusterError` when it cannot be read."""
     for ref in _owner_refs(trial_manifest):
-        if ref.get("kind") == "Experiment" and ref.get("apiVersion") == API_VERSION:
-            return owners.get_object(
-                API_VERSION, "Experiment", str(ref.get("name")), namespace, ref.get("uid")
-            )
+        if ref.get("kind") != "Experiment" or ref.get("apiVersion") != API_VERSION:
+            continue
+        name, uid = ref.get("name"), ref.get("uid")
+        uid = uid if isinstance(uid, str) and uid else None
+        if not isinstance(name, str):
+            continue
+        try:
+            found = owners.get_object(API_VERSION, "Experiment", name, namespace, uid)
+        except errors.InvalidName:
+            continue
+        if found is not None and (uid is None or (found.get("metadata") or {}).get("uid") == uid):
+            return found
     return None
 
 
