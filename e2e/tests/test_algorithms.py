@@ -16,18 +16,40 @@ suggestion's volume (copied by the algorithm, mounted by the pod webhook).
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Any
 
+import deploying
 import pytest
 import test_local_overlay as overlay
-from test_local_overlay import another_cluster_ports, deployed, rendered  # noqa: F401 (fixtures)
 
 from kubetune import naming
 from localcluster.pytest_plugin import ClusterHandle
 
 pytestmark = pytest.mark.integration
 Obj = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def kubetune(cluster: ClusterHandle) -> ClusterHandle:
+    """The local overlay applied and Available, left in place (as test_experiments.py does: a
+    teardown here would race the next module's apply of the same objects)."""
+    if (
+        os.environ.get("KUBETUNE_E2E_EXISTING_CLUSTER") == "1"
+        and os.environ.get("KUBETUNE_E2E_LOCAL_OVERLAY") != "1"
+    ):
+        pytest.skip("existing cluster: set KUBETUNE_E2E_LOCAL_OVERLAY=1 to deploy kubetune there")
+    deploying.apply_overlay(cluster)
+    deploying.wait_available(cluster)
+    return cluster
+
+
+@pytest.fixture
+def ns(kubetune: ClusterHandle, namespace: str) -> str:
+    deploying.enable_injection(kubetune, namespace)
+    return namespace
+
 
 SCORE = (
     "import sys; lr, layers, epochs = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]); "
@@ -109,15 +131,10 @@ def _wait_until_done(cluster: ClusterHandle, namespace: str, name: str) -> Obj:
 
 
 def test_hyperband_runs_upstreams_brackets_and_survives_a_restart(
-    cluster: ClusterHandle,
-    deployed: list[Obj],  # noqa: F811
-    namespace: str,
+    kubetune: ClusterHandle, ns: str
 ) -> None:
-    overlay.test_every_deployment_becomes_available(cluster, deployed)
+    cluster, namespace = kubetune, ns
     name = "hyperband"
-    cluster.kubectl(
-        "label", "namespace", namespace, "katib.kubeflow.org/metrics-collector-injection=enabled"
-    )
     cluster.kubectl("create", "-f", "-", stdin=json.dumps(_hyperband(name, namespace)))
     _kill_algorithm_pod_once_assigned(cluster, namespace, name)
     exp = _wait_until_done(cluster, namespace, name)
@@ -172,22 +189,16 @@ def _structure(cluster: ClusterHandle, namespace: str, name: str) -> list[dict[s
 
 @pytest.mark.parametrize("policy", ["FromVolume", "LongRunning"])
 def test_hyperband_continues_its_schedule_after_a_restart(
-    cluster: ClusterHandle,
-    deployed: list[Obj],  # noqa: F811
-    namespace: str,
-    policy: str,
+    kubetune: ClusterHandle, ns: str, policy: str
 ) -> None:
     """maxTrialCount 3 ends the Experiment after bracket s=1 (2 at 1 epoch, the best at 2);
     raised to 5 it restarts, and the algorithm (a new pod with FromVolume, the same one with
     LongRunning) hands out bracket s=0: 2 new configurations at 2 epochs."""
-    overlay.test_every_deployment_becomes_available(cluster, deployed)
+    cluster, namespace = kubetune, ns
     name = f"hb-{policy.lower()}"
     experiment = _hyperband(name, namespace)
     experiment["spec"]["resumePolicy"] = policy
     experiment["spec"]["maxTrialCount"] = 3
-    cluster.kubectl(
-        "label", "namespace", namespace, "katib.kubeflow.org/metrics-collector-injection=enabled"
-    )
     cluster.kubectl("create", "-f", "-", stdin=json.dumps(experiment))
     exp = _wait_until_done(cluster, namespace, name)
     assert overlay._condition(exp, "Succeeded")["reason"] == "ExperimentMaxTrialsReached"
@@ -263,15 +274,10 @@ def _pbt(name: str, namespace: str) -> Obj:
 
 
 def test_pbt_generations_share_checkpoints_through_the_suggestion_volume(
-    cluster: ClusterHandle,
-    deployed: list[Obj],  # noqa: F811
-    namespace: str,
+    kubetune: ClusterHandle, ns: str
 ) -> None:
-    overlay.test_every_deployment_becomes_available(cluster, deployed)
+    cluster, namespace = kubetune, ns
     name = "pbt"
-    cluster.kubectl(
-        "label", "namespace", namespace, "katib.kubeflow.org/metrics-collector-injection=enabled"
-    )
     cluster.kubectl("create", "-f", "-", stdin=json.dumps(_pbt(name, namespace)))
     _kill_algorithm_pod_once_assigned(cluster, namespace, name, count=3)
     exp = _wait_until_done(cluster, namespace, name)
