@@ -25,11 +25,18 @@ OPT = _p("opt", "categorical", list=["sgd", "adam"])
 BATCH = _p("batch", "discrete", list=["16", "32"])
 
 
+REQUIRED = {
+    "hyperband": _s(resource_name="layers", r_l="2"),
+    "pbt": _s(suggestion_trial_dir="/ckpt", n_population="5", truncation_threshold="0.2"),
+}
+
+
 @pytest.mark.parametrize("algorithm", algorithmsettings.ALGORITHMS)
-def test_every_algorithm_runs_with_no_settings(algorithm: str) -> None:
+def test_every_algorithm_runs_with_only_its_required_settings(algorithm: str) -> None:
     stepped = _p("lr", "double", min="0.01", max="0.05", step="0.01")
-    assert algorithmsettings.validate(algorithm, None, [stepped, LAYERS, OPT, BATCH]) == []
-    parsed = algorithmsettings.parse(algorithm, [], None)
+    required = REQUIRED.get(algorithm, [])
+    assert algorithmsettings.validate(algorithm, required, [stepped, LAYERS, OPT, BATCH]) == []
+    parsed = algorithmsettings.parse(algorithm, required, None)
     assert set(parsed) == {s.name for s in algorithmsettings.SETTINGS[algorithm]}
 
 
@@ -42,6 +49,8 @@ def test_katib_names_are_the_ones_known() -> None:
         "cmaes",
         "sobol",
         "bayesianoptimization",
+        "hyperband",
+        "pbt",
     }
 
 
@@ -122,10 +131,10 @@ def test_invalid_settings_name_the_setting_and_the_fix(
 
 
 def test_unknown_algorithm() -> None:
-    problems = algorithmsettings.validate("hyperband", None, [LR])
+    problems = algorithmsettings.validate("hyperopt", None, [LR])
     assert problems == [
-        "algorithm 'hyperband' is unknown; use one of random, grid, tpe, multivariate-tpe, "
-        "cmaes, sobol, bayesianoptimization"
+        "algorithm 'hyperopt' is unknown; use one of random, grid, tpe, multivariate-tpe, "
+        "cmaes, sobol, bayesianoptimization, hyperband, pbt"
     ]
 
 
@@ -190,3 +199,115 @@ def test_status_only_entries_are_ignored_and_read() -> None:
     assert algorithmsettings.search_exhausted(status)
     assert not algorithmsettings.search_exhausted(_s(search_exhausted="false"))
     assert not algorithmsettings.search_exhausted(None)
+
+
+# --- hyperband: upstream's ValidateAlgorithmSettings rules, with the fix in each message ------
+
+EPOCHS = _p("epochs", "int", min="1", max="1")
+
+
+def test_hyperband_katib_example_settings_are_valid() -> None:
+    """hp-tuning/hyperband.yaml: eta 2, r_l 2 -> s_max 1 -> 2 trials at once, parallel 2."""
+    settings = _s(resource_name="epochs", eta="2", r_l="2")
+    assert algorithmsettings.validate("hyperband", settings, [LR, EPOCHS], 2) == []
+    parsed = algorithmsettings.parse("hyperband", settings, [LR, EPOCHS])
+    assert parsed == {"resource_name": "epochs", "eta": 2.0, "r_l": 2.0, "random_state": None}
+
+
+@pytest.mark.parametrize(
+    ("settings", "parallel", "fragment"),
+    [
+        (_s(eta="3", r_l="9"), 9, "resource_name: required for algorithm hyperband"),
+        (_s(resource_name="epochs"), 9, "r_l: required for algorithm hyperband"),
+        (_s(resource_name="depth", r_l="9"), 9, "'depth' is not a parameter of the Experiment"),
+        (_s(resource_name="epochs", r_l="0.5"), 9, "r_l: '0.5' is out of range"),
+        (_s(resource_name="epochs", r_l="many"), 9, "r_l: 'many' is not a number"),
+        (_s(resource_name="epochs", r_l="9", eta="1"), 9, "eta: '1' is out of range"),
+        # eta 3, r_l 9: s_max = 2, the first bracket runs ceil(3**2) = 9 trials at once
+        (_s(resource_name="epochs", r_l="9"), 8, "parallelTrialCount: 8 is less than 9"),
+        # eta 10, r_l 1000: log(1000)/log(10) = 2.9999999999999996, so s_max = 2 (upstream too)
+        (_s(resource_name="epochs", r_l="1000", eta="10"), 99, "less than 100"),
+    ],
+    ids=[
+        "no-resource",
+        "no-r_l",
+        "resource-not-a-parameter",
+        "r_l-below-1",
+        "r_l-text",
+        "eta-1",
+        "parallel",
+        "parallel-float-s_max",
+    ],
+)
+def test_hyperband_problems_name_the_setting_and_the_fix(
+    settings: list[AlgorithmSetting], parallel: int, fragment: str
+) -> None:
+    problems = algorithmsettings.validate("hyperband", settings, [LR, EPOCHS], parallel)
+    assert len(problems) == 1, problems
+    assert fragment in problems[0]
+    assert "set " in problems[0]
+
+
+def test_hyperband_parallel_is_enough_and_nonpositive_eta_means_3() -> None:
+    settings = _s(resource_name="epochs", r_l="1000", eta="10")
+    assert algorithmsettings.validate("hyperband", settings, [LR, EPOCHS], 100) == []
+    # eta ≤ 0 -> 3 (upstream): s_max = int(log 9 / log 3) = 2 -> 9 at once
+    settings = _s(resource_name="epochs", r_l="9", eta="-1")
+    assert algorithmsettings.validate("hyperband", settings, [LR, EPOCHS], 9) == []
+    assert "less than 9" in algorithmsettings.validate("hyperband", settings, [EPOCHS], 8)[0]
+    assert algorithmsettings.hyperband_eta(-1.0) == 3.0
+    assert algorithmsettings.hyperband_s_max(10.0, 1000.0) == 2
+    assert algorithmsettings.hyperband_s_max(3.0, 81.0) == 4
+
+
+# --- pbt: upstream's required settings and ranges -------------------------------------------
+
+
+def test_pbt_katib_example_settings_are_valid() -> None:
+    """hp-tuning/simple-pbt.yaml's settings."""
+    settings = _s(
+        suggestion_trial_dir="/var/log/katib/checkpoints/",
+        n_population="40",
+        truncation_threshold="0.2",
+    )
+    assert algorithmsettings.validate("pbt", settings, [LR], 2) == []
+    parsed = algorithmsettings.parse("pbt", settings, [LR])
+    assert parsed["n_population"] == 40 and parsed["resample_probability"] is None
+
+
+@pytest.mark.parametrize(
+    ("settings", "fragment"),
+    [
+        (_s(n_population="5", truncation_threshold="0.2"), "suggestion_trial_dir: required"),
+        (_s(suggestion_trial_dir="/c", truncation_threshold="0.2"), "n_population: required"),
+        (_s(suggestion_trial_dir="/c", n_population="5"), "truncation_threshold: required"),
+        (
+            _s(suggestion_trial_dir="/c", n_population="4", truncation_threshold="0.2"),
+            "n_population: '4' is out of range",
+        ),
+        (
+            _s(suggestion_trial_dir="/c", n_population="5", truncation_threshold="1.5"),
+            "truncation_threshold: '1.5' is out of range",
+        ),
+        (
+            _s(
+                suggestion_trial_dir="/c",
+                n_population="5",
+                truncation_threshold="0.2",
+                resample_probability="-0.1",
+            ),
+            "resample_probability: '-0.1' is out of range",
+        ),
+        (
+            _s(suggestion_trial_dir="ckpt", n_population="5", truncation_threshold="0.2"),
+            "suggestion_trial_dir: 'ckpt' is out of range; set it to an absolute path",
+        ),
+    ],
+    ids=["no-dir", "no-population", "no-threshold", "small", "threshold", "resample", "relative"],
+)
+def test_pbt_problems_name_the_setting_and_the_fix(
+    settings: list[AlgorithmSetting], fragment: str
+) -> None:
+    problems = algorithmsettings.validate("pbt", settings, [LR], 2)
+    assert len(problems) == 1, problems
+    assert fragment in problems[0]

@@ -429,3 +429,17 @@ def test_restart_follows_the_seed_code() -> None:
     again = seed.history(world.versions)[len(seed.FIRST_RUN) :]
     assert again == seed.RESTART
     assert not any(c["type"] == "Restarting" for v in world.versions[first:] for c in v)
+
+
+def test_hyperband_parallel_trial_count_fails_the_suggestion_with_the_fix() -> None:
+    """Upstream's ValidateAlgorithmSettings rule, from the Experiment's parallelTrialCount."""
+    experiment = RUNNING_EXP.model_copy(deep=True)
+    experiment.spec.parallel_trial_count = 2
+    name = PARAMETERS[0]["name"]
+    settings = {"resource_name": name, "r_l": "9", "eta": "3"}
+    decision = _decide(_suggestion([C], settings=settings, algorithm="hyperband"), Seen(experiment))
+    message = _conds(decision)[-1][3]
+    assert message.startswith("Validation failed: parallelTrialCount: 2 is less than 9"), message
+    experiment.spec.parallel_trial_count = 9
+    decision = _decide(_suggestion([C], settings=settings, algorithm="hyperband"), Seen(experiment))
+    assert decision.create != []

@@ -63,13 +63,13 @@ def registered(cluster: Any, kube: Kube, webhook: Webhook, namespace: str) -> It
 
 def test_invalid_experiment_is_refused_with_the_message(cluster: Any, registered: str) -> None:
     bad = undefaulted_experiment(
-        "bad", registered, parallelTrialCount=9, algorithm={"algorithmName": "hyperband"}
+        "bad", registered, parallelTrialCount=9, algorithm={"algorithmName": "enas"}
     )
     result = _apply(cluster, bad)
     assert result.returncode != 0
     assert "denied the request" in result.stderr
     assert "spec.parallelTrialCount: 9 is greater than spec.maxTrialCount 4" in result.stderr
-    assert "failed to find suggestion config for algorithm hyperband" in result.stderr
+    assert "failed to find suggestion config for algorithm enas" in result.stderr
     assert (
         cluster.kubectl("get", "experiment", "bad", "-n", registered, check=False).returncode != 0
     )

@@ -150,3 +150,99 @@ def test_strict_walk_raises_and_lenient_walk_does_not() -> None:
 
 def test_invalid_name_error_is_a_value_error() -> None:
     assert issubclass(errors.InvalidName, ValueError)
+
+
+# --- PBT: the suggestion's volume at suggestion_trial_dir (issue 16) --------------------------
+
+
+def _pbt_trial() -> dict[str, Any]:
+    t = trial()
+    t["metadata"]["labels"][injecting.PBT_GENERATION_LABEL] = "1"
+    t["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "kubeflow.org/v1beta1",
+            "kind": "Experiment",
+            "name": "random",
+            "uid": "exp-uid",
+            "controller": True,
+        }
+    ]
+    return t
+
+
+def _pbt_experiment() -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeflow.org/v1beta1",
+        "kind": "Experiment",
+        "metadata": {"name": "random", "namespace": NS, "uid": "exp-uid"},
+        "spec": {
+            "algorithm": {
+                "algorithmName": "pbt",
+                "algorithmSettings": [
+                    {"name": "suggestion_trial_dir", "value": "/var/log/katib/checkpoints/"},
+                    {"name": "n_population", "value": "5"},
+                    {"name": "truncation_threshold", "value": "0.2"},
+                ],
+            }
+        },
+    }
+
+
+def test_pbt_trial_pod_gets_its_checkpoint_directory() -> None:
+    cluster = StaticCluster(
+        objects={
+            ("Job", NS, "random-abc"): job(),
+            ("Trial", NS, "random-abc"): _pbt_trial(),
+            ("Experiment", NS, "random"): _pbt_experiment(),
+        }
+    )
+    response = _admit(cluster, pod())
+    assert response["allowed"] is True
+    patch = json.loads(base64.b64decode(response["patch"]))
+    mutated = pod()
+    from kubetune_webhook import patching
+
+    mutated = patching.apply(mutated, patch)
+    volume = next(v for v in mutated["spec"]["volumes"] if v["name"] == "suggestion-volume")
+    assert volume == {
+        "name": "suggestion-volume",
+        "persistentVolumeClaim": {"claimName": "random-pbt"},
+    }
+    primary = next(c for c in mutated["spec"]["containers"] if c["name"] == "training-container")
+    assert {
+        "name": "suggestion-volume",
+        "mountPath": "/var/log/katib/checkpoints/",
+        "subPath": "random/random-abc",
+    } in primary["volumeMounts"]
+    sidecar = next(c for c in mutated["spec"]["containers"] if c["name"] != "training-container")
+    assert all(m["name"] != "suggestion-volume" for m in sidecar.get("volumeMounts", []))
+
+
+def test_pbt_trial_without_its_experiment_is_refused_with_the_reason() -> None:
+    cluster = StaticCluster(
+        objects={("Job", NS, "random-abc"): job(), ("Trial", NS, "random-abc"): _pbt_trial()}
+    )
+    response = _admit(cluster, pod())
+    assert response["allowed"] is False
+    assert "no Experiment owns it" in response["status"]["message"]
+
+
+def test_other_trials_need_no_experiment_lookup() -> None:
+    response = _admit(_owned(), pod())  # _owned has no Experiment object
+    assert response["allowed"] is True
+
+
+def test_pbt_trial_of_another_experiment_with_that_name_is_refused() -> None:
+    """An Experiment of the same name but another uid is not the Trial's: no volume of it."""
+    experiment = _pbt_experiment()
+    experiment["metadata"]["uid"] = "another-uid"
+    cluster = StaticCluster(
+        objects={
+            ("Job", NS, "random-abc"): job(),
+            ("Trial", NS, "random-abc"): _pbt_trial(),
+            ("Experiment", NS, "random"): experiment,
+        }
+    )
+    response = _admit(cluster, pod())
+    assert response["allowed"] is False
+    assert "no Experiment owns it" in response["status"]["message"]

@@ -137,8 +137,8 @@ CASES: list[tuple[str, dict[str, Any], str | None]] = [
     ),
     (
         "algorithm-unknown",
-        _with("spec.algorithm.algorithmName", "hyperband"),
-        "failed to find suggestion config for algorithm hyperband; use one of: random",
+        _with("spec.algorithm.algorithmName", "enas"),
+        "failed to find suggestion config for algorithm enas; use one of: random",
     ),
     (
         "algorithm-settings-bad",
@@ -863,6 +863,7 @@ def test_every_shared_example_manifest_loads_and_validates() -> None:
         )
         if doc["spec"]["trialTemplate"].get("configMap"):
             allowed += ("Condition: required",)
+        allowed += tuple(UPSTREAM_REFUSES_TOO.get(example.split(":")[0] + ".yaml", ()))
         unexpected = [p for p in problems if not any(a in p for a in allowed)]
         assert unexpected == [], (example, unexpected)
         checked += 1
@@ -992,3 +993,78 @@ def test_kinds_whose_containers_are_not_listed_are_not_checked(trial_spec: dict[
         primaryContainerName="main", successCondition="a", failureCondition="b"
     )
     assert _problems(exp) == []
+
+
+# --- Katib's own algorithm examples are admitted unchanged (issue 16) ------------------------
+
+
+def _katib_example(name: str) -> dict[str, Any]:
+    from kubetune_testkit.examples import examples
+    from kubetune_webhook import defaulting, patching
+
+    stem = name.removesuffix(".yaml")
+    doc = next(d for example, d in examples("Experiment") if example.split(":")[0] == stem)
+    applied: dict[str, Any] = patching.apply(doc, defaulting.patch(doc))
+    return applied
+
+
+# simple-pbt.yaml sets maxFailedTrialCount 3 above maxTrialCount 2, which upstream's own
+# validator refuses too (rule 3, "should be less than or equal to spec.maxTrialCount"); its
+# algorithm part must pass unchanged, and with maxTrialCount raised the whole Experiment does.
+UPSTREAM_REFUSES_TOO = {
+    "katib-simple-pbt.yaml": [
+        "spec.maxFailedTrialCount: 3 is greater than spec.maxTrialCount 2; lower it or raise "
+        "maxTrialCount"
+    ]
+}
+
+
+@pytest.mark.parametrize("name", ["katib-hyperband.yaml", "katib-simple-pbt.yaml"])
+def test_katib_algorithm_examples_are_admitted_unchanged(name: str) -> None:
+    doc = _katib_example(name)
+    problems = validating.validate_spec(
+        validating.load(doc)[0],  # type: ignore[arg-type]
+        CONFIG,
+        lambda ns, key, name: "",
+    )
+    assert problems == UPSTREAM_REFUSES_TOO.get(name, [])
+    doc["spec"]["maxTrialCount"] = 40
+    problems = validating.validate_spec(
+        validating.load(doc)[0],  # type: ignore[arg-type]
+        CONFIG,
+        lambda ns, key, name: "",
+    )
+    assert problems == []
+
+
+def test_hyperband_parallel_trial_count_is_checked_at_admission() -> None:
+    doc = _katib_example("katib-hyperband.yaml")
+    for setting in doc["spec"]["algorithm"]["algorithmSettings"]:
+        if setting["name"] == "r_l":
+            setting["value"] = "8"  # eta 2: s_max 3, the first bracket runs 8 at once
+    problems = validating.validate_spec(
+        validating.load(doc)[0],  # type: ignore[arg-type]
+        CONFIG,
+        lambda ns, key, name: "",
+    )
+    assert problems == [
+        "spec.algorithm.algorithmSettings: parallelTrialCount: 2 is less than 8, the trials of "
+        "hyperband's first bracket (eta=2, r_l=8); set parallelTrialCount to at least 8 or "
+        "lower r_l"
+    ]
+
+
+def test_pbt_needs_from_volume_at_admission() -> None:
+    """The trials' checkpoints live on the suggestion's volume, which only FromVolume has."""
+    doc = _katib_example("katib-simple-pbt.yaml")
+    doc["spec"]["resumePolicy"] = "LongRunning"
+    doc["spec"]["maxTrialCount"] = 40
+    problems = validating.validate_spec(
+        validating.load(doc)[0],  # type: ignore[arg-type]
+        CONFIG,
+        lambda ns, key, name: "",
+    )
+    assert problems == [
+        "spec.resumePolicy: algorithm pbt shares each trial's checkpoint through the "
+        "suggestion's volume, which only FromVolume creates; set resumePolicy: FromVolume"
+    ]

@@ -9,6 +9,18 @@ Names follow Katib: `tpe` accepts both the hyperopt spellings upstream routed it
 `prior_weight`, `n_EI_candidates`) and Optuna's (`n_startup_trials`, `n_ei_candidates`); the two
 spellings of the candidate count are one setting (`n_ei_candidates`).
 
+`hyperband` (upstream's service, reference §9): `r_l` and `resource_name` are required, `eta`
+defaults to 3 (a value ≤ 0 also means 3), and `parallelTrialCount` must hold the first bracket's
+`ceil(eta**s_max)` trials at once, `s_max = int(log(r_l) / log(eta))`. Where upstream's service
+would crash or loop forever kubetune refuses up front: `eta` in (0, 2) and `r_l` < 1 make
+`s_max` negative or divide by zero there. `random_state` is kubetune's (upstream's draws are
+unseeded); Katib's service ignores names it does not know, so Experiments carrying it stay valid
+for Katib.
+
+`pbt` (upstream's service): `suggestion_trial_dir`, `n_population` (≥ 5) and
+`truncation_threshold` ([0, 1]) are required, `resample_probability` ([0, 1]) is optional.
+`suggestion_trial_dir` becomes a mountPath in every trial pod, so it must be absolute.
+
 Algorithm-owned status entries: the algorithm writes `status.algorithmSettings` of the Suggestion;
 `SEARCH_EXHAUSTED` there (value "true") says the search space has no new points left (grid), so
 the experiment-controller ends the Experiment (reason `ExperimentSuggestionEndReached`) instead of
@@ -53,6 +65,7 @@ class Setting:
     rule: str = ""  # the fix, in words: "an integer ≥ 0"
     choices: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
+    required: bool = False
 
 
 def _ge0(v: Value) -> bool:
@@ -61,6 +74,26 @@ def _ge0(v: Value) -> bool:
 
 def _gt0(v: Value) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and v > 0
+
+
+def _eta(v: Value) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and (v <= 0 or v >= 2)
+
+
+def _ge1(v: Value) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and v >= 1
+
+
+def _ge5(v: Value) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 5
+
+
+def _closed01(v: Value) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= 1
+
+
+def _absolute(v: Value) -> bool:
+    return isinstance(v, str) and v.startswith("/") and ".." not in v.split("/")
 
 
 def _open01(v: Value) -> bool:
@@ -119,6 +152,47 @@ SETTINGS: dict[str, tuple[Setting, ...]] = {
             "auto",
             rule="one of auto, sampling, lbfgs",
             choices=("auto", "sampling", "lbfgs"),
+        ),
+        _RANDOM_STATE,
+    ),
+    "hyperband": (
+        Setting(
+            "resource_name",
+            str,
+            None,
+            rule="the name of the parameter that carries each trial's resource (e.g. epochs)",
+            required=True,
+        ),
+        Setting(
+            "r_l",
+            float,
+            None,
+            _ge1,
+            "a number ≥ 1: the largest resource one trial gets",
+            required=True,
+        ),
+        Setting("eta", float, 3.0, _eta, "a number ≥ 2 (≤ 0 means the default 3)"),
+        _RANDOM_STATE,
+    ),
+    "pbt": (
+        Setting(
+            "suggestion_trial_dir",
+            str,
+            None,
+            _absolute,
+            "an absolute path: where each trial finds its checkpoint directory",
+            required=True,
+        ),
+        Setting("n_population", int, None, _ge5, "an integer ≥ 5", required=True),
+        Setting(
+            "truncation_threshold", float, None, _closed01, "a number in [0, 1]", required=True
+        ),
+        Setting(
+            "resample_probability",
+            float,
+            None,
+            _closed01,
+            "a number in [0, 1] (leave it out to perturb by x0.8 or x1.2 instead)",
         ),
         _RANDOM_STATE,
     ),
@@ -280,10 +354,13 @@ def validate(
     algorithm_name: str,
     settings: Sequence[AlgorithmSetting] | None,
     parameters: Sequence[ParameterSpec] | None,
+    parallel_trial_count: int | None = None,
 ) -> list[str]:
     """Every problem with these settings and parameters for this algorithm ([] = runnable).
 
     Each problem names the setting or parameter and says what to set instead.
+    `parallel_trial_count` (the Experiment's, defaulted) is checked where an algorithm needs a
+    minimum (hyperband); None skips that check.
     """
     if algorithm_name not in SETTINGS:
         return [
@@ -313,8 +390,60 @@ def validate(
         _, problem = _check_setting(algorithm_name, setting, item.name, item.value)
         if problem:
             problems.append(problem)
+    for setting in SETTINGS[algorithm_name]:
+        if setting.required and setting.name not in seen:
+            problems.append(
+                f"algorithm setting {setting.name}: required for algorithm {algorithm_name}; "
+                f"set it to {setting.rule}"
+            )
     if parameters is not None:
         problems += _check_parameters(algorithm_name, parameters)
+    if algorithm_name == "hyperband" and not problems:
+        problems += _check_hyperband(settings or (), parameters, parallel_trial_count)
+    return problems
+
+
+def hyperband_s_max(eta: float, r_l: float) -> int:
+    """Upstream's `s_max = int(log(r_l) / log(eta))`, float rounding included (log(1000)/log(10)
+    is 2.9999999999999996, so s_max is 2 there too): the brackets must be upstream's."""
+    return int(math.log(r_l) / math.log(eta))
+
+
+def hyperband_eta(value: Value) -> float:
+    """eta as upstream's service uses it: a float, and 3 for anything ≤ 0."""
+    eta = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 3.0
+    return eta if eta > 0 else 3.0
+
+
+def _check_hyperband(
+    settings: Sequence[AlgorithmSetting],
+    parameters: Sequence[ParameterSpec] | None,
+    parallel_trial_count: int | None,
+) -> list[str]:
+    """The cross-field rules of upstream's ValidateAlgorithmSettings (settings already typed)."""
+    table = _lookup("hyperband")
+    values = {
+        table[s.name].name: _check_setting("hyperband", table[s.name], s.name, s.value)[0]
+        for s in settings
+        if s.name in table
+    }
+    problems: list[str] = []
+    resource = str(values["resource_name"])
+    if parameters is not None and resource not in {p.name for p in parameters}:
+        names = ", ".join(p.name for p in parameters) or "(none)"
+        problems.append(
+            f"algorithm setting resource_name: {resource!r} is not a parameter of the "
+            f"Experiment; set it to one of {names}"
+        )
+    eta = hyperband_eta(values.get("eta", 3.0))
+    r_l = float(values["r_l"] or 1)
+    first_bracket = math.ceil(eta ** hyperband_s_max(eta, r_l))
+    if parallel_trial_count is not None and parallel_trial_count < first_bracket:
+        problems.append(
+            f"parallelTrialCount: {parallel_trial_count} is less than {first_bracket}, the "
+            f"trials of hyperband's first bracket (eta={eta:g}, r_l={r_l:g}); set "
+            f"parallelTrialCount to at least {first_bracket} or lower r_l"
+        )
     return problems
 
 

@@ -38,6 +38,8 @@ ALGORITHMS = (
     "cmaes",
     "sobol",
     "bayesianoptimization",
+    "hyperband",
+    "pbt",
 )
 COLLECTOR_KINDS = ("StdOut", "File", "TensorFlowEvent", "PrometheusMetric")
 DEFAULT_TRIAL_RESOURCES = (
@@ -151,13 +153,24 @@ COLLECTOR_RESOURCES: dict[str, Any] = {
 }
 
 
+PBT_CLAIM: dict[str, Any] = {
+    "accessModes": ["ReadWriteMany"],
+    "resources": {"requests": {"storage": "5Gi"}},
+}
+"""PBT's volume, as upstream's stock config: trial pods on any node read and write their
+checkpoints on it while the algorithm copies them, so ReadWriteMany, and room for checkpoints."""
+
+
 def default() -> KatibConfig:
     """Everything kubetune ships, usable with no ConfigMap at all."""
     return KatibConfig(
         runtime=RuntimeConfig(
             suggestions=[
                 SuggestionConfig(
-                    algorithm_name=name, image=SUGGESTION_IMAGE, resources=SUGGESTION_RESOURCES
+                    algorithm_name=name,
+                    image=SUGGESTION_IMAGE,
+                    resources=SUGGESTION_RESOURCES,
+                    persistent_volume_claim_spec=PBT_CLAIM if name == "pbt" else None,
                 )
                 for name in ALGORITHMS
             ],

@@ -37,7 +37,7 @@ from kubetune.api.suggestion import Suggestion, TrialAssignment
 from kubetune.api.trial import Trial
 from kubetune.conditions import SuggestionCondition, TrialState
 from kubetune.kube import EXPERIMENTS, SUGGESTIONS, Kube, Obj
-from kubetune_suggestion_algorithm import studying
+from kubetune_suggestion_algorithm import algorithms, studying
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ class Syncer:
     name: str
     algorithm: str
     data_dir: Path | None
-    search: studying.Search | None = None
+    search: algorithms.Algorithm | None = None
     search_key: str = ""
     last_problem: str = ""
     passes: int = 0
@@ -117,7 +117,7 @@ class Syncer:
 
     def _search(
         self, experiment: Experiment, algorithm: str, settings: dict[str, Value]
-    ) -> studying.Search:
+    ) -> algorithms.Algorithm:
         key = json.dumps(
             [
                 experiment.metadata.uid,
@@ -130,20 +130,15 @@ class Syncer:
         )
         if self.search is None or key != self.search_key:
             objective = experiment.spec.objective
-            maximize = objective is not None and objective.type == ObjectiveType.MAXIMIZE
-            seed = settings.get("random_state")
-            study = studying.open_study(
-                self.data_dir,
-                f"{self.namespace}.{self.name}.{experiment.metadata.uid}",
-                maximize,
-                seed if isinstance(seed, int) else None,
-            )
-            self.search = studying.Search(
-                study,
+            self.search = algorithms.build(
                 algorithm,
                 settings,
                 experiment.spec.parameters or [],
-                experiment.metadata.name or self.name,
+                experiment=experiment.metadata.name or self.name,
+                uid=str(experiment.metadata.uid),
+                maximize=objective is not None and objective.type == ObjectiveType.MAXIMIZE,
+                data_dir=self.data_dir,
+                study_name=f"{self.namespace}.{self.name}.{experiment.metadata.uid}",
             )
             self.search_key = key
         return self.search
@@ -172,7 +167,9 @@ class Syncer:
             )
         settings_list = spec_algorithm.algorithm_settings if spec_algorithm else None
         parameters = experiment.spec.parameters or []
-        problems = algorithmsettings.validate(algorithm, settings_list, parameters)
+        problems = algorithmsettings.validate(
+            algorithm, settings_list, parameters, experiment.spec.parallel_trial_count
+        )
         if problems:
             problem = "; ".join(problems)
             if problem != self.last_problem:

@@ -186,6 +186,7 @@ def problems_of(
         algorithm,
         suggestion.spec.algorithm.algorithm_settings if suggestion.spec.algorithm else None,
         experiment.spec.parameters if experiment else None,
+        experiment.spec.parallel_trial_count if experiment else None,
     )
     try:
         config.suggestion(algorithm)

@@ -44,6 +44,8 @@ WRAPPED_KINDS = (
 DEFAULT_SCRAPE_PATH = "/metrics"
 DEFAULT_SCRAPE_PORT = 8080
 MAX_OWNER_DEPTH = 8
+PBT_GENERATION_LABEL = "pbt.suggestion.katib.kubeflow.org/generation"
+SUGGESTION_VOLUME = "suggestion-volume"
 
 
 class Denied(Exception):
@@ -314,6 +316,55 @@ def _sidecar(
 # --- the whole mutation -----------------------------------------------------------------------
 
 
+def needs_experiment(trial_manifest: dict[str, Any]) -> bool:
+    """Whether injection needs the Trial's Experiment: a PBT trial (its generation label, set
+    by the algorithm) gets the suggestion's volume, at a path only the Experiment names."""
+    labels = (trial_manifest.get("metadata") or {}).get("labels") or {}
+    return isinstance(labels, dict) and PBT_GENERATION_LABEL in labels
+
+
+def find_experiment(
+    trial_manifest: dict[str, Any], namespace: str, owners: Owners
+) -> dict[str, Any] | None:
+    """The Experiment that owns the Trial (its controller owner reference, the same uid), or
+    None. Raises `validating.ClusterError` when it cannot be read."""
+    for ref in _owner_refs(trial_manifest):
+        if ref.get("kind") != "Experiment" or ref.get("apiVersion") != API_VERSION:
+            continue
+        name, uid = ref.get("name"), ref.get("uid")
+        uid = uid if isinstance(uid, str) and uid else None
+        if not isinstance(name, str):
+            continue
+        try:
+            found = owners.get_object(API_VERSION, "Experiment", name, namespace, uid)
+        except errors.InvalidName:
+            continue
+        if found is not None and (uid is None or (found.get("metadata") or {}).get("uid") == uid):
+            return found
+    return None
+
+
+def pbt_mount(experiment: dict[str, Any], trial_name: str) -> tuple[str, dict[str, Any]] | None:
+    """(claim name, volumeMount) of a PBT Experiment's trial: the suggestion's PVC at
+    `suggestion_trial_dir`, subPath `<experiment>/<trial>` (the directory the algorithm made)."""
+    spec = experiment.get("spec") or {}
+    algorithm = spec.get("algorithm") or {}
+    if algorithm.get("algorithmName") != "pbt":
+        return None
+    settings = {
+        str(s.get("name")): str(s.get("value"))
+        for s in algorithm.get("algorithmSettings") or []
+        if isinstance(s, dict)
+    }
+    path = settings.get("suggestion_trial_dir")
+    if not path:
+        return None
+    name = str((experiment.get("metadata") or {}).get("name") or "")
+    claim = naming.suggestion_pvc_name(name, "pbt")
+    mount = {"name": SUGGESTION_VOLUME, "mountPath": path, "subPath": f"{name}/{trial_name}"}
+    return claim, mount
+
+
 def is_primary(pod: dict[str, Any], trial: Trial) -> bool:
     wanted = trial.spec.primary_pod_labels or {}
     labels = (pod.get("metadata") or {}).get("labels") or {}
@@ -362,8 +413,12 @@ def inject(
     trial_manifest: dict[str, Any],
     namespace: str,
     config: KatibConfig,
+    experiment: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The pod as it should be admitted. Raises `Denied` with the fix in its message."""
+    """The pod as it should be admitted. Raises `Denied` with the fix in its message.
+
+    `experiment` (the Trial's, given when `needs_experiment`) adds the PBT checkpoint volume to
+    the primary containers of a primary pod."""
     try:
         trial = Trial.model_validate(trial_manifest)
     except ValidationError as e:
@@ -398,6 +453,18 @@ def inject(
             f"primary container {primary_name!r} of Trial {trial_name} is not in this pod "
             f"(containers: {names or 'none'}); fix trialTemplate.primaryContainerName"
         )
+    volumes = spec.setdefault("volumes", [])
+    mount = pbt_mount(experiment, trial_name) if experiment is not None else None
+    if mount is not None:
+        claim, volume_mount = mount
+        if not any(isinstance(v, dict) and v.get("name") == SUGGESTION_VOLUME for v in volumes):
+            volumes.append(
+                {"name": SUGGESTION_VOLUME, "persistentVolumeClaim": {"claimName": claim}}
+            )
+        for container in primaries:
+            mounts = container.setdefault("volumeMounts", [])
+            if not any(isinstance(m, dict) and m.get("name") == SUGGESTION_VOLUME for m in mounts):
+                mounts.append(dict(volume_mount))
     mc = trial.spec.metrics_collector or MetricsCollectorSpec()
     kind = (mc.collector.kind if mc.collector else None) or CollectorKind.STDOUT.value
     if kind in (CollectorKind.PUSH.value, CollectorKind.NONE.value):
@@ -409,7 +476,6 @@ def inject(
         sidecar_names.add(str(custom.get("name") or CUSTOM_SIDECAR_NAME))
     present = any(isinstance(c, dict) and c.get("name") in sidecar_names for c in containers)
     spec["shareProcessNamespace"] = True
-    volumes = spec.setdefault("volumes", [])
     if not any(isinstance(v, dict) and v.get("name") == naming.METRICS_VOLUME for v in volumes):
         volumes.append({"name": naming.METRICS_VOLUME, "emptyDir": {}})
     extra_dir = metrics_dir(mc, kind)

@@ -272,8 +272,28 @@ class Admission:
                 allowed=False,
                 message="spec.containers: a pod needs at least one container",
             )
+        experiment = None
+        if injecting.needs_experiment(trial):
+            try:
+                experiment = injecting.find_experiment(trial, namespace, self.cluster)
+            except validating.ClusterError as e:
+                return respond(
+                    review.uid,
+                    allowed=False,
+                    code=500,
+                    message=f"the Experiment of Trial {_name(trial)} cannot be read to mount "
+                    f"its checkpoint volume: {e}; retry",
+                )
+            if experiment is None:
+                return respond(
+                    review.uid,
+                    allowed=False,
+                    message=f"Trial {_name(trial)} carries {injecting.PBT_GENERATION_LABEL} but "
+                    "no Experiment owns it, so its checkpoint volume is unknown; create PBT "
+                    "Trials through an Experiment",
+                )
         try:
-            mutated = injecting.inject(pod, trial, namespace, self.config)
+            mutated = injecting.inject(pod, trial, namespace, self.config, experiment)
         except injecting.Denied as e:
             return respond(review.uid, allowed=False, message=str(e))
         return respond(review.uid, allowed=True, patch=patching.diff(pod, mutated))

@@ -342,12 +342,19 @@ def validate_algorithm_settings(spec: ExperimentSpec) -> list[str]:
         return []
     try:
         problems = algorithmsettings.validate(
-            name, spec.algorithm.algorithm_settings, spec.parameters
+            name, spec.algorithm.algorithm_settings, spec.parameters, spec.parallel_trial_count
         )
     except Exception:
         log.exception("kubetune.algorithmsettings.validate failed for %s", name)
         return []
-    return [f"spec.algorithm.algorithmSettings: {p}" for p in problems]
+    out = [f"spec.algorithm.algorithmSettings: {p}" for p in problems]
+    policy = spec.resume_policy.value if spec.resume_policy is not None else ""
+    if name == "pbt" and policy != "FromVolume":
+        out.append(
+            "spec.resumePolicy: algorithm pbt shares each trial's checkpoint through the "
+            "suggestion's volume, which only FromVolume creates; set resumePolicy: FromVolume"
+        )
+    return out
 
 
 def validate_resume_policy(spec: ExperimentSpec) -> list[str]:

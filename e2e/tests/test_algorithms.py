@@ -1,0 +1,317 @@
+"""Katib's own algorithms beyond the Optuna ones, on the local overlay (issue 16).
+
+A hyperband Experiment with the settings of Katib's hp-tuning/hyperband.yaml (eta 2, r_l 2) runs
+to the end of its schedule: upstream's bracket math gives bracket s=1 (2 new configurations at
+resource 1, then the better one again at 2) and bracket s=0 (2 new configurations at 2), 5
+Trials in all, after which the search is exhausted and the Experiment Succeeded. The algorithm
+pod is deleted while the first rung runs: its replacement continues from the Suggestion's status.
+
+A PBT Experiment (FromVolume, population 5) runs three generations of a trial script that
+restores its checkpoint from `suggestion_trial_dir`, trains one step and saves it again: every
+Trial of generation g > 0 names a parent of generation g-1 and reports one step more than that
+parent, so the checkpoint went from the parent's directory to the child's through the
+suggestion's volume (copied by the algorithm, mounted by the pod webhook).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import deploying
+import pytest
+import test_local_overlay as overlay
+
+from kubetune import naming
+from localcluster.pytest_plugin import ClusterHandle
+
+pytestmark = pytest.mark.integration
+Obj = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def kubetune(cluster: ClusterHandle) -> ClusterHandle:
+    """The local overlay applied and Available, left in place (as test_experiments.py does: a
+    teardown here would race the next module's apply of the same objects)."""
+    if (
+        os.environ.get("KUBETUNE_E2E_EXISTING_CLUSTER") == "1"
+        and os.environ.get("KUBETUNE_E2E_LOCAL_OVERLAY") != "1"
+    ):
+        pytest.skip("existing cluster: set KUBETUNE_E2E_LOCAL_OVERLAY=1 to deploy kubetune there")
+    deploying.apply_overlay(cluster)
+    deploying.wait_available(cluster)
+    return cluster
+
+
+@pytest.fixture
+def ns(kubetune: ClusterHandle, namespace: str) -> str:
+    deploying.enable_injection(kubetune, namespace)
+    return namespace
+
+
+SCORE = (
+    "import sys; lr, layers, epochs = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]); "
+    "print('accuracy=' + str(round(lr * 10 + layers / 100 + epochs / 1000, 6)))"
+)
+
+
+def _hyperband(name: str, namespace: str) -> Obj:
+    experiment = overlay._experiment(name, namespace, "Never")
+    spec = experiment["spec"]
+    spec["algorithm"] = {
+        "algorithmName": "hyperband",
+        "algorithmSettings": [
+            {"name": "resource_name", "value": "num-epochs"},
+            {"name": "eta", "value": "2"},
+            {"name": "r_l", "value": "2"},
+        ],
+    }
+    spec["objective"] = {"type": "maximize", "objectiveMetricName": "accuracy"}
+    spec["maxTrialCount"] = 10  # more than hyperband's 5: the schedule's end ends the Experiment
+    spec["parameters"] = [
+        {"name": "lr", "parameterType": "double", "feasibleSpace": {"min": "0.01", "max": "0.03"}},
+        {"name": "num-layers", "parameterType": "int", "feasibleSpace": {"min": "2", "max": "5"}},
+        {"name": "num-epochs", "parameterType": "int", "feasibleSpace": {"min": "1", "max": "1"}},
+    ]
+    template = spec["trialTemplate"]
+    template["trialParameters"] = [
+        {"name": "learningRate", "reference": "lr"},
+        {"name": "numberLayers", "reference": "num-layers"},
+        {"name": "numberEpochs", "reference": "num-epochs"},
+    ]
+    container = template["trialSpec"]["spec"]["template"]["spec"]["containers"][0]
+    container["command"] = [
+        "python3",
+        "-c",
+        SCORE,
+        "${trialParameters.learningRate}",
+        "${trialParameters.numberLayers}",
+        "${trialParameters.numberEpochs}",
+    ]
+    return experiment
+
+
+def _kill_algorithm_pod_once_assigned(
+    cluster: ClusterHandle, namespace: str, name: str, count: int = 2
+) -> None:
+    """Wait for `count` assignments, then delete the algorithm's pod."""
+    deadline = time.monotonic() + overlay.EXPERIMENT_TIMEOUT
+    while time.monotonic() < deadline:
+        out = cluster.kubectl("get", "suggestion", "-n", namespace, name, "-o", "json", check=False)
+        if out.returncode == 0:
+            status = json.loads(out.stdout).get("status") or {}
+            if len(status.get("suggestions") or []) >= count:
+                break
+        time.sleep(1)
+    selector = f"{naming.LABEL_SUGGESTION}={naming.label_value(name)}"
+    out = cluster.kubectl("delete", "pod", "-n", namespace, "-l", selector, "--wait=false")
+    assert "deleted" in out.stdout, f"no algorithm pod to delete: {out.stdout} {out.stderr}"
+
+
+def _wait_until_done(cluster: ClusterHandle, namespace: str, name: str) -> Obj:
+    deadline = time.monotonic() + overlay.EXPERIMENT_TIMEOUT
+    exp: Obj = {}
+    while time.monotonic() < deadline:
+        exp = overlay._json(cluster, "get", "experiment", "-n", namespace, name)
+        done = {
+            c["type"] for c in (exp.get("status") or {}).get("conditions") or []
+            if c["status"] == "True"
+        }  # fmt: skip
+        if done & {"Succeeded", "Failed"}:
+            break
+        time.sleep(2)
+    lines = [f"Experiment {name}: {overlay._conditions(exp)}"]
+    for kind in ("suggestion", "trial"):
+        for obj in overlay._json(cluster, "get", kind, "-n", namespace)["items"]:
+            lines.append(f"{kind} {obj['metadata']['name']}: {overlay._conditions(obj)}")
+    assert overlay._condition(exp, "Succeeded").get("status") == "True", "\n".join(lines)
+    return exp
+
+
+def test_hyperband_runs_upstreams_brackets_and_survives_a_restart(
+    kubetune: ClusterHandle, ns: str
+) -> None:
+    cluster, namespace = kubetune, ns
+    name = "hyperband"
+    cluster.kubectl("create", "-f", "-", stdin=json.dumps(_hyperband(name, namespace)))
+    _kill_algorithm_pod_once_assigned(cluster, namespace, name)
+    exp = _wait_until_done(cluster, namespace, name)
+    assert overlay._condition(exp, "Succeeded")["reason"] == "ExperimentSuggestionEndReached"
+
+    suggestion = overlay._json(cluster, "get", "suggestion", "-n", namespace, name)
+    order = [s["name"] for s in suggestion["status"]["suggestions"]]
+    trials = {
+        t["metadata"]["name"]: t
+        for t in overlay._json(cluster, "get", "trial", "-n", namespace)["items"]
+        if t["metadata"]["name"].startswith(f"{name}-")
+    }
+    assert len(order) == 5 and sorted(order) == sorted(trials)
+
+    def point(trial: str) -> dict[str, str]:
+        return {p["name"]: p["value"] for p in trials[trial]["spec"]["parameterAssignments"]}
+
+    def accuracy(trial: str) -> float:
+        metrics = trials[trial]["status"]["observation"]["metrics"]
+        return float(next(m["latest"] for m in metrics if m["name"] == "accuracy"))
+
+    points = [point(t) for t in order]
+    # bracket s=1: rung 0 = 2 configurations at 1 epoch, rung 1 = the better one at 2 epochs;
+    # bracket s=0: 2 new configurations at 2 epochs.
+    assert [p["num-epochs"] for p in points] == ["1", "1", "2", "2", "2"]
+    best = max(order[:2], key=accuracy)
+    assert {k: v for k, v in points[2].items() if k != "num-epochs"} == {
+        k: v for k, v in point(best).items() if k != "num-epochs"
+    }
+    fresh = {(p["lr"], p["num-layers"]) for p in points[:2] + points[3:]}
+    assert len(fresh) == 4
+    for trial in order:
+        assert overlay._condition(trials[trial], "Succeeded").get("status") == "True"
+
+
+def _structure(cluster: ClusterHandle, namespace: str, name: str) -> list[dict[str, str]]:
+    """The assignments in Suggestion order, each checked against its succeeded Trial."""
+    suggestion = overlay._json(cluster, "get", "suggestion", "-n", namespace, name)
+    trials = {
+        t["metadata"]["name"]: t
+        for t in overlay._json(cluster, "get", "trial", "-n", namespace)["items"]
+        if t["metadata"]["name"].startswith(f"{name}-")
+    }
+    order = [entry["name"] for entry in suggestion["status"]["suggestions"]]
+    assert sorted(order) == sorted(trials)
+    for trial in order:
+        assert overlay._condition(trials[trial], "Succeeded").get("status") == "True"
+    return [
+        {p["name"]: p["value"] for p in trials[t]["spec"]["parameterAssignments"]} for t in order
+    ]
+
+
+@pytest.mark.parametrize("policy", ["FromVolume", "LongRunning"])
+def test_hyperband_continues_its_schedule_after_a_restart(
+    kubetune: ClusterHandle, ns: str, policy: str
+) -> None:
+    """maxTrialCount 3 ends the Experiment after bracket s=1 (2 at 1 epoch, the best at 2);
+    raised to 5 it restarts, and the algorithm (a new pod with FromVolume, the same one with
+    LongRunning) hands out bracket s=0: 2 new configurations at 2 epochs."""
+    cluster, namespace = kubetune, ns
+    name = f"hb-{policy.lower()}"
+    experiment = _hyperband(name, namespace)
+    experiment["spec"]["resumePolicy"] = policy
+    experiment["spec"]["maxTrialCount"] = 3
+    cluster.kubectl("create", "-f", "-", stdin=json.dumps(experiment))
+    exp = _wait_until_done(cluster, namespace, name)
+    assert overlay._condition(exp, "Succeeded")["reason"] == "ExperimentMaxTrialsReached"
+    first = _structure(cluster, namespace, name)
+    assert [p["num-epochs"] for p in first] == ["1", "1", "2"]
+    if policy == "FromVolume":
+        deadline = time.monotonic() + 60
+        while (
+            time.monotonic() < deadline
+            and cluster.kubectl(
+                "get", "deployment", "-n", namespace, f"{name}-hyperband", check=False
+            ).returncode
+            == 0
+        ):
+            time.sleep(1)
+    cluster.kubectl(
+        "patch", "experiment", name, "-n", namespace, "--type=merge",
+        "-p", '{"spec":{"maxTrialCount":5}}',
+    )  # fmt: skip
+    deadline = time.monotonic() + overlay.EXPERIMENT_TIMEOUT
+    while time.monotonic() < deadline:
+        status = overlay._json(cluster, "get", "experiment", "-n", namespace, name)["status"]
+        if (status.get("trials") or 0) >= 5:
+            break
+        time.sleep(2)
+    _wait_until_done(cluster, namespace, name)
+    after = _structure(cluster, namespace, name)
+    assert after[:3] == first
+    assert [p["num-epochs"] for p in after] == ["1", "1", "2", "2", "2"]
+    assert len({(p["lr"], p["num-layers"]) for p in after[:2] + after[3:]}) == 4
+
+
+CHECKPOINT_DIR = "/var/log/katib/checkpoints/"  # as Katib's simple-pbt.yaml
+TRAIN_ONE_STEP = (
+    "import json, os, sys\n"
+    "lr, path = float(sys.argv[1]), os.path.join(sys.argv[2], 'checkpoint.json')\n"
+    "state = json.load(open(path)) if os.path.exists(path) else {'step': 0, 'score': 0.0}\n"
+    "state = {'step': state['step'] + 1, 'score': state['score'] + lr}\n"
+    "json.dump(state, open(path, 'w'))\n"
+    "print('step=' + str(state['step']))\n"
+    "print('accuracy=' + str(round(state['score'], 6)))\n"
+)
+
+
+def _pbt(name: str, namespace: str) -> Obj:
+    experiment = overlay._experiment(name, namespace, "FromVolume")
+    spec = experiment["spec"]
+    spec["algorithm"] = {
+        "algorithmName": "pbt",
+        "algorithmSettings": [
+            {"name": "suggestion_trial_dir", "value": CHECKPOINT_DIR},
+            {"name": "n_population", "value": "5"},
+            {"name": "truncation_threshold", "value": "0.4"},
+        ],
+    }
+    spec["objective"] = {
+        "type": "maximize",
+        "objectiveMetricName": "accuracy",
+        "additionalMetricNames": ["step"],
+    }
+    spec["parallelTrialCount"] = 3
+    spec["maxTrialCount"] = 15
+    spec["maxFailedTrialCount"] = 3
+    container = spec["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]["containers"][0]
+    container["command"] = [
+        "python3",
+        "-c",
+        TRAIN_ONE_STEP,
+        "${trialParameters.learningRate}",
+        CHECKPOINT_DIR,
+    ]
+    return experiment
+
+
+def test_pbt_generations_share_checkpoints_through_the_suggestion_volume(
+    kubetune: ClusterHandle, ns: str
+) -> None:
+    cluster, namespace = kubetune, ns
+    name = "pbt"
+    cluster.kubectl("create", "-f", "-", stdin=json.dumps(_pbt(name, namespace)))
+    _kill_algorithm_pod_once_assigned(cluster, namespace, name, count=3)
+    exp = _wait_until_done(cluster, namespace, name)
+    assert overlay._condition(exp, "Succeeded")["reason"] == "ExperimentMaxTrialsReached"
+
+    trials = {
+        t["metadata"]["name"]: t
+        for t in overlay._json(cluster, "get", "trial", "-n", namespace)["items"]
+        if t["metadata"]["name"].startswith(f"{name}-")
+    }
+
+    def metric(trial: str, metric_name: str) -> float:
+        metrics = trials[trial]["status"]["observation"]["metrics"]
+        return float(next(m["latest"] for m in metrics if m["name"] == metric_name))
+
+    generation_label = "pbt.suggestion.katib.kubeflow.org/generation"
+    parent_label = "pbt.suggestion.katib.kubeflow.org/parent"
+    generation = {t: int(o["metadata"]["labels"][generation_label]) for t, o in trials.items()}
+    sizes = [list(generation.values()).count(g) for g in range(max(generation.values()) + 1)]
+    assert len(trials) == 15 and sizes[0] == 5 and len(sizes) >= 3, sizes
+    assert all(0 < size <= 5 for size in sizes), sizes
+    parents: dict[int, set[str]] = {}
+    for trial, g in generation.items():
+        labels = trials[trial]["metadata"]["labels"]
+        if g == 0:
+            assert parent_label not in labels
+            assert metric(trial, "step") == 1
+            continue
+        parent = labels[parent_label]
+        assert generation[parent] == g - 1
+        parents.setdefault(g, set()).add(parent)
+        # restored the parent's checkpoint (copied into this trial's directory), one step more
+        assert metric(trial, "step") == metric(parent, "step") + 1
+    for g, chosen in parents.items():  # a generation starts once the previous one ended
+        previous = [t for t, h in generation.items() if h == g - 1]
+        worst = min(previous, key=lambda t: metric(t, "accuracy"))
+        assert worst not in chosen  # exploited: its successor continues a better member

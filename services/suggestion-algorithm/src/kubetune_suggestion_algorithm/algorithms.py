@@ -1,0 +1,73 @@
+"""Which implementation runs an algorithm, behind the one interface `syncing` uses.
+
+`studying.Search` (an Optuna study on the data directory) runs the sampler-based algorithms;
+`hyperband.Hyperband` and `pbt.Pbt` keep no state of their own (the Suggestion's status and the
+Trials are their state; pbt keeps the trials' checkpoints under the data directory). Every
+implementation has `catch_up(assignments, outcomes)`, `next_assignments(start, count)` and
+`exhausted`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+from kubetune.algorithmsettings import Value
+from kubetune.api.experiment import ParameterSpec
+from kubetune.api.suggestion import TrialAssignment
+from kubetune_suggestion_algorithm import hyperband, pbt, studying
+
+STATELESS = ("hyperband", "pbt")
+"""Algorithms whose state is entirely in the cluster: no study, no volume needed."""
+
+
+class Algorithm(Protocol):
+    exhausted: bool
+
+    def catch_up(
+        self, assignments: Sequence[TrialAssignment], outcomes: dict[str, studying.Outcome]
+    ) -> int: ...
+
+    def next_assignments(self, start: int, count: int) -> list[TrialAssignment]: ...
+
+
+def uid_seed(uid: str) -> int:
+    """A seed fixed by the Experiment's uid: the same in every pod of one Experiment."""
+    return int(hashlib.sha256(uid.encode()).hexdigest()[:8], 16)
+
+
+def build(
+    algorithm: str,
+    settings: dict[str, Value],
+    parameters: Sequence[ParameterSpec],
+    *,
+    experiment: str,
+    uid: str,
+    maximize: bool,
+    data_dir: Path | None,
+    study_name: str,
+) -> Algorithm:
+    seed = settings.get("random_state")
+    if algorithm == "hyperband":
+        return hyperband.Hyperband(
+            settings,
+            parameters,
+            experiment,
+            maximize,
+            seed if isinstance(seed, int) else uid_seed(uid),
+        )
+    if algorithm == "pbt":
+        return pbt.Pbt(
+            settings,
+            parameters,
+            experiment,
+            maximize,
+            seed if isinstance(seed, int) else uid_seed(uid),
+            data_dir,
+        )
+    study = studying.open_study(
+        data_dir, study_name, maximize, seed if isinstance(seed, int) else None
+    )
+    return studying.Search(study, algorithm, settings, parameters, experiment)
