@@ -20,11 +20,13 @@ import os
 import time
 from typing import Any
 
-import deploying
 import pytest
 import test_local_overlay as overlay
 
 from kubetune import naming
+from kubetune_testkit import deploying
+from kubetune_testkit.conditions import conditions_of
+from kubetune_testkit.kubectl import get_json
 from localcluster.pytest_plugin import ClusterHandle
 
 pytestmark = pytest.mark.integration
@@ -49,6 +51,18 @@ def kubetune(cluster: ClusterHandle) -> ClusterHandle:
 def ns(kubetune: ClusterHandle, namespace: str) -> str:
     deploying.enable_injection(kubetune, namespace)
     return namespace
+
+
+def _condition(obj: Obj, type_: str) -> Obj:
+    """The condition of that type (empty when absent), whatever its status."""
+    return conditions_of(obj).get(type_, {})
+
+
+def _conditions(obj: Obj) -> str:
+    """type=status(reason) of each condition, for a failure message."""
+    return ", ".join(
+        f"{c['type']}={c['status']}({c.get('reason', '')})" for c in conditions_of(obj).values()
+    )
 
 
 SCORE = (
@@ -114,7 +128,7 @@ def _wait_until_done(cluster: ClusterHandle, namespace: str, name: str) -> Obj:
     deadline = time.monotonic() + overlay.EXPERIMENT_TIMEOUT
     exp: Obj = {}
     while time.monotonic() < deadline:
-        exp = overlay._json(cluster, "get", "experiment", "-n", namespace, name)
+        exp = get_json(cluster, "experiment", "-n", namespace, name)
         done = {
             c["type"] for c in (exp.get("status") or {}).get("conditions") or []
             if c["status"] == "True"
@@ -122,11 +136,11 @@ def _wait_until_done(cluster: ClusterHandle, namespace: str, name: str) -> Obj:
         if done & {"Succeeded", "Failed"}:
             break
         time.sleep(2)
-    lines = [f"Experiment {name}: {overlay._conditions(exp)}"]
+    lines = [f"Experiment {name}: {_conditions(exp)}"]
     for kind in ("suggestion", "trial"):
-        for obj in overlay._json(cluster, "get", kind, "-n", namespace)["items"]:
-            lines.append(f"{kind} {obj['metadata']['name']}: {overlay._conditions(obj)}")
-    assert overlay._condition(exp, "Succeeded").get("status") == "True", "\n".join(lines)
+        for obj in get_json(cluster, kind, "-n", namespace)["items"]:
+            lines.append(f"{kind} {obj['metadata']['name']}: {_conditions(obj)}")
+    assert _condition(exp, "Succeeded").get("status") == "True", "\n".join(lines)
     return exp
 
 
@@ -138,13 +152,13 @@ def test_hyperband_runs_upstreams_brackets_and_survives_a_restart(
     cluster.kubectl("create", "-f", "-", stdin=json.dumps(_hyperband(name, namespace)))
     _kill_algorithm_pod_once_assigned(cluster, namespace, name)
     exp = _wait_until_done(cluster, namespace, name)
-    assert overlay._condition(exp, "Succeeded")["reason"] == "ExperimentSuggestionEndReached"
+    assert _condition(exp, "Succeeded")["reason"] == "ExperimentSuggestionEndReached"
 
-    suggestion = overlay._json(cluster, "get", "suggestion", "-n", namespace, name)
+    suggestion = get_json(cluster, "suggestion", "-n", namespace, name)
     order = [s["name"] for s in suggestion["status"]["suggestions"]]
     trials = {
         t["metadata"]["name"]: t
-        for t in overlay._json(cluster, "get", "trial", "-n", namespace)["items"]
+        for t in get_json(cluster, "trial", "-n", namespace)["items"]
         if t["metadata"]["name"].startswith(f"{name}-")
     }
     assert len(order) == 5 and sorted(order) == sorted(trials)
@@ -167,21 +181,21 @@ def test_hyperband_runs_upstreams_brackets_and_survives_a_restart(
     fresh = {(p["lr"], p["num-layers"]) for p in points[:2] + points[3:]}
     assert len(fresh) == 4
     for trial in order:
-        assert overlay._condition(trials[trial], "Succeeded").get("status") == "True"
+        assert _condition(trials[trial], "Succeeded").get("status") == "True"
 
 
 def _structure(cluster: ClusterHandle, namespace: str, name: str) -> list[dict[str, str]]:
     """The assignments in Suggestion order, each checked against its succeeded Trial."""
-    suggestion = overlay._json(cluster, "get", "suggestion", "-n", namespace, name)
+    suggestion = get_json(cluster, "suggestion", "-n", namespace, name)
     trials = {
         t["metadata"]["name"]: t
-        for t in overlay._json(cluster, "get", "trial", "-n", namespace)["items"]
+        for t in get_json(cluster, "trial", "-n", namespace)["items"]
         if t["metadata"]["name"].startswith(f"{name}-")
     }
     order = [entry["name"] for entry in suggestion["status"]["suggestions"]]
     assert sorted(order) == sorted(trials)
     for trial in order:
-        assert overlay._condition(trials[trial], "Succeeded").get("status") == "True"
+        assert _condition(trials[trial], "Succeeded").get("status") == "True"
     return [
         {p["name"]: p["value"] for p in trials[t]["spec"]["parameterAssignments"]} for t in order
     ]
@@ -201,7 +215,7 @@ def test_hyperband_continues_its_schedule_after_a_restart(
     experiment["spec"]["maxTrialCount"] = 3
     cluster.kubectl("create", "-f", "-", stdin=json.dumps(experiment))
     exp = _wait_until_done(cluster, namespace, name)
-    assert overlay._condition(exp, "Succeeded")["reason"] == "ExperimentMaxTrialsReached"
+    assert _condition(exp, "Succeeded")["reason"] == "ExperimentMaxTrialsReached"
     first = _structure(cluster, namespace, name)
     assert [p["num-epochs"] for p in first] == ["1", "1", "2"]
     if policy == "FromVolume":
@@ -220,7 +234,7 @@ def test_hyperband_continues_its_schedule_after_a_restart(
     )  # fmt: skip
     deadline = time.monotonic() + overlay.EXPERIMENT_TIMEOUT
     while time.monotonic() < deadline:
-        status = overlay._json(cluster, "get", "experiment", "-n", namespace, name)["status"]
+        status = get_json(cluster, "experiment", "-n", namespace, name)["status"]
         if (status.get("trials") or 0) >= 5:
             break
         time.sleep(2)
@@ -281,11 +295,11 @@ def test_pbt_generations_share_checkpoints_through_the_suggestion_volume(
     cluster.kubectl("create", "-f", "-", stdin=json.dumps(_pbt(name, namespace)))
     _kill_algorithm_pod_once_assigned(cluster, namespace, name, count=3)
     exp = _wait_until_done(cluster, namespace, name)
-    assert overlay._condition(exp, "Succeeded")["reason"] == "ExperimentMaxTrialsReached"
+    assert _condition(exp, "Succeeded")["reason"] == "ExperimentMaxTrialsReached"
 
     trials = {
         t["metadata"]["name"]: t
-        for t in overlay._json(cluster, "get", "trial", "-n", namespace)["items"]
+        for t in get_json(cluster, "trial", "-n", namespace)["items"]
         if t["metadata"]["name"].startswith(f"{name}-")
     }
 
