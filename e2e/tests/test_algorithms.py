@@ -58,13 +58,6 @@ def _condition(obj: Obj, type_: str) -> Obj:
     return conditions_of(obj).get(type_, {})
 
 
-def _conditions(obj: Obj) -> str:
-    """type=status(reason) of each condition, for a failure message."""
-    return ", ".join(
-        f"{c['type']}={c['status']}({c.get('reason', '')})" for c in conditions_of(obj).values()
-    )
-
-
 SCORE = (
     "import sys; lr, layers, epochs = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]); "
     "print('accuracy=' + str(round(lr * 10 + layers / 100 + epochs / 1000, 6)))"
@@ -124,26 +117,6 @@ def _kill_algorithm_pod_once_assigned(
     assert "deleted" in out.stdout, f"no algorithm pod to delete: {out.stdout} {out.stderr}"
 
 
-def _wait_until_done(cluster: ClusterHandle, namespace: str, name: str) -> Obj:
-    deadline = time.monotonic() + overlay.EXPERIMENT_TIMEOUT
-    exp: Obj = {}
-    while time.monotonic() < deadline:
-        exp = get_json(cluster, "experiment", "-n", namespace, name)
-        done = {
-            c["type"] for c in (exp.get("status") or {}).get("conditions") or []
-            if c["status"] == "True"
-        }  # fmt: skip
-        if done & {"Succeeded", "Failed"}:
-            break
-        time.sleep(2)
-    lines = [f"Experiment {name}: {_conditions(exp)}"]
-    for kind in ("suggestion", "trial"):
-        for obj in get_json(cluster, kind, "-n", namespace)["items"]:
-            lines.append(f"{kind} {obj['metadata']['name']}: {_conditions(obj)}")
-    assert _condition(exp, "Succeeded").get("status") == "True", "\n".join(lines)
-    return exp
-
-
 def test_hyperband_runs_upstreams_brackets_and_survives_a_restart(
     kubetune: ClusterHandle, ns: str
 ) -> None:
@@ -151,7 +124,7 @@ def test_hyperband_runs_upstreams_brackets_and_survives_a_restart(
     name = "hyperband"
     cluster.kubectl("create", "-f", "-", stdin=json.dumps(_hyperband(name, namespace)))
     _kill_algorithm_pod_once_assigned(cluster, namespace, name)
-    exp = _wait_until_done(cluster, namespace, name)
+    exp = overlay.wait_succeeded(cluster, namespace, name)
     assert _condition(exp, "Succeeded")["reason"] == "ExperimentSuggestionEndReached"
 
     suggestion = get_json(cluster, "suggestion", "-n", namespace, name)
@@ -214,7 +187,7 @@ def test_hyperband_continues_its_schedule_after_a_restart(
     experiment["spec"]["resumePolicy"] = policy
     experiment["spec"]["maxTrialCount"] = 3
     cluster.kubectl("create", "-f", "-", stdin=json.dumps(experiment))
-    exp = _wait_until_done(cluster, namespace, name)
+    exp = overlay.wait_succeeded(cluster, namespace, name)
     assert _condition(exp, "Succeeded")["reason"] == "ExperimentMaxTrialsReached"
     first = _structure(cluster, namespace, name)
     assert [p["num-epochs"] for p in first] == ["1", "1", "2"]
@@ -238,7 +211,7 @@ def test_hyperband_continues_its_schedule_after_a_restart(
         if (status.get("trials") or 0) >= 5:
             break
         time.sleep(2)
-    _wait_until_done(cluster, namespace, name)
+    overlay.wait_succeeded(cluster, namespace, name)
     after = _structure(cluster, namespace, name)
     assert after[:3] == first
     assert [p["num-epochs"] for p in after] == ["1", "1", "2", "2", "2"]
@@ -294,7 +267,7 @@ def test_pbt_generations_share_checkpoints_through_the_suggestion_volume(
     name = "pbt"
     cluster.kubectl("create", "-f", "-", stdin=json.dumps(_pbt(name, namespace)))
     _kill_algorithm_pod_once_assigned(cluster, namespace, name, count=3)
-    exp = _wait_until_done(cluster, namespace, name)
+    exp = overlay.wait_succeeded(cluster, namespace, name)
     assert _condition(exp, "Succeeded")["reason"] == "ExperimentMaxTrialsReached"
 
     trials = {

@@ -502,7 +502,11 @@ def _run_experiment(cluster: ClusterHandle, namespace: str, experiment: Obj) -> 
         "label", "namespace", namespace, "katib.kubeflow.org/metrics-collector-injection=enabled"
     )
     cluster.kubectl("create", "-f", "-", stdin=json.dumps(experiment))
-    name = experiment["metadata"]["name"]
+    return wait_succeeded(cluster, namespace, experiment["metadata"]["name"])
+
+
+def wait_succeeded(cluster: ClusterHandle, namespace: str, name: str) -> Obj:
+    """The Experiment once it ended Succeeded; fails with every object's conditions."""
     deadline = time.monotonic() + EXPERIMENT_TIMEOUT
     exp: Obj = {}
     while time.monotonic() < deadline:
