@@ -147,7 +147,8 @@ def test_interrupted_session_leaves_nothing(tmp_path: Path) -> None:
         ports = list(state.ports.values())
         assert len(_alive(pids)) == 4
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
+        # communicate, not wait: the session's last words must not fill the pipe and block it.
+        proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -169,6 +170,11 @@ def test_sweep_removes_only_unused_old_etcd_dirs(tmp_path: Path) -> None:
         start_new_session=True,
     )
     try:
+        # Until it has exec'd, the child still shows this process's argv: wait for its own.
+        deadline = time.monotonic() + 10
+        while f"--data-dir={busy}" not in psutil.Process(holder.pid).cmdline():
+            assert time.monotonic() < deadline, "the holder process never started"
+            time.sleep(0.01)
         removed = cluster.sweep_stale_etcd_dirs(tmp_path)
     finally:
         holder.kill()
