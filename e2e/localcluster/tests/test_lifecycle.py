@@ -128,8 +128,14 @@ def test_interrupted_session_leaves_nothing(tmp_path: Path) -> None:
     )
     env = dict(os.environ, LOCALCLUSTER_NODEAGENT="0")
     env.pop("KUBETUNE_E2E_EXISTING_CLUSTER", None)
+    # Ctrl-C as a terminal sends it, even when this session runs in a background job (a
+    # non-interactive shell starts those with SIGINT ignored, and children inherit that).
+    inner = (
+        "import signal, sys, pytest; signal.signal(signal.SIGINT, signal.default_int_handler);"
+        "sys.exit(pytest.main(sys.argv[1:]))"
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)],
+        [sys.executable, "-c", inner, "-q", "-p", "no:cacheprovider", str(test_file)],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,
