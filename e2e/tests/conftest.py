@@ -19,7 +19,12 @@ from typing import Any
 import pytest
 from realoperators import image_map_entries, install_argo, install_training_operator
 
-from kubetune_testkit.deploying import render_image_map
+from kubetune_testkit.deploying import (
+    apply_overlay,
+    enable_injection,
+    render_image_map,
+    wait_available,
+)
 from localcluster.pytest_plugin import ClusterHandle
 
 
@@ -94,3 +99,24 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 SERVICES = ("experiment-controller", "suggestion-controller", "trial-controller", "webhook")
+
+
+@pytest.fixture(scope="module")
+def kubetune(cluster: ClusterHandle) -> ClusterHandle:
+    """kubetune deployed: the local overlay here; on an existing cluster (kind) the overlay its
+    scripts applied (e2e/kind/run-e2e.sh), unless KUBETUNE_E2E_LOCAL_OVERLAY=1 asks for ours.
+    Left in place after the module: a teardown would race the next module's apply."""
+    if (
+        os.environ.get("KUBETUNE_E2E_EXISTING_CLUSTER") != "1"
+        or os.environ.get("KUBETUNE_E2E_LOCAL_OVERLAY") == "1"
+    ):
+        apply_overlay(cluster)
+    wait_available(cluster)
+    return cluster
+
+
+@pytest.fixture
+def ns(kubetune: ClusterHandle, namespace: str) -> str:
+    """A test namespace with collector injection enabled."""
+    enable_injection(kubetune, namespace)
+    return namespace

@@ -16,7 +16,6 @@ suggestion's volume (copied by the algorithm, mounted by the pod webhook).
 from __future__ import annotations
 
 import json
-import os
 import time
 from typing import Any
 
@@ -24,33 +23,12 @@ import pytest
 import test_local_overlay as overlay
 
 from kubetune import naming
-from kubetune_testkit import deploying
 from kubetune_testkit.conditions import conditions_of
 from kubetune_testkit.kubectl import get_json
 from localcluster.pytest_plugin import ClusterHandle
 
 pytestmark = pytest.mark.integration
 Obj = dict[str, Any]
-
-
-@pytest.fixture(scope="module")
-def kubetune(cluster: ClusterHandle) -> ClusterHandle:
-    """The local overlay applied and Available, left in place (as test_experiments.py does: a
-    teardown here would race the next module's apply of the same objects)."""
-    if (
-        os.environ.get("KUBETUNE_E2E_EXISTING_CLUSTER") == "1"
-        and os.environ.get("KUBETUNE_E2E_LOCAL_OVERLAY") != "1"
-    ):
-        pytest.skip("existing cluster: set KUBETUNE_E2E_LOCAL_OVERLAY=1 to deploy kubetune there")
-    deploying.apply_overlay(cluster)
-    deploying.wait_available(cluster)
-    return cluster
-
-
-@pytest.fixture
-def ns(kubetune: ClusterHandle, namespace: str) -> str:
-    deploying.enable_injection(kubetune, namespace)
-    return namespace
 
 
 def _condition(obj: Obj, type_: str) -> Obj:

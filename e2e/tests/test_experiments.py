@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import random
 import re
 import socket
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import katib_sdk
@@ -27,7 +26,7 @@ from realoperators import grant_argo_executor
 from kubetune.kube import Kube
 from kubetune_testkit import builders, kubectl
 from kubetune_testkit.conditions import is_true, true_condition
-from kubetune_testkit.deploying import ROOT, apply_overlay, enable_injection, wait_available
+from kubetune_testkit.deploying import ROOT
 from kubetune_testkit.kubectl import get_json
 from kubetune_testkit.policies import refusing_pods
 from kubetune_testkit.waiting import wait_for
@@ -40,25 +39,6 @@ Obj = dict[str, Any]
 POLL = 1.0
 """Seconds between two polls through kubectl (a process each)."""
 SCORE_SCRIPT = "print('score=' + str(1 - abs(0.3 - ${trialParameters.x})))"
-
-
-@pytest.fixture(scope="module")
-def kubetune(cluster: ClusterHandle) -> ClusterHandle:
-    """kubetune deployed: the local overlay here; on an existing cluster (kind) the overlay its
-    scripts applied (e2e/kind/run-e2e.sh), unless KUBETUNE_E2E_LOCAL_OVERLAY=1 asks for ours."""
-    if (
-        os.environ.get("KUBETUNE_E2E_EXISTING_CLUSTER") != "1"
-        or os.environ.get("KUBETUNE_E2E_LOCAL_OVERLAY") == "1"
-    ):
-        apply_overlay(cluster)
-    wait_available(cluster)
-    return cluster
-
-
-@pytest.fixture
-def ns(kubetune: ClusterHandle, namespace: str) -> Iterator[str]:
-    enable_injection(kubetune, namespace)
-    yield namespace
 
 
 def experiment_done(cluster: ClusterHandle, name: str, ns: str) -> Callable[[], Obj | None]:

@@ -136,3 +136,17 @@ def test_validators_name_the_rule() -> None:
         "digits, '-' and '.') of at most 253 characters; it was not sent to the API server"
     )
     assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("group", "version"),
+    [("../../x", "v1"), ("apps", "../v1"), ("apps/v1/namespaces", "v1"), ("", "v1%2F..")],
+)
+def test_group_version_path_refuses_what_would_change_the_path(group: str, version: str) -> None:
+    with pytest.raises(errors.InvalidName):
+        kube.group_version_path(group, version)
+
+
+def test_group_version_path_of_core_and_named_groups() -> None:
+    assert kube.group_version_path("", "v1") == "/api/v1"
+    assert kube.group_version_path("kubeflow.org", "v1beta1") == "/apis/kubeflow.org/v1beta1"

@@ -4,9 +4,11 @@ containers, waiting reasons, deadlines, and the agent's own start-up and shutdow
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -400,11 +402,11 @@ def test_service_endpoints_get_the_pod_ip(cluster: Any, namespace: str) -> None:
 
 
 def test_emptydir_at_tmp_with_the_state_dir_under_tmp(cluster: Any, namespace: str) -> None:
-    """Argo's pods mount an emptyDir over /tmp; this session's state dir (volume sources, the
-    hosts file) lives under /tmp too, and must stay reachable for the later mounts."""
-    state = cluster.state.state_dir if cluster.state else None
-    if state is None or not str(state).startswith("/tmp/"):
-        pytest.skip("needs the session's cluster state dir under /tmp")
+    """Argo's pods mount an emptyDir over /tmp; volume sources under /tmp (the session's state
+    dir with the configMap's files, and here a hostPath made under /tmp whatever TMPDIR says)
+    must stay reachable for the later mounts."""
+    host_dir = Path(tempfile.mkdtemp(prefix="nodeagent-late-", dir="/tmp"))
+    (host_dir / "h").write_text("host reachable")
     _apply(
         cluster,
         namespace,
@@ -415,7 +417,10 @@ def test_emptydir_at_tmp_with_the_state_dir_under_tmp(cluster: Any, namespace: s
             "data": {"k": "reachable"},
         },
     )
-    code = "print(open('/zz/late/k').read()); open('/tmp/x', 'w').write('1')"
+    code = (
+        "print(open('/zz/late/k').read(), open('/zz/host/h').read());"
+        " open('/tmp/x', 'w').write('1')"
+    )
     pod = _simple_pod(
         "tmpfirst",
         code,
@@ -423,17 +428,22 @@ def test_emptydir_at_tmp_with_the_state_dir_under_tmp(cluster: Any, namespace: s
             "volumeMounts": [
                 {"name": "tmp", "mountPath": "/tmp"},
                 {"name": "late", "mountPath": "/zz/late"},
+                {"name": "host", "mountPath": "/zz/host"},
             ]
         },
         volumes=[
             {"name": "tmp", "emptyDir": {}},
             {"name": "late", "configMap": {"name": "late"}},
+            {"name": "host", "hostPath": {"path": str(host_dir)}},
         ],
     )
-    _apply(cluster, namespace, pod)
-    done = _done(cluster, namespace, "tmpfirst")
+    try:
+        _apply(cluster, namespace, pod)
+        done = _done(cluster, namespace, "tmpfirst")
+    finally:
+        shutil.rmtree(host_dir, ignore_errors=True)
     assert done["status"]["phase"] == "Succeeded", done["status"]
-    assert "reachable" in _logs(cluster, namespace, "tmpfirst")
+    assert "reachable host reachable" in _logs(cluster, namespace, "tmpfirst")
     assert not Path("/zz").exists()
 
 
