@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
 
 from kubetune_testkit.deploying import ROOT
+from kubetune_testkit.processes import free_port
+from kubetune_testkit.waiting import wait_for
 from localcluster import operators, thirdparty
 
 Obj = dict[str, Any]
@@ -69,17 +70,6 @@ def _apply(cluster: Cluster, objs: list[Obj]) -> None:
 
 def _docs(path: Path) -> list[Obj]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
-
-
-def _wait(what: str, check: Any, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
 
 
 def _crd_names(files: list[str]) -> list[str]:
@@ -140,14 +130,6 @@ def _deployment(name: str, ns: str, labels: dict[str, str], pod: Obj) -> Obj:
             "template": {"metadata": {"labels": labels}, "spec": pod},
         },
     }
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def install_training_operator(cluster: Cluster) -> None:
@@ -247,7 +229,7 @@ def install_training_operator(cluster: Cluster) -> None:
         return bool(out.returncode == 0)
 
     # The rotator writes the Secret; the agent refreshes secret volumes every minute.
-    _wait("the training-operator webhook to serve", serving, 240)
+    wait_for("the training-operator webhook to serve", serving, 240, interval=1)
 
 
 ARGO_CRDS = [

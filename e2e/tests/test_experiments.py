@@ -11,7 +11,6 @@ import copy
 import json
 import random
 import re
-import socket
 import subprocess
 from collections.abc import Callable
 from typing import Any
@@ -29,6 +28,7 @@ from kubetune_testkit.conditions import is_true, true_condition
 from kubetune_testkit.deploying import ROOT
 from kubetune_testkit.kubectl import get_json
 from kubetune_testkit.policies import refusing_pods
+from kubetune_testkit.processes import free_port
 from kubetune_testkit.waiting import wait_for
 from localcluster.pytest_plugin import ClusterHandle
 
@@ -224,9 +224,7 @@ while served[0] < 3 and time.monotonic() < deadline: time.sleep(0.05)
 def test_prometheus_metric_collector_scrapes_the_trainers_endpoint(
     kubetune: ClusterHandle, ns: str
 ) -> None:
-    with socket.socket() as s:  # pods share the host's network here: one free port, one trial
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # pods share the host's network here: one free port, one trial
     exp = quick_experiment(ns, "prometheus", "Never", 2)
     exp["spec"]["parallelTrialCount"] = 1
     exp["spec"]["metricsCollectorSpec"] = {

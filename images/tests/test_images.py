@@ -13,12 +13,10 @@ import importlib.util
 import io
 import json
 import os
-import socket
 import ssl
 import subprocess
 import sys
 import tarfile
-import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
@@ -30,6 +28,8 @@ import yaml
 
 from kubetune import errors, procwait
 from kubetune.kube import CUSTOM_RESOURCE_DEFINITIONS, EXPERIMENTS, SUGGESTIONS, TRIALS, Kube
+from kubetune_testkit.processes import free_port
+from kubetune_testkit.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 TAG = "dev"
@@ -67,17 +67,6 @@ def docker(
     )
 
 
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = 90.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
-
-
 @pytest.fixture
 def containers() -> Iterator[Callable[..., str]]:
     """`run(*docker_run_args)` starts a detached container, removed after the test."""
@@ -94,12 +83,6 @@ def containers() -> Iterator[Callable[..., str]]:
         logs = docker("logs", name, check=False)
         print(f"--- {name}\n{logs.stdout}{logs.stderr}")
         docker("rm", "-f", name, check=False)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def process_uid(container: str) -> int:
@@ -344,11 +327,12 @@ def test_algorithm_serves_one_experiment(
         f"--probe-port={port}",
     )
 
-    def assigned() -> list[Any]:
+    def assigned() -> list[Any] | None:
         status = kube.get(SUGGESTIONS, "exp", namespace).get("status") or {}
-        return list(status.get("suggestions") or [])
+        found = list(status.get("suggestions") or [])
+        return found if len(found) == 3 else None
 
-    suggestions = wait_for("3 assignments", lambda: len(assigned()) == 3 and assigned(), 180)
+    suggestions = wait_for("3 assignments", assigned, 180)
     for suggestion in suggestions:
         values = {a["name"]: a["value"] for a in suggestion["parameterAssignments"]}
         assert 0.01 <= float(values["lr"]) <= 0.1 and values["n"] in ("1", "3")

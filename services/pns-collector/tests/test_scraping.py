@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-import socket
 import sys
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pytest
 
 from kubetune_pns_collector import collecting, scraping, summaries
 from kubetune_pns_collector.collecting import ExitCode
+from kubetune_testkit.processes import free_port
 
 EXPOSITION = """\
 # HELP loss Training loss.
@@ -46,12 +46,6 @@ deadline = time.monotonic() + 20
 while served[0] < 4 and time.monotonic() < deadline:
     time.sleep(0.05)
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_exposition_gives_the_first_finite_sample_of_each_wanted_metric() -> None:
