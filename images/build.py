@@ -67,6 +67,8 @@ SERVICES = {
         ),
         # In every trial pod: no sources either, to stay smallest.
         Service("pns-collector", ("--zip", "--sourceless")),
+        # plotly stays a directory (it ships plotly.js, which the UI serves).
+        Service("ui", ("--zip",)),
     )
 }
 

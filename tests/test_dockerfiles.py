@@ -22,6 +22,7 @@ IMAGED = (
     "trial-controller",
     "webhook",
     "pns-collector",
+    "ui",
 )
 NO_IMAGE = ("cli",)
 DOCKERFILE = SERVICES.parent / "images" / "Dockerfile"

@@ -36,7 +36,6 @@ def _port(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="kubetune-ui",
         description="kubetune's web UI: Experiments, Trials, their metrics, live from the API.",
     )
     flags.add_connection_flags(parser)
