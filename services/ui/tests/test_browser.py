@@ -27,7 +27,9 @@ NOW = "2026-01-01T00:00:00Z"
 
 
 @pytest.fixture(scope="session")
-def webhook(cluster: Any, crds: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Webhook]:
+def webhook(
+    cluster: Any, crds: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Webhook]:
     with serving(cluster.kubeconfig, tmp_path_factory.mktemp("webhook")) as running:
         yield running
 
@@ -41,7 +43,9 @@ def admitted(cluster: Any, kube: Kube, webhook: Webhook, namespace: str) -> Iter
         yield namespace
 
 
-def add_trial(kube: Kube, namespace: str, experiment: str, name: str, lr: str, accuracy: float) -> None:
+def add_trial(
+    kube: Kube, namespace: str, experiment: str, name: str, lr: str, accuracy: float
+) -> None:
     """A Succeeded Trial of `experiment` with `accuracy` observed (status written as the
     trial-controller and the collector would)."""
     body = builders.trial(name, experiment=naming.label_value(experiment), assignments={"lr": lr})
@@ -56,7 +60,8 @@ def add_trial(kube: Kube, namespace: str, experiment: str, name: str, lr: str, a
              "message": "the job succeeded", "lastTransitionTime": NOW, "lastUpdateTime": NOW},
         ],
         "observation": {"metrics": [
-            {"name": "accuracy", "min": str(accuracy / 2), "max": str(accuracy), "latest": str(accuracy)}
+            {"name": "accuracy", "min": str(accuracy / 2), "max": str(accuracy),
+             "latest": str(accuracy)}
         ]},
     }  # fmt: skip
     kube.patch(TRIALS, name, {"status": status}, namespace, subresource="status")
@@ -90,7 +95,9 @@ def test_experiment_appears_fills_in_sorts_opens_a_trial_and_shows_the_webhooks_
     ns = admitted
     url = start_ui("--writes=own-credentials", f"--watch-namespace={ns}")
     browser.get(url + "/")
-    wait_for("the experiments page", lambda: browser.execute_script("return document.body.dataset.loads"))
+    wait_for(
+        "the experiments page", lambda: browser.execute_script("return document.body.dataset.loads")
+    )
 
     # An Experiment applied with kubectl appears in the open page (no reload).
     done = apply(cluster, builders.experiment("tune-lr", ns, maxTrialCount=3))
@@ -100,12 +107,22 @@ def test_experiment_appears_fills_in_sorts_opens_a_trial_and_shows_the_webhooks_
 
     # Its page fills in as Trials arrive, again without a reload.
     browser.find_element(By.LINK_TEXT, "tune-lr").click()
-    wait_for("the experiment page", lambda: browser.find_element(By.ID, "title").text == f"{ns} / tune-lr")
-    for name, lr, accuracy in (("tune-lr-a", "0.05", 0.7), ("tune-lr-b", "0.01", 0.9), ("tune-lr-c", "0.08", 0.8)):
+    wait_for(
+        "the experiment page",
+        lambda: browser.find_element(By.ID, "title").text == f"{ns} / tune-lr",
+    )
+    for name, lr, accuracy in (
+        ("tune-lr-a", "0.05", 0.7),
+        ("tune-lr-b", "0.01", 0.9),
+        ("tune-lr-c", "0.08", 0.8),
+    ):
         add_trial(kube, ns, "tune-lr", name, lr, accuracy)
     wait_for("three trials in the table", lambda: len(rows(browser, "trials")) == 3)
     assert rows(browser, "trials") == ["tune-lr-a", "tune-lr-b", "tune-lr-c"]  # creation order
-    wait_for("the parallel-coordinates chart", lambda: browser.find_elements(By.CSS_SELECTOR, "#parcoords .parcoords"))
+    wait_for(
+        "the parallel-coordinates chart",
+        lambda: browser.find_elements(By.CSS_SELECTOR, "#parcoords .parcoords"),
+    )
     shot(browser, artifacts, "2-experiment")
 
     # Sorting by the objective: ascending, then descending.
@@ -121,7 +138,10 @@ def test_experiment_appears_fills_in_sorts_opens_a_trial_and_shows_the_webhooks_
     conditions = browser.find_element(By.ID, "conditions").text
     assert "TrialSucceeded" in conditions and "the job succeeded" in conditions
     assert "0.45" in browser.find_element(By.ID, "metric-summary").text  # min of accuracy
-    wait_for("the metric chart", lambda: browser.find_elements(By.CSS_SELECTOR, "#metric-chart .main-svg"))
+    wait_for(
+        "the metric chart",
+        lambda: browser.find_elements(By.CSS_SELECTOR, "#metric-chart .main-svg"),
+    )
     shot(browser, artifacts, "4-trial")
 
     # An invalid Experiment pasted into the form: the webhook's own message is shown.

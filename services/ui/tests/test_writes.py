@@ -52,7 +52,10 @@ def test_create_is_made_as_the_proxys_user_and_refused_without_one(
     kube: Kube, namespace: str, start_ui: Callable[..., str]
 ) -> None:
     url = start_ui("--writes=impersonate") + "/api/experiments"
-    form = {"yaml": yaml.safe_dump(builders.experiment("by-alice", namespace)), "namespace": namespace}
+    form = {
+        "yaml": yaml.safe_dump(builders.experiment("by-alice", namespace)),
+        "namespace": namespace,
+    }
     ui = {"X-Kubetune-UI": "1"}
 
     status, answer = post(url, form, ui)
@@ -91,7 +94,10 @@ def test_groups_from_the_proxy_are_impersonated_too(
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "tuners"}],
     }
     kube.create(ROLE_BINDINGS, binding, namespace)
-    form = {"yaml": yaml.safe_dump(builders.experiment("by-team", namespace)), "namespace": namespace}
+    form = {
+        "yaml": yaml.safe_dump(builders.experiment("by-team", namespace)),
+        "namespace": namespace,
+    }
     headers = {"X-Kubetune-UI": "1", "X-Forwarded-User": "carol"}
     status, answer = post(url, form, headers)
     assert status == 403, answer

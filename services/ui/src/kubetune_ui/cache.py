@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from kubetune import errors, naming
+from kubetune import naming
 from kubetune.kube import EXPERIMENTS, TRIALS, Kube, Resource
 
 Obj = dict[str, Any]
@@ -138,11 +138,8 @@ class Store:
                         self._put(kind, obj)
                     if self._stop.is_set():
                         return
-            except (errors.ApiError, OSError, ValueError) as e:
-                log.warning("watch of %s failed, listing again: %s", self.resource.plural, e)
-                version = ""
-                self._stop.wait(1.0)
-            except Exception as e:  # a broken connection of any kind: never let the thread die
+            except Exception as e:  # noqa: BLE001 - any failure (API error, broken connection,
+                # bad JSON) must not end the thread: the UI would freeze on stale data.
                 log.warning("watch of %s broke, listing again: %r", self.resource.plural, e)
                 version = ""
                 self._stop.wait(1.0)

@@ -19,7 +19,7 @@ from kubetune.flags import EnvDefault
 from kubetune.kube import Kube, connect
 from kubetune_ui import app
 from kubetune_ui.cache import Cluster
-from kubetune_ui.writing import Writer, WriteMode
+from kubetune_ui.writing import WriteMode, Writer
 
 log = logging.getLogger("kubetune.ui")
 

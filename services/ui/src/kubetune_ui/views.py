@@ -96,12 +96,18 @@ def trial_row(trial: Mapping[str, Any], objective: ObjectiveSpec | None) -> Obj:
     }
 
 
-def best_so_far(objective: ObjectiveSpec | None, values: Iterable[float | None]) -> list[float | None]:
+def best_so_far(
+    objective: ObjectiveSpec | None, values: Iterable[float | None]
+) -> list[float | None]:
     """The best objective after each trial, in trial order (None before the first value)."""
     best: float | None = None
     out: list[float | None] = []
     for value in values:
-        if value is not None and objective is not None and observations.better(objective, value, best):
+        if (
+            value is not None
+            and objective is not None
+            and observations.better(objective, value, best)
+        ):
             best = value
         out.append(best)
     return out
@@ -142,9 +148,10 @@ def _best(objective: ObjectiveSpec | None, optimal: Mapping[str, Any], rows: lis
     best: Obj | None = None
     for row in rows:
         value = row["objective"]
-        if value is not None and objective is not None:
-            if best is None or observations.better(objective, value, best["objective"]):
-                best = row
+        if value is None or objective is None:
+            continue
+        if best is None or observations.better(objective, value, best["objective"]):
+            best = row
     if best is None:
         return {"trial": "", "parameters": {}, "objective": None}
     return {"trial": best["name"], "parameters": best["parameters"], "objective": best["objective"]}

@@ -135,4 +135,3 @@ def _error(status: int, reason: str, text: str) -> errors.ApiError:
     except (ValueError, AttributeError):
         pass
     return errors.from_status(status, reason, message)
-
