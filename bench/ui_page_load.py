@@ -58,7 +58,7 @@ def make_trial(kube: Kube, namespace: str, experiment: str, i: int) -> None:
             {"name": "accuracy", "min": "0.1", "max": str(accuracy), "latest": str(accuracy)}
         ]},
     }  # fmt: skip
-    kube.patch(TRIALS, body["metadata"]["name"], {"status": status}, namespace, "status")
+    kube.patch(TRIALS, body["metadata"]["name"], {"status": status}, namespace, subresource="status")
 
 
 def browser() -> Any:

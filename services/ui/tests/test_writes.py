@@ -122,3 +122,35 @@ def test_restart_sets_max_trial_count_and_rejects_bad_counts(
     status, answer = post(url, {"maxTrialCount": 10}, {"X-Kubetune-UI": "1"})
     assert status == 200, answer
     assert kube.get(EXPERIMENTS, "again", namespace)["spec"]["maxTrialCount"] == 10
+
+
+def test_delete_is_made_as_the_user(
+    kube: Kube, namespace: str, start_ui: Callable[..., str]
+) -> None:
+    kube.create(EXPERIMENTS, builders.experiment("doomed", namespace), namespace)
+    url = start_ui("--writes=impersonate") + f"/api/experiments/{namespace}/doomed"
+
+    def delete(user: str) -> tuple[int, dict[str, Any]]:
+        headers = {"X-Kubetune-UI": "1", "X-Forwarded-User": user}
+        request = urllib.request.Request(url, method="DELETE", headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return answer.status, json.loads(answer.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    status, answer = delete("mallory")
+    assert status == 403 and 'User "mallory" cannot delete' in answer["message"], answer
+    assert kube.get_or_none(EXPERIMENTS, "doomed", namespace) is not None
+    rules = [{"apiGroups": ["kubeflow.org"], "resources": ["experiments"], "verbs": ["delete"]}]
+    kube.create(ROLES, {"metadata": {"name": "deleter"}, "rules": rules}, namespace)
+    binding = {
+        "metadata": {"name": "deleter"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "deleter"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "dana"}],
+    }
+    kube.create(ROLE_BINDINGS, binding, namespace)
+    wait_for("dana's delete", lambda: delete("dana")[0] == 200, interval=0.5)
+    wait_for(
+        "the experiment gone", lambda: kube.get_or_none(EXPERIMENTS, "doomed", namespace) is None
+    )
