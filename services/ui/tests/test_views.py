@@ -118,3 +118,30 @@ def test_pasted_yaml_errors_name_the_problem(text: str, says: str) -> None:
     with pytest.raises(Refused, match=says) as caught:
         _parse_experiment(text)
     assert caught.value.status == 400
+
+
+@pytest.mark.parametrize(
+    "metric",
+    [
+        {"name": "loss", "min": "0.2", "max": "0.9", "latest": "0.5"},
+        {"name": "loss", "min": "unavailable", "max": "unavailable", "latest": "0.4"},
+        {"name": "loss", "min": "nan", "max": "nan", "latest": "nan"},
+        {"name": "loss", "min": "", "latest": "unavailable"},
+        {"name": "other", "min": "0.1", "latest": "0.1"},
+    ],
+)
+@pytest.mark.parametrize(
+    "objective",
+    [
+        builders.objective("loss", "minimize"),
+        builders.objective("loss", "maximize", strategies=False),
+        {**builders.objective("loss", "minimize"), "metricStrategies": [
+            {"name": "loss", "value": "latest"}]},
+    ],
+)  # fmt: skip
+def test_the_fast_ranking_is_the_controllers_rule(
+    metric: dict[str, str], objective: dict[str, Any]
+) -> None:
+    spec = views.objective_spec({"spec": {"objective": objective}})
+    observation = {"metrics": [metric]}
+    assert views.Ranker(spec)(observation) == views.objective_of(spec, observation)

@@ -46,6 +46,28 @@ def objective_of(objective: ObjectiveSpec | None, observation: Any) -> float | N
     return observations.objective_value(objective, Observation.model_validate(observation))
 
 
+class Ranker:
+    """`objective_of` for many observations of one experiment, on the raw dicts: the same rule
+    (`observations.metric_value` and `parse_number`) without validating a model per trial."""
+
+    def __init__(self, objective: ObjectiveSpec | None) -> None:
+        self.objective = objective
+        self.name = objective.objective_metric_name if objective else None
+        strategy = observations.strategies(objective).get(self.name or "") if objective else None
+        self.key = strategy.value if strategy is not None else "latest"
+
+    def __call__(self, observation: Mapping[str, Any] | None) -> float | None:
+        if self.name is None or not observation:
+            return None
+        for metric in observation.get("metrics") or []:
+            if metric.get("name") == self.name:
+                chosen = metric.get(self.key)
+                if chosen in (None, "", observations.UNAVAILABLE):
+                    chosen = metric.get("latest")
+                return observations.parse_number(str(chosen)) if chosen else None
+        return None
+
+
 def experiment_summary(experiment: Mapping[str, Any]) -> Obj:
     """One row of the experiments list."""
     meta = experiment.get("metadata") or {}
@@ -73,8 +95,9 @@ def _duration(status: Mapping[str, Any]) -> tuple[str, str]:
     return str(status.get("startTime") or ""), str(status.get("completionTime") or "")
 
 
-def trial_row(trial: Mapping[str, Any], objective: ObjectiveSpec | None) -> Obj:
+def trial_row(trial: Mapping[str, Any], objective: ObjectiveSpec | Ranker | None) -> Obj:
     """One row of an experiment's trials table."""
+    rank = objective if isinstance(objective, Ranker) else Ranker(objective)
     meta = trial.get("metadata") or {}
     spec = trial.get("spec") or {}
     status = trial.get("status") or {}
@@ -90,7 +113,7 @@ def trial_row(trial: Mapping[str, Any], objective: ObjectiveSpec | None) -> Obj:
         "metrics": {
             m.get("name", ""): m.get("latest", "") for m in observation.get("metrics") or []
         },
-        "objective": objective_of(objective, observation),
+        "objective": rank(observation),
         "start": start,
         "end": end,
     }
@@ -117,9 +140,8 @@ def experiment_page(experiment: Mapping[str, Any], trials: Iterable[Mapping[str,
     """Everything the experiment page draws: summary, parameters, trials (in creation order),
     the best-so-far curve and the best trial's assignments."""
     objective = objective_spec(experiment)
-    rows = sorted(
-        (trial_row(t, objective) for t in trials), key=lambda r: (r["created"], r["name"])
-    )
+    rank = Ranker(objective)
+    rows = sorted((trial_row(t, rank) for t in trials), key=lambda r: (r["created"], r["name"]))
     status = experiment.get("status") or {}
     optimal = status.get("currentOptimalTrial") or {}
     spec = experiment.get("spec") or {}

@@ -47,6 +47,8 @@ function live(topics, load) {
     running = true;
     try { await load(); } catch (e) { const el = $("page-error") || $("list-error"); if (el) el.textContent = e.message; }
     running = false;
+    // Milliseconds from navigation start to the first complete draw (the bench reads it).
+    if (!document.body.dataset.loads) document.body.dataset.drawnMs = String(Math.round(performance.now()));
     document.body.dataset.loads = String(Number(document.body.dataset.loads || 0) + 1);
     if (again) { again = false; run(); }
   };
