@@ -138,6 +138,8 @@ def test_experiment_appears_fills_in_sorts_opens_a_trial_and_shows_the_webhooks_
     conditions = browser.find_element(By.ID, "conditions").text
     assert "TrialSucceeded" in conditions and "the job succeeded" in conditions
     assert "0.45" in browser.find_element(By.ID, "metric-summary").text  # min of accuracy
+    assert "objective 0.9 " in browser.find_element(By.ID, "summary").text  # its strategy: max
+    assert browser.find_element(By.ID, "experiment-link").text == "Experiment tune-lr"
     wait_for(
         "the metric chart",
         lambda: browser.find_elements(By.CSS_SELECTOR, "#metric-chart .main-svg"),

@@ -89,9 +89,7 @@ def build(cluster: Cluster, kube: Kube, writer: Writer) -> Starlette:
         obj = cluster.trials.get(ns, name)
         if obj is None:
             return _error(404, f"no trial {name!r} in namespace {ns!r}")
-        owner = _owner_experiment(obj)
-        exp = cluster.experiments.get(ns, owner) if owner else None
-        return JSONResponse(views.trial_page(obj, exp))
+        return JSONResponse(views.trial_page(obj, _experiment_of(obj)))
 
     async def trial_logs(request: Request) -> Response:
         ns, name = request.path_params["namespace"], request.path_params["name"]
@@ -212,11 +210,13 @@ def _parse_experiment(text: str) -> dict[str, Any]:
     return body
 
 
-def _owner_experiment(trial: dict[str, Any]) -> str | None:
-    for ref in (trial.get("metadata") or {}).get("ownerReferences") or []:
+def _experiment_of(trial: dict[str, Any]) -> str:
+    """The owning Experiment's name; else the experiment label (the name, unless shortened)."""
+    meta = trial.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
         if ref.get("kind") == "Experiment":
             return str(ref.get("name"))
-    return None
+    return str((meta.get("labels") or {}).get(naming.LABEL_EXPERIMENT) or "")
 
 
 def _logs(kube: Kube, trial: dict[str, Any]) -> str:

@@ -34,8 +34,9 @@ def experiment_state(experiment: Mapping[str, Any]) -> str:
     return str(true[-1]) if true else "Pending"
 
 
-def objective_spec(experiment: Mapping[str, Any]) -> ObjectiveSpec | None:
-    raw = (experiment.get("spec") or {}).get("objective")
+def objective_spec(obj: Mapping[str, Any]) -> ObjectiveSpec | None:
+    """`spec.objective` of an Experiment or a Trial (each Trial carries a copy)."""
+    raw = (obj.get("spec") or {}).get("objective")
     return ObjectiveSpec.model_validate(raw) if raw else None
 
 
@@ -209,15 +210,16 @@ def metric_history(status: Mapping[str, Any]) -> Obj:
     return {"curves": curves, "summary": summary}
 
 
-def trial_page(trial: Mapping[str, Any], experiment: Mapping[str, Any] | None) -> Obj:
-    """The trial page: its row, conditions, metric history and owning experiment."""
-    objective = objective_spec(experiment) if experiment else None
+def trial_page(trial: Mapping[str, Any], experiment: str) -> Obj:
+    """The trial page: its row (ranked by the objective the Trial carries, a copy of its
+    experiment's), conditions, metric history, and its experiment's name."""
+    objective = objective_spec(trial)
     status = trial.get("status") or {}
     spec = trial.get("spec") or {}
     return {
         "trial": trial_row(trial, objective),
         "namespace": (trial.get("metadata") or {}).get("namespace", ""),
-        "experiment": ((experiment or {}).get("metadata") or {}).get("name", ""),
+        "experiment": experiment,
         "primaryContainer": spec.get("primaryContainerName") or "",
         "conditions": [
             {k: c.get(k, "") for k in ("type", "status", "reason", "message", "lastTransitionTime")}

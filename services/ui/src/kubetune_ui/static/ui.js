@@ -5,6 +5,12 @@
 const $ = (id) => document.getElementById(id);
 const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
 const num = (v) => (v === null || v === undefined || v === "" ? "" : Number(v).toPrecision(6).replace(/\.?0+$/, ""));
+// plotly.js loads async (4.8 MB to parse): tables are drawn first, charts once it is there.
+const plotlyReady = new Promise((resolve) => {
+  if (window.Plotly) { resolve(); return; }
+  const tag = document.getElementById("plotly");
+  if (tag) tag.addEventListener("load", () => resolve());
+});
 const parts = location.pathname.split("/").filter(Boolean).map(decodeURIComponent);
 
 function age(ts) {
@@ -146,13 +152,32 @@ function drawTrials(data) {
   }).join("");
 }
 
-function drawCharts(data) {
+function drawObjective(data) {
   const e = data.experiment;
   const xs = data.trials.map((_, i) => i + 1);
   Plotly.react("objective-chart", [
     {x: xs, y: data.trials.map((r) => r.objective), text: data.trials.map((r) => r.name), mode: "markers", name: e.objectiveMetric || "objective"},
     {x: xs, y: data.bestSoFar, mode: "lines", line: {shape: "hv"}, name: "best so far"},
   ], {title: {text: `${e.objectiveMetric} per trial (${e.objectiveType})`}, xaxis: {title: {text: "trial"}}, margin: {t: 40}}, {responsive: true, displaylogo: false});
+}
+
+// Parallel coordinates are WebGL: cheap on a GPU, seconds for 1,000 lines in software GL (a
+// headless or GPU-less browser). So they are drawn after the rest, at most once per 5 s.
+let parcoordsData = null, parcoordsTimer = null, parcoordsAt = 0;
+function scheduleParcoords(data) {
+  parcoordsData = data;
+  if (parcoordsTimer) return;
+  const wait = Math.max(0, parcoordsAt + 5000 - Date.now());
+  parcoordsTimer = setTimeout(() => {
+    parcoordsTimer = null;
+    parcoordsAt = Date.now();
+    drawParcoords(parcoordsData);
+    if (!document.body.dataset.parcoordsMs) document.body.dataset.parcoordsMs = String(Math.round(performance.now()));
+  }, wait);
+}
+
+function drawParcoords(data) {
+  const e = data.experiment;
   const done = data.trials.filter((r) => r.objective !== null);
   const dims = data.parameters.map((p) => {
     const raw = done.map((r) => r.parameters[p]);
@@ -181,7 +206,9 @@ function experimentPage() {
     $("best").textContent = data.best.trial ? JSON.stringify(data.best.parameters, null, 2) : "";
     drawTrials(data);
     $("page-error").textContent = "";
-    if (window.Plotly) drawCharts(data);
+    await plotlyReady;
+    drawObjective(data);
+    scheduleParcoords(data);
   });
   $("trials").tHead.addEventListener("click", (ev) => {
     const th = ev.target.closest("th");
@@ -216,7 +243,8 @@ function trialPage() {
     $("metric-summary").tBodies[0].innerHTML = Object.entries(h.summary).map(([m, s]) =>
       `<tr><td>${esc(m)}</td><td class="num">${esc(s.min)}</td><td class="num">${esc(s.max)}</td><td class="num">${esc(s.latest)}</td></tr>`).join("");
     const curves = Object.entries(h.curves);
-    if (window.Plotly) {
+    await plotlyReady;
+    {
       const traces = curves.length
         ? curves.map(([m, c]) => ({x: c.steps, y: c.values, mode: "lines+markers", name: m}))
         : Object.entries(h.summary).map(([m, s]) => ({x: ["min", "max", "latest"], y: [s.min, s.max, s.latest].map(Number), type: "bar", name: m}));
