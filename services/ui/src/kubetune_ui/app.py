@@ -59,6 +59,8 @@ def build(cluster: Cluster, kube: Kube, writer: Writer) -> Starlette:
     """The app: reads come from `cluster`'s caches, logs from `kube`, writes go through
     `writer`."""
     chart_js = plotly_js()
+    pages: dict[tuple[str, str], tuple[tuple[str, int], bytes]] = {}
+    """The last experiment page JSON per experiment, while neither it nor a trial changed."""
 
     async def page(request: Request) -> Response:
         name = request.scope["endpoint_page"]
@@ -80,9 +82,15 @@ def build(cluster: Cluster, kube: Kube, writer: Writer) -> Starlette:
         ns, name = request.path_params["namespace"], request.path_params["name"]
         obj = cluster.experiments.get(ns, name)
         if obj is None:
+            pages.pop((ns, name), None)
             return _error(404, f"no experiment {name!r} in namespace {ns!r}")
-        data = views.experiment_page(obj, cluster.trials_of(ns, name))
-        return JSONResponse(data)
+        version = (str(obj["metadata"].get("resourceVersion")), cluster.trials_version(ns, name))
+        cached = pages.get((ns, name))
+        if cached is None or cached[0] != version:
+            data = views.experiment_page(obj, cluster.trials_of(ns, name))
+            body = json.dumps(data, separators=(",", ":")).encode()
+            cached = pages[(ns, name)] = (version, body)
+        return Response(cached[1], media_type="application/json")
 
     async def trial(request: Request) -> Response:
         ns, name = request.path_params["namespace"], request.path_params["name"]

@@ -157,6 +157,8 @@ class Cluster:
     def __init__(self, kube: Kube, namespace: str | None = None) -> None:
         self.hub = Hub()
         self._by_experiment: dict[Key, set[str]] = defaultdict(set)
+        self._generation: dict[Key, int] = defaultdict(int)
+        """(namespace, experiment label) -> bumped on every change of one of its trials."""
         self._index_lock = threading.Lock()
         self.experiments = Store(kube, EXPERIMENTS, namespace, self._experiment_changed)
         self.trials = Store(kube, TRIALS, namespace, self._trial_changed)
@@ -191,8 +193,14 @@ class Cluster:
                     self._by_experiment[(namespace, label)].discard(name)
                 else:
                     self._by_experiment[(namespace, label)].add(name)
+                self._generation[(namespace, label)] += 1
             topics.append(f"experiment-label/{namespace}/{label}")
         self.hub.publish(*topics)
+
+    def trials_version(self, namespace: str, experiment: str) -> int:
+        """Changes whenever one of the experiment's trials changes (a cache key)."""
+        with self._index_lock:
+            return self._generation.get((namespace, naming.label_value(experiment)), 0)
 
     def trials_of(self, namespace: str, experiment: str) -> list[Obj]:
         """The experiment's trials (by the experiment label the controller puts on them)."""
