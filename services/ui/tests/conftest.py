@@ -33,9 +33,13 @@ def artifacts() -> Path:
 
 @pytest.fixture
 def start_ui(
-    cluster: Any, crds: None, services: Callable[..., ServiceProcess]
+    cluster: Any,
+    crds: None,
+    services: Callable[..., ServiceProcess],
+    request: pytest.FixtureRequest,
 ) -> Callable[..., str]:
-    """`start_ui(*flags)`: a `kubetune-ui` process on a free port; returns its base URL."""
+    """`start_ui(*flags)`: a `kubetune-ui` process on a free port; returns its base URL. At the
+    end of the test it must exit 0 on SIGTERM, open event streams or not."""
 
     def start(*flags: str) -> str:
         port = free_port()
@@ -48,6 +52,12 @@ def start_ui(
             interval=0.2,
         )
         assert proc.alive(), proc.logs()
+
+        def stopped() -> None:
+            code = proc.stop(timeout=20)
+            assert code == 0, f"kubetune-ui exited {code} on SIGTERM\n{proc.logs()}"
+
+        request.addfinalizer(stopped)
         return f"http://127.0.0.1:{port}"
 
     return start

@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import signal
 import sys
 from collections.abc import Sequence
+from types import FrameType
 
 import uvicorn
 
@@ -106,8 +108,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         await server.serve()
         waiter.cancel()
 
+    # uvicorn stops on SIGTERM/SIGINT, then raises the signal again for the handler it found:
+    # this one, so a stop is a clean exit 0 (not death by the signal); before uvicorn's own are
+    # installed, it asks the server to stop as soon as it has started.
+    def stop(signum: int, frame: FrameType | None) -> None:
+        server.should_exit = True
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)
     asyncio.run(serve())
     cluster.stop()
+    log.info("stopped")
     return 0
 
 
