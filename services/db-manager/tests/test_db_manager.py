@@ -4,6 +4,7 @@ client with the message types of the `kubeflow-katib` package."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -13,7 +14,7 @@ from kubeflow.katib import katib_api_pb2 as pb
 from kubeflow.katib import katib_api_pb2_grpc as pb_grpc
 
 from kubetune import metrichistory
-from kubetune.kube import TRIALS, Kube
+from kubetune.kube import NAMESPACES, TRIALS, Kube
 from kubetune_testkit import builders
 from kubetune_testkit.processes import ServiceProcess, free_port
 from kubetune_testkit.waiting import wait_for
@@ -33,7 +34,16 @@ class Server:
         self.stub = pb_grpc.DBManagerStub(self.channel)
 
     def ready(self) -> None:
-        grpc.channel_ready_future(self.channel).result(timeout=60)
+        """Serving (importing Katib's SDK takes seconds; minutes on a loaded machine)."""
+        future = grpc.channel_ready_future(self.channel)
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                future.result(timeout=2)
+                return
+            except grpc.FutureTimeoutError:
+                assert self.process.alive(), self.process.logs()
+                assert time.monotonic() < deadline, "db-manager did not serve in 300 s"
 
 
 @pytest.fixture
@@ -52,6 +62,8 @@ def start(
             f"127.0.0.1:{port}",
             "--namespace",
             namespace,
+            "--probe-port",
+            "0",
             *extra,
         ).start()
         server = Server(process, port)
@@ -224,3 +236,36 @@ def test_bad_limits_are_refused(services: Callable[..., ServiceProcess]) -> None
     process = services("db-manager", "--max-concurrent-rpcs", "0").start()
     assert process.popen.wait(30) == 2
     assert "--max-concurrent-rpcs must be positive" in process.output()
+
+
+def test_a_name_in_two_namespaces_is_ambiguous_without_namespace(
+    cluster: Any, kube: Kube, namespace: str, services: Callable[..., ServiceProcess]
+) -> None:
+    """Katib's API names no namespace: db-manager serving all of them says which collide."""
+    other = f"{namespace[:50]}-other"
+    kube.create(NAMESPACES, {"metadata": {"name": other}})
+    try:
+        name = f"dup-{namespace[-6:]}"
+        trial(kube, namespace, name)
+        trial(kube, other, name)
+        port = free_port()
+        process = services(
+            "db-manager",
+            "--kubeconfig",
+            cluster.kubeconfig,
+            "--address",
+            f"127.0.0.1:{port}",
+            "--probe-port",
+            "0",
+        ).start()
+        server = Server(process, port)
+        server.ready()
+        with pytest.raises(grpc.RpcError) as ambiguous:
+            report(server.stub, name, ("loss", "0.5"))
+        assert ambiguous.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert f"namespaces {min(namespace, other)}, {max(namespace, other)}" in str(
+            ambiguous.value.details()
+        )
+        server.channel.close()
+    finally:
+        kube.delete(NAMESPACES, other)

@@ -2,8 +2,9 @@
 DeleteObservationLog) from Trial objects, so Katib's SDK (`report_metrics`,
 `KatibClient.get_trial_metrics`) works and nobody runs a database.
 
-Exit codes: 0 after SIGTERM/SIGINT (in-flight RPCs finish first, within `--grace`); 2 bad
-flags or the port cannot be bound.
+Probes: /healthz and /readyz (ready once the gRPC port is bound), /metrics (RPCs by method
+and gRPC code, their latency). Exit codes: 0 after SIGTERM/SIGINT (in-flight RPCs finish
+first, within `--grace`); 2 bad flags or the port cannot be bound.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from types import FrameType
 from kubetune import flags, logs
 from kubetune.flags import EnvDefault
 from kubetune.kube import Kube, connect
+from kubetune.runtime.serving import serve_probes
 from kubetune_db_manager import serving, storing
 
 log = logging.getLogger("db-manager")
@@ -30,6 +32,7 @@ def parser() -> argparse.ArgumentParser:
         description="Katib's gRPC DBManager API on top of Trial objects (no database).",
     )
     flags.add_connection_flags(p)
+    flags.add_probe_flags(p)
 
     def flag(name: str, **kw: object) -> None:
         env = "KUBETUNE_" + name.upper().replace("-", "_")
@@ -62,6 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, RuntimeError) as e:
         log.error("cannot listen on %s: %s", args.address, e)
         return 2
+    probes = serve_probes(
+        args.probe_address, args.probe_port, healthy=lambda: True, ready=lambda: True
+    )
     stop = threading.Event()
 
     def _stop(signum: int, frame: FrameType | None) -> None:
@@ -76,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     stop.wait()
     server.stop(args.grace).wait()
+    probes.shutdown()
     log.info("stopped")
     return 0
 

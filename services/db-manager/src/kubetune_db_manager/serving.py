@@ -18,12 +18,19 @@ from typing import Any, TypeVar
 import grpc
 from kubeflow.katib import katib_api_pb2 as pb
 from kubeflow.katib import katib_api_pb2_grpc as pb_grpc
+from prometheus_client import Histogram
 
 from kubetune_db_manager.storing import Code, Store, StoreError
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+RPCS = Histogram(
+    "kubetune_db_manager_rpc_seconds",
+    "DBManager RPCs by method and gRPC code, and their duration",
+    ["method", "code"],
+)
 
 STATUS = {
     Code.INVALID: grpc.StatusCode.INVALID_ARGUMENT,
@@ -56,12 +63,20 @@ class DBManager(pb_grpc.DBManagerServicer):  # type: ignore[misc]
         return time.monotonic() + (cap if remaining is None else min(remaining, cap))
 
     def _serve(self, what: str, context: grpc.ServicerContext, call: Callable[[float], T]) -> T:
+        started = time.monotonic()
+        code = grpc.StatusCode.OK
         try:
             return call(self._deadline(context))
         except StoreError as e:
+            code = STATUS[e.code]
             log.info("%s refused: %s", what, e)
-            context.abort(STATUS[e.code], str(e))
+            context.abort(code, str(e))
             raise  # abort raises; this line is never reached
+        except Exception:
+            code = grpc.StatusCode.INTERNAL
+            raise
+        finally:
+            RPCS.labels(what, code.name).observe(time.monotonic() - started)
 
     def ReportObservationLog(  # noqa: N802 - Katib's RPC name
         self, request: Any, context: grpc.ServicerContext
