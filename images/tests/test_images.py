@@ -40,6 +40,7 @@ SERVICES = (
     "webhook",
     "suggestion-algorithm",
     "pns-collector",
+    "db-manager",
 )
 CONTROLLERS = ("experiment-controller", "suggestion-controller", "trial-controller")
 COLLECTOR_LIMIT = 60_000_000
