@@ -61,6 +61,7 @@ SERVICES = {
         Service("suggestion-controller", ("--zip",)),
         Service("trial-controller", ("--zip",)),
         Service("webhook", ("--zip",)),
+        Service("db-manager", ("--zip",)),
         Service(
             "suggestion-algorithm",
             ("--zip", "--keep-sqlite", "--writable-dir", "/opt/katib/data"),

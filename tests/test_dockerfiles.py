@@ -22,6 +22,7 @@ IMAGED = (
     "trial-controller",
     "webhook",
     "pns-collector",
+    "db-manager",
     "ui",
 )
 NO_IMAGE = ("cli",)

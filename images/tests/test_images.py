@@ -40,6 +40,7 @@ SERVICES = (
     "webhook",
     "suggestion-algorithm",
     "pns-collector",
+    "db-manager",
     "ui",
 )
 CONTROLLERS = ("experiment-controller", "suggestion-controller", "trial-controller")
