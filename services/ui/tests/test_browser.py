@@ -63,6 +63,12 @@ def add_trial(
             {"name": "accuracy", "min": str(accuracy / 2), "max": str(accuracy),
              "latest": str(accuracy)}
         ]},
+        # The collector's record of every report (kubetune.metrichistory's format).
+        "metricHistory": {"metrics": [
+            {"name": "accuracy", "reports": 3, "steps": [0, 1, 2],
+             "values": [str(accuracy / 2), str(accuracy * 0.8), str(accuracy)],
+             "times": [NOW, NOW, "2026-01-01T00:01:30Z"]}
+        ]},
     }  # fmt: skip
     kube.patch(TRIALS, name, {"status": status}, namespace, subresource="status")
 
@@ -141,9 +147,10 @@ def test_experiment_appears_fills_in_sorts_opens_a_trial_and_shows_the_webhooks_
     assert "objective 0.9 " in browser.find_element(By.ID, "summary").text  # its strategy: max
     assert browser.find_element(By.ID, "experiment-link").text == "Experiment tune-lr"
     wait_for(
-        "the metric chart",
-        lambda: browser.find_elements(By.CSS_SELECTOR, "#metric-chart .main-svg"),
+        "the metric history's curve",
+        lambda: browser.find_elements(By.CSS_SELECTOR, "#metric-chart .scatterlayer .trace"),
     )
+    assert "metric history" in browser.find_element(By.ID, "metric-chart").text
     shot(browser, artifacts, "4-trial")
 
     # An invalid Experiment pasted into the form: the webhook's own message is shown.
