@@ -1,0 +1,179 @@
+"""Early-stopping rules from the succeeded Trials' metric histories (reference §8).
+
+Computed here, where kubetune computes suggestions, and attached to the new assignments in
+`status.suggestions[].earlyStoppingRules` (the experiment-controller copies them into the
+Trial's `spec.earlyStoppingRules`, the webhook into the collector's arguments), as upstream's
+rules travel. A rule says: from the `startStep`-th report on, stop the trial once its best
+objective so far is worse than `value`.
+
+* `medianstop`: per succeeded Trial the average of its first `start_step` objective values;
+  once `min_trials_required` Trials have one, the rule's value is the MEDIAN of those averages.
+  Deliberate difference: upstream's service takes their mean, although its name and docs say
+  median.
+* `optuna-median` / `optuna-percentile`: Optuna's MedianPruner / PercentilePruner asked about
+  a trial at report `n_warmup_steps` (0-based), the succeeded Trials' histories being its
+  completed trials. The pruner's threshold is found by bisection over the value (its decision
+  is monotone in it), so the rule is exactly where the pruner would prune at that step; the
+  collector then keeps applying that threshold at later reports (Optuna would recompute it per
+  step).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import optuna
+
+from kubetune import conditions, earlystopping
+from kubetune.algorithmsettings import Value
+from kubetune.api.base import Condition
+from kubetune.api.common import ComparisonType, EarlyStoppingRule, EarlyStoppingSpec, ObjectiveType
+from kubetune.conditions import TrialState
+
+Series = dict[int, float]
+"""One Trial's objective history: 0-based report index -> value (kept reports only)."""
+
+
+def objective_series(trial: Mapping[str, Any], metric: str) -> Series:
+    """The kept values of `metric` in the Trial's `status.metricHistory` (agreed format:
+    parallel `steps` and `values` per metric); values that are not numbers are skipped."""
+    history = ((trial.get("status") or {}).get("metricHistory") or {}).get("metrics") or []
+    out: Series = {}
+    for entry in history:
+        if not isinstance(entry, dict) or entry.get("name") != metric:
+            continue
+        for step, value in zip(entry.get("steps") or [], entry.get("values") or [], strict=False):
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                continue
+            if isinstance(step, int) and math.isfinite(number):
+                out[step] = number
+    return out
+
+
+def succeeded_series(trials: Iterable[Mapping[str, Any]], metric: str) -> list[Series]:
+    """The objective histories of the Succeeded Trials (upstream learns from these only)."""
+    out = []
+    for trial in trials:
+        conds = (trial.get("status") or {}).get("conditions")
+        state = conditions.trial_state(
+            [Condition.model_validate(c) for c in conds or [] if isinstance(c, dict)]
+        )
+        if state is TrialState.SUCCEEDED:
+            series = objective_series(trial, metric)
+            if series:
+                out.append(series)
+    return out
+
+
+def _worse(objective_type: ObjectiveType) -> ComparisonType:
+    """Worse than the threshold: below it when maximizing, above it when minimizing."""
+    return ComparisonType.LESS if objective_type == ObjectiveType.MAXIMIZE else ComparisonType.GREATER
+
+
+def medianstop(
+    histories: Sequence[Series],
+    metric: str,
+    objective_type: ObjectiveType,
+    settings: Mapping[str, Value],
+) -> list[EarlyStoppingRule]:
+    start_step = int(settings["start_step"] or 4)
+    min_trials = int(settings["min_trials_required"] or 3)
+    averages = []
+    for series in histories:
+        first = [series[s] for s in sorted(series)[:start_step]]
+        if first:
+            averages.append(sum(first) / len(first))
+    if len(averages) < min_trials:
+        return []
+    return [
+        EarlyStoppingRule(
+            name=metric,
+            value=repr(statistics.median(averages)),
+            comparison=_worse(objective_type),
+            start_step=start_step,
+        )
+    ]
+
+
+def _pruner(algorithm: str, settings: Mapping[str, Value]) -> optuna.pruners.BasePruner:
+    common = {
+        "n_startup_trials": int(settings["n_startup_trials"] or 0),
+        "n_warmup_steps": int(settings["n_warmup_steps"] or 0),
+        "n_min_trials": int(settings["n_min_trials"] or 1),
+    }
+    if algorithm == earlystopping.OPTUNA_MEDIAN:
+        return optuna.pruners.MedianPruner(**common)
+    return optuna.pruners.PercentilePruner(float(settings["percentile"] or 0.0), **common)
+
+
+def optuna_pruner(
+    algorithm: str,
+    histories: Sequence[Series],
+    metric: str,
+    objective_type: ObjectiveType,
+    settings: Mapping[str, Value],
+) -> list[EarlyStoppingRule]:
+    step = int(settings["n_warmup_steps"] or 0)
+    maximize = objective_type == ObjectiveType.MAXIMIZE
+    values = [v for series in histories for v in series.values()]
+    if not values:
+        return []
+    pruner = _pruner(algorithm, settings)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(direction="maximize" if maximize else "minimize", pruner=pruner)
+    for series in histories:
+        study.add_trial(
+            optuna.trial.create_trial(
+                value=series[max(series)], intermediate_values=series, params={}, distributions={}
+            )
+        )
+
+    def prunes(value: float) -> bool:
+        running = optuna.trial.create_trial(
+            state=optuna.trial.TrialState.RUNNING, intermediate_values={step: value}
+        )
+        return bool(pruner.prune(study, running))
+
+    span = max(values) - min(values) + 1.0
+    good, bad = (max(values) + span, min(values) - span) if maximize else (
+        min(values) - span,
+        max(values) + span,
+    )
+    if prunes(good) or not prunes(bad):
+        return []  # too few trials yet (n_startup_trials, n_min_trials): the pruner never prunes
+    while True:  # bisect to adjacent floats: `good` kept, `bad` pruned
+        middle = (good + bad) / 2
+        if middle in (good, bad):
+            break
+        if prunes(middle):
+            bad = middle
+        else:
+            good = middle
+    return [
+        EarlyStoppingRule(
+            name=metric, value=repr(good), comparison=_worse(objective_type), start_step=step + 1
+        )
+    ]
+
+
+def compute(
+    spec: EarlyStoppingSpec,
+    trials: Iterable[Mapping[str, Any]],
+    metric: str,
+    objective_type: ObjectiveType,
+) -> list[EarlyStoppingRule]:
+    """The rules for Trials created now ([] while there is too little to go on).
+
+    Raises:
+        ValueError: the settings are invalid (the webhook refuses them up front).
+    """
+    settings = earlystopping.parse(spec.algorithm_name, spec.algorithm_settings)
+    histories = succeeded_series(trials, metric)
+    if spec.algorithm_name == earlystopping.MEDIANSTOP:
+        return medianstop(histories, metric, objective_type, settings)
+    return optuna_pruner(spec.algorithm_name, histories, metric, objective_type, settings)
