@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from kubetune import procwait
+from kubetune import metrichistory, procwait
 from kubetune.kube import PODS, ROLES, TRIALS, Kube
 from kubetune_testkit import builders
 from kubetune_testkit.accounts import bind_role
@@ -173,7 +173,16 @@ def test_collector_reports_metrics_to_the_trial_and_exits_0(
     # StdOut collection: the sidecar's log carries the training output (Katib's SDK reads it).
     assert "epoch 3: loss=0.70" in logs and "training done" in logs, logs
 
-    observation = kube.get(TRIALS, "trial-1", namespace)["status"]["observation"]
+    status = kube.get(TRIALS, "trial-1", namespace)["status"]
+    # The final report carries the whole history (the CRD's schema keeps the field).
+    history = metrichistory.read(status)
+    assert {name: [v for _, v, _ in points] for name, points in history.items()} == {
+        "loss": ["1.00", "0.90", "0.80", "0.70"],
+        "accuracy": ["0.00", "0.20", "0.40", "0.60"],
+    }
+    assert [step for step, _, _ in history["loss"]] == [0, 1, 2, 3]
+    assert metrichistory.reports(status, "loss") == 4
+    observation = status["observation"]
     assert observation == {
         "metrics": [
             {"name": "loss", "min": "0.70", "max": "1.00", "latest": "0.70"},
@@ -215,6 +224,9 @@ def test_intermediate_reports_while_training_runs(
     first = wait_for("an intermediate report", loss)
     assert first == {"name": "loss", "min": "0.9", "max": "0.9", "latest": "0.9"}
     assert "running" in container_state(kube.get(PODS, "trial-2-pod", namespace), "main")
+    # The history is written as the collector collects, not only at the end.
+    running = kube.get(TRIALS, "trial-2", namespace).get("status")
+    assert [v for _, v, _ in metrichistory.read(running)["loss"]] == ["0.9"]
     go.touch()
     wait_for("the final report", lambda: (loss() or {}).get("latest") == "0.4")
     assert loss() == {"name": "loss", "min": "0.4", "max": "0.9", "latest": "0.4"}

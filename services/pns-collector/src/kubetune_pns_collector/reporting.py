@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kubetune import conditions, errors
+from kubetune import conditions, errors, metrichistory
 from kubetune.api.base import Condition
 from kubetune.api.common import Observation
 from kubetune.conditions import TrialCondition, TrialReason
@@ -33,9 +33,15 @@ class ReportError(Exception):
     """The observation could not be written; the message says why and how often we tried."""
 
 
-def observation_patch(observation: Observation) -> dict[str, Any]:
-    """The merge patch: `metrics` is a list, so it replaces the previous one whole."""
-    return {"status": {"observation": observation.to_wire()}}
+def observation_patch(
+    observation: Observation, history: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The merge patch: `metrics` is a list, so it replaces the previous one whole; so does
+    the history's (`status.metricHistory.metrics`, bounded by kubetune.metrichistory)."""
+    status: dict[str, Any] = {"observation": observation.to_wire()}
+    if history is not None:
+        status[metrichistory.FIELD] = history
+    return {"status": status}
 
 
 class Reporter:
@@ -57,22 +63,31 @@ class Reporter:
         self.sleep = sleep
         self.reports = 0
 
-    def _patch(self, observation: Observation) -> None:
+    def _patch(self, observation: Observation, history: dict[str, Any] | None = None) -> None:
         self.kube.patch(
-            TRIALS, self.trial, observation_patch(observation), self.namespace, subresource="status"
+            TRIALS,
+            self.trial,
+            observation_patch(observation, history),
+            self.namespace,
+            subresource="status",
         )
         self.reports += 1
 
-    def try_report(self, observation: Observation) -> bool:
+    def try_report(self, observation: Observation, history: dict[str, Any] | None = None) -> bool:
         """One attempt; False (logged) on any error."""
         try:
-            self._patch(observation)
+            self._patch(observation, history)
         except Exception as e:  # noqa: BLE001 - an intermediate report must not stop collection
             log.warning("intermediate report to trial %s failed: %s", self.trial, e)
             return False
         return True
 
-    def report(self, observation: Observation, timeout: float = 60.0) -> None:
+    def report(
+        self,
+        observation: Observation,
+        timeout: float = 60.0,
+        history: dict[str, Any] | None = None,
+    ) -> None:
         """Write it, retrying with backoff (0.1 s doubling to 5 s) for up to `timeout` seconds.
 
         Raises:
@@ -84,7 +99,7 @@ class Reporter:
         while True:
             attempt += 1
             try:
-                self._patch(observation)
+                self._patch(observation, history)
                 return
             except (errors.NotFound, errors.Invalid) as e:
                 raise ReportError(
