@@ -28,12 +28,19 @@ def _trial(values: list[float | str], state: str = "Succeeded", metric: str = "l
             ],
             "metricHistory": {
                 "metrics": [
-                    {"name": "other", "reports": 1, "steps": [0], "values": ["99"]},
+                    {
+                        "name": "other",
+                        "reports": 1,
+                        "steps": [0],
+                        "values": ["99"],
+                        "times": ["2026-01-01T00:00:00Z"],
+                    },
                     {
                         "name": metric,
                         "reports": len(values),
                         "steps": list(range(len(values))),
                         "values": [str(v) for v in values],
+                        "times": ["2026-01-01T00:00:00Z"] * len(values),
                     },
                 ]
             },

@@ -27,7 +27,7 @@ from typing import Any
 
 import optuna
 
-from kubetune import conditions, earlystopping
+from kubetune import conditions, earlystopping, metrichistory
 from kubetune.algorithmsettings import Value
 from kubetune.api.base import Condition
 from kubetune.api.common import ComparisonType, EarlyStoppingRule, EarlyStoppingSpec, ObjectiveType
@@ -38,20 +38,16 @@ Series = dict[int, float]
 
 
 def objective_series(trial: Mapping[str, Any], metric: str) -> Series:
-    """The kept values of `metric` in the Trial's `status.metricHistory` (agreed format:
-    parallel `steps` and `values` per metric); values that are not numbers are skipped."""
-    history = ((trial.get("status") or {}).get("metricHistory") or {}).get("metrics") or []
+    """The kept values of `metric` in the Trial's metric history (`kubetune.metrichistory`);
+    values that are not finite numbers are skipped."""
     out: Series = {}
-    for entry in history:
-        if not isinstance(entry, dict) or entry.get("name") != metric:
+    for step, value, _ in metrichistory.read(trial.get("status")).get(metric, []):
+        try:
+            number = float(value)
+        except ValueError:
             continue
-        for step, value in zip(entry.get("steps") or [], entry.get("values") or [], strict=False):
-            try:
-                number = float(value)
-            except (TypeError, ValueError):
-                continue
-            if isinstance(step, int) and math.isfinite(number):
-                out[step] = number
+        if math.isfinite(number):
+            out[step] = number
     return out
 
 
