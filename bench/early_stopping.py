@@ -3,10 +3,11 @@ process stopped.
 
 Each run starts one training process under the webhook's real sh wrapper (StdOut: tee to the
 metrics log), printing a bad `loss` at random intervals; it notes the wall-clock time just
-before writing the third one, the report on which the rule (from step 3) decides. The collector runs in-process on its real
-path (watchfiles -> FileTail -> TextParser -> EarlyStopper -> mark + SIGTERM) with a rule
-`loss;0.5;greater;3`; a thread blocked in waitpid sees the training process (the wrapper's
-child, then the wrapper) end. Latency = that end minus the bad report's write.
+before writing the third one, the report on which the rule (from step 3) decides. The
+collector runs in-process on its real path (watchfiles -> FileTail -> TextParser ->
+EarlyStopper -> mark + SIGTERM) with a rule `loss;0.5;greater;3`; a thread blocked in
+waitpid sees the training process (the wrapper's child, then the wrapper) end.
+Latency = that end minus the bad report's write.
 Target: p50 < 500 ms.
 
 Run: `.tox/pns-collector/bin/python bench/early_stopping.py --runs 20` (any env with the
@@ -41,6 +42,7 @@ open(stamp, "w").write(repr(t))
 print("epoch 2: loss=0.8000", flush=True)
 time.sleep(60)
 """
+
 
 def one_run(log_dir: Path, pause: float) -> tuple[float, float]:
     """(latency from the bad report to the training process's end, run's total seconds)."""

@@ -296,7 +296,9 @@ def test_a_fired_rule_stops_the_training_and_marks_the_trial_early_stopped(
         "lastUpdateTime": "2026-01-01T00:00:00Z",
         "lastTransitionTime": "2026-01-01T00:00:00Z",
     }
-    kube.patch(TRIALS, "trial-4", {"status": {"conditions": [running]}}, namespace, subresource="status")
+    kube.patch(
+        TRIALS, "trial-4", {"status": {"conditions": [running]}}, namespace, subresource="status"
+    )
     pod = trial_pod("trial-4-pod", "trial-4", train, ("--early-stop-rule", "loss;0.5;greater;3"))
     kube.create(PODS, pod, namespace)
 

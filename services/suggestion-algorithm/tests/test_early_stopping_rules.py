@@ -44,7 +44,9 @@ def _succeed(kube: Kube, namespace: str, entry: dict[str, Any], accs: list[float
             {"type": "Succeeded", "status": "True", "reason": "TrialSucceeded"},
         ],
         "observation": {
-            "metrics": [{"name": "acc", "min": min(values), "max": max(values), "latest": values[-1]}]
+            "metrics": [
+                {"name": "acc", "min": min(values), "max": max(values), "latest": values[-1]}
+            ]
         },
         "metricHistory": {
             "metrics": [
@@ -79,7 +81,9 @@ def test_rules_come_with_the_assignments_after_min_trials_required(
         },
     )
     kube.create(EXPERIMENTS, experiment, namespace)
-    kube.create(SUGGESTIONS, builders.suggestion("exp", namespace, algorithm=spec, requests=2), namespace)
+    kube.create(
+        SUGGESTIONS, builders.suggestion("exp", namespace, algorithm=spec, requests=2), namespace
+    )
     process = algorithm()
     try:
         first = wait_for("two assignments", lambda: _suggestions(kube, namespace, 2), 60)

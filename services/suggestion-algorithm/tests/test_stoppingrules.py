@@ -51,7 +51,9 @@ def _trial(values: list[float | str], state: str = "Succeeded", metric: str = "l
 def _spec(name: str, **settings: object) -> EarlyStoppingSpec:
     return EarlyStoppingSpec(
         algorithm_name=name,
-        algorithm_settings=[EarlyStoppingSetting(name=k, value=str(v)) for k, v in settings.items()],
+        algorithm_settings=[
+            EarlyStoppingSetting(name=k, value=str(v)) for k, v in settings.items()
+        ],
     )
 
 
@@ -96,13 +98,16 @@ def test_series_skips_values_that_are_not_numbers_and_other_metrics() -> None:
 
 def test_invalid_settings_raise_naming_the_setting() -> None:
     with pytest.raises(ValueError, match="start_step"):
-        stoppingrules.compute(
-            _spec("medianstop", start_step=0), [], "loss", ObjectiveType.MINIMIZE
-        )
+        stoppingrules.compute(_spec("medianstop", start_step=0), [], "loss", ObjectiveType.MINIMIZE)
 
 
-def _prunes(pruner: optuna.pruners.BasePruner, histories: list[list[float]], step: int,
-            value: float, direction: str) -> bool:
+def _prunes(
+    pruner: optuna.pruners.BasePruner,
+    histories: list[list[float]],
+    step: int,
+    value: float,
+    direction: str,
+) -> bool:
     study = optuna.create_study(direction=direction, pruner=pruner)
     for h in histories:
         study.add_trial(

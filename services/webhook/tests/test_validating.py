@@ -150,7 +150,11 @@ CASES: list[tuple[str, dict[str, Any], str | None]] = [
         _with("spec.algorithm.algorithmSettings", [{"name": "nope", "value": "1"}]),
         "algorithm setting nope: unknown",
     ),
-    ("early-stopping-medianstop-needs-no-config", _with("spec.earlyStopping", {"algorithmName": "medianstop"}), None),
+    (
+        "early-stopping-medianstop-needs-no-config",
+        _with("spec.earlyStopping", {"algorithmName": "medianstop"}),
+        None,
+    ),
     (
         "early-stopping-unknown",
         _with("spec.earlyStopping", {"algorithmName": "meanstop"}),
@@ -160,39 +164,58 @@ CASES: list[tuple[str, dict[str, Any], str | None]] = [
         "early-stopping-min-trials-zero",
         _with(
             "spec.earlyStopping",
-            {"algorithmName": "medianstop", "algorithmSettings": [{"name": "min_trials_required", "value": "0"}]},
+            {
+                "algorithmName": "medianstop",
+                "algorithmSettings": [{"name": "min_trials_required", "value": "0"}],
+            },
         ),
-        "spec.earlyStopping.algorithmSettings: algorithm setting min_trials_required: '0' is out of range; set it to an integer > 0",
+        "spec.earlyStopping.algorithmSettings: algorithm setting min_trials_required: '0' is "
+        "out of range; set it to an integer > 0",
     ),
     (
         "early-stopping-start-step-zero",
         _with(
             "spec.earlyStopping",
-            {"algorithmName": "medianstop", "algorithmSettings": [{"name": "start_step", "value": "0"}]},
+            {
+                "algorithmName": "medianstop",
+                "algorithmSettings": [{"name": "start_step", "value": "0"}],
+            },
         ),
-        "spec.earlyStopping.algorithmSettings: algorithm setting start_step: '0' is out of range; set it to an integer >= 1",
+        "spec.earlyStopping.algorithmSettings: algorithm setting start_step: '0' is out of "
+        "range; set it to an integer >= 1",
     ),
     (
         "early-stopping-start-step-text",
         _with(
             "spec.earlyStopping",
-            {"algorithmName": "medianstop", "algorithmSettings": [{"name": "start_step", "value": "two"}]},
+            {
+                "algorithmName": "medianstop",
+                "algorithmSettings": [{"name": "start_step", "value": "two"}],
+            },
         ),
-        "spec.earlyStopping.algorithmSettings: algorithm setting start_step: 'two' is not an integer",
+        "spec.earlyStopping.algorithmSettings: algorithm setting start_step: 'two' is not an "
+        "integer",
     ),
     (
         "early-stopping-setting-unknown",
         _with(
             "spec.earlyStopping",
-            {"algorithmName": "medianstop", "algorithmSettings": [{"name": "n_warmup_steps", "value": "2"}]},
+            {
+                "algorithmName": "medianstop",
+                "algorithmSettings": [{"name": "n_warmup_steps", "value": "2"}],
+            },
         ),
-        "spec.earlyStopping.algorithmSettings: setting n_warmup_steps is unknown for medianstop; known settings: min_trials_required, start_step",
+        "spec.earlyStopping.algorithmSettings: setting n_warmup_steps is unknown for "
+        "medianstop; known settings: min_trials_required, start_step",
     ),
     (
         "early-stopping-percentile-out-of-range",
         _with(
             "spec.earlyStopping",
-            {"algorithmName": "optuna-percentile", "algorithmSettings": [{"name": "percentile", "value": "101"}]},
+            {
+                "algorithmName": "optuna-percentile",
+                "algorithmSettings": [{"name": "percentile", "value": "101"}],
+            },
         ),
         "algorithm setting percentile: '101' is out of range; set it to a number in [0, 100]",
     ),
@@ -200,7 +223,10 @@ CASES: list[tuple[str, dict[str, Any], str | None]] = [
         "early-stopping-optuna-median-ok",
         _with(
             "spec.earlyStopping",
-            {"algorithmName": "optuna-median", "algorithmSettings": [{"name": "n_warmup_steps", "value": "2"}]},
+            {
+                "algorithmName": "optuna-median",
+                "algorithmSettings": [{"name": "n_warmup_steps", "value": "2"}],
+            },
         ),
         None,
     ),

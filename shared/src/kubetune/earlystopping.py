@@ -99,5 +99,7 @@ def parse(algorithm_name: str, settings: Sequence[AlgorithmSetting] | None) -> d
     table = {s.name: s for s in SETTINGS[algorithm_name]}
     values: dict[str, Value] = {s.name: s.default for s in SETTINGS[algorithm_name]}
     for item in settings or ():
-        values[item.name], _ = _check_setting(algorithm_name, table[item.name], item.name, item.value)
+        values[item.name], _ = _check_setting(
+            algorithm_name, table[item.name], item.name, item.value
+        )
     return values

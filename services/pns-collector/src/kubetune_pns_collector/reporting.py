@@ -17,10 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from kubetune import conditions, errors, metrichistory
-from kubetune.api.base import Condition
 from kubetune.api.common import Observation
-from kubetune.conditions import TrialCondition, TrialReason
 from kubetune.clock import SYSTEM, Clock
+from kubetune.conditions import TrialCondition, TrialReason
 from kubetune.kube import TRIALS, Kube
 
 log = logging.getLogger(__name__)
@@ -133,20 +132,34 @@ class Reporter:
             attempt += 1
             try:
                 trial = self.kube.get(TRIALS, self.trial, self.namespace, subresource="status")
-                status = trial.get("status") or {}
-                current = [Condition.model_validate(c) for c in status.get("conditions") or []]
-                updated, changed = conditions.set_condition(
-                    current,
-                    TrialCondition.EARLY_STOPPED,
-                    conditions.TRUE,
-                    TrialReason.EARLY_STOPPED,
-                    EARLY_STOPPED_MESSAGE,
-                )
-                if not changed:
+                raw = list((trial.get("status") or {}).get("conditions") or [])
+                if any(
+                    isinstance(c, dict)
+                    and c.get("type") == TrialCondition.EARLY_STOPPED
+                    and c.get("status") == conditions.TRUE
+                    for c in raw
+                ):
                     return False
+                now = conditions.rfc3339_now()
+                # The others exactly as read (the authorizing webhook compares them).
+                updated = [
+                    c
+                    for c in raw
+                    if not (isinstance(c, dict) and c.get("type") == TrialCondition.EARLY_STOPPED)
+                ]
+                updated.append(
+                    {
+                        "type": TrialCondition.EARLY_STOPPED.value,
+                        "status": conditions.TRUE,
+                        "reason": TrialReason.EARLY_STOPPED.value,
+                        "message": EARLY_STOPPED_MESSAGE,
+                        "lastUpdateTime": now,
+                        "lastTransitionTime": now,
+                    }
+                )
                 patch = {
                     "metadata": {"resourceVersion": trial["metadata"]["resourceVersion"]},
-                    "status": {"conditions": [c.to_wire() for c in updated]},
+                    "status": {"conditions": updated},
                 }
                 self.kube.patch(TRIALS, self.trial, patch, self.namespace, subresource="status")
                 return True

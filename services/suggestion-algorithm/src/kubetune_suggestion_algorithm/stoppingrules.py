@@ -68,7 +68,9 @@ def succeeded_series(trials: Iterable[Mapping[str, Any]], metric: str) -> list[S
 
 def _worse(objective_type: ObjectiveType) -> ComparisonType:
     """Worse than the threshold: below it when maximizing, above it when minimizing."""
-    return ComparisonType.LESS if objective_type == ObjectiveType.MAXIMIZE else ComparisonType.GREATER
+    return (
+        ComparisonType.LESS if objective_type == ObjectiveType.MAXIMIZE else ComparisonType.GREATER
+    )
 
 
 def medianstop(
@@ -136,9 +138,13 @@ def optuna_pruner(
         return bool(pruner.prune(study, running))
 
     span = max(values) - min(values) + 1.0
-    good, bad = (max(values) + span, min(values) - span) if maximize else (
-        min(values) - span,
-        max(values) + span,
+    good, bad = (
+        (max(values) + span, min(values) - span)
+        if maximize
+        else (
+            min(values) - span,
+            max(values) + span,
+        )
     )
     if prunes(good) or not prunes(bad):
         return []  # too few trials yet (n_startup_trials, n_min_trials): the pruner never prunes

@@ -285,7 +285,9 @@ class Syncer:
         log.info(
             "early-stopping rules for %d new trial(s): %s",
             len(new),
-            ", ".join(f"{r.name} {r.comparison.value} {r.value} from step {r.start_step}" for r in rules),
+            ", ".join(
+                f"{r.name} {r.comparison.value} {r.value} from step {r.start_step}" for r in rules
+            ),
         )
         return [a.model_copy(update={"early_stopping_rules": rules}) for a in new]
 
