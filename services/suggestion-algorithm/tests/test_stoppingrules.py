@@ -150,3 +150,36 @@ def test_optuna_percentile_and_startup_trials() -> None:
     assert not _prunes(pruner, histories, 0, float(rule.value), "minimize")
     fewer = _spec("optuna-percentile", percentile=20, n_startup_trials=11)
     assert stoppingrules.compute(fewer, trials, "loss", ObjectiveType.MINIMIZE) == []
+
+
+def test_optuna_successive_halving_first_rung_is_where_the_pruner_prunes() -> None:
+    """Rung 0 at report 1 * 2**1 = 2: of 6 succeeded trials' values there plus the new one,
+    only the best half (by reduction_factor 2) is promoted."""
+    histories = [[9.0, 9.0, v, 0.1] for v in (0.5, 0.7, 0.2, 0.9, 0.4, 0.6)]
+    trials = [_trial(h) for h in histories]
+    spec = _spec(
+        "optuna-successive-halving", min_resource=1, reduction_factor=2, min_early_stopping_rate=1
+    )
+    (rule,) = stoppingrules.compute(spec, trials, "loss", ObjectiveType.MINIMIZE)
+    assert rule.start_step == 3 and rule.comparison is ComparisonType.GREATER
+    threshold = float(rule.value)
+    assert threshold == 0.5  # 7 competitors, the best 7 // 2 = 3 promoted: 0.2, 0.4, 0.5
+
+    def prunes(value: float) -> bool:
+        pruner = optuna.pruners.SuccessiveHalvingPruner(
+            min_resource=1, reduction_factor=2, min_early_stopping_rate=1
+        )
+        study = optuna.create_study(direction="minimize", pruner=pruner)
+        for h in histories:
+            t = study.ask()
+            t.report(h[2], 2)
+            t.should_prune()
+            study.tell(t, h[-1])
+        probe = study.ask()
+        probe.report(value, 2)
+        return probe.should_prune()
+
+    assert not prunes(threshold) and prunes(threshold + 1e-9)
+    assert stoppingrules.compute(spec, [], "loss", ObjectiveType.MINIMIZE) == []
+    (alone,) = stoppingrules.compute(spec, trials[:1], "loss", ObjectiveType.MINIMIZE)
+    assert float(alone.value) == 0.5  # Optuna promotes the better of two already

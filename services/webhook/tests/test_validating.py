@@ -220,6 +220,17 @@ CASES: list[tuple[str, dict[str, Any], str | None]] = [
         "algorithm setting percentile: '101' is out of range; set it to a number in [0, 100]",
     ),
     (
+        "early-stopping-halving-reduction-factor-1",
+        _with(
+            "spec.earlyStopping",
+            {
+                "algorithmName": "optuna-successive-halving",
+                "algorithmSettings": [{"name": "reduction_factor", "value": "1"}],
+            },
+        ),
+        "algorithm setting reduction_factor: '1' is out of range; set it to an integer >= 2",
+    ),
+    (
         "early-stopping-optuna-median-ok",
         _with(
             "spec.earlyStopping",

@@ -12,6 +12,9 @@ the suggestion-algorithm process (no early-stopping container, so katib-config n
   PercentilePruner, fed from the Trials' metric histories; `n_startup_trials` (5, >= 1),
   `n_warmup_steps` (0, >= 0), `n_min_trials` (1, >= 1), and for the percentile one `percentile`
   (25.0, in [0, 100]).
+* `optuna-successive-halving` (beyond upstream): Optuna's SuccessiveHalvingPruner at its first
+  rung; `min_resource` (1, > 0; Optuna's "auto" is not offered), `reduction_factor` (4, >= 2),
+  `min_early_stopping_rate` (0, >= 0), `bootstrap_count` (0, >= 0).
 """
 
 from __future__ import annotations
@@ -30,6 +33,10 @@ def _ge0(v: Value) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
+def _ge2(v: Value) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 2
+
+
 def _percent(v: Value) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= 100
 
@@ -37,6 +44,7 @@ def _percent(v: Value) -> bool:
 MEDIANSTOP = "medianstop"
 OPTUNA_MEDIAN = "optuna-median"
 OPTUNA_PERCENTILE = "optuna-percentile"
+OPTUNA_SUCCESSIVE_HALVING = "optuna-successive-halving"
 
 _OPTUNA = (
     Setting("n_startup_trials", int, 5, _gt0, "an integer > 0"),
@@ -53,6 +61,12 @@ SETTINGS: dict[str, tuple[Setting, ...]] = {
     OPTUNA_PERCENTILE: (
         *_OPTUNA,
         Setting("percentile", float, 25.0, _percent, "a number in [0, 100]"),
+    ),
+    OPTUNA_SUCCESSIVE_HALVING: (
+        Setting("min_resource", int, 1, _gt0, "an integer > 0"),
+        Setting("reduction_factor", int, 4, _ge2, "an integer >= 2"),
+        Setting("min_early_stopping_rate", int, 0, _ge0, "an integer >= 0"),
+        Setting("bootstrap_count", int, 0, _ge0, "an integer >= 0"),
     ),
 }
 ALGORITHMS = tuple(SETTINGS)
