@@ -230,9 +230,17 @@ class Kube:
         return json.loads(data) if data else {}
 
     def get(
-        self, res: Resource, name: str, namespace: str | None = None, *, timeout: float = 30
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        timeout: float = 30,
+        subresource: str = "",
     ) -> Obj:
-        result: Obj = self._call("GET", res.path(namespace, name), timeout=timeout)
+        """The object; with `subresource` (e.g. "status") read through it, which RBAC grants
+        apart (a trial pod may read its Trial only through trials/status)."""
+        result: Obj = self._call("GET", res.path(namespace, name, subresource), timeout=timeout)
         return result
 
     def get_or_none(
