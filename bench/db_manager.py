@@ -145,7 +145,7 @@ def main() -> int:
             argv += ["--kubeconfig", args.kubeconfig]
         process = subprocess.Popen(argv)
         channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-        grpc.channel_ready_future(channel).result(timeout=60)
+        grpc.channel_ready_future(channel).result(timeout=600)  # the SDK import is slow
         stub = pb_grpc.DBManagerStub(channel)
         throughput(stub, trials, args.clients, args.seconds)
         at_rate(stub, trials, args.rate, args.seconds)

@@ -151,9 +151,95 @@ CASES: list[tuple[str, dict[str, Any], str | None]] = [
         "algorithm setting nope: unknown",
     ),
     (
-        "early-stopping-unconfigured",
+        "early-stopping-medianstop-needs-no-config",
         _with("spec.earlyStopping", {"algorithmName": "medianstop"}),
-        "spec.earlyStopping.algorithmName: failed to find early stopping config",
+        None,
+    ),
+    (
+        "early-stopping-unknown",
+        _with("spec.earlyStopping", {"algorithmName": "meanstop"}),
+        "spec.earlyStopping.algorithmName: 'meanstop' is unknown; use one of medianstop",
+    ),
+    (
+        "early-stopping-min-trials-zero",
+        _with(
+            "spec.earlyStopping",
+            {
+                "algorithmName": "medianstop",
+                "algorithmSettings": [{"name": "min_trials_required", "value": "0"}],
+            },
+        ),
+        "spec.earlyStopping.algorithmSettings: algorithm setting min_trials_required: '0' is "
+        "out of range; set it to an integer > 0",
+    ),
+    (
+        "early-stopping-start-step-zero",
+        _with(
+            "spec.earlyStopping",
+            {
+                "algorithmName": "medianstop",
+                "algorithmSettings": [{"name": "start_step", "value": "0"}],
+            },
+        ),
+        "spec.earlyStopping.algorithmSettings: algorithm setting start_step: '0' is out of "
+        "range; set it to an integer >= 1",
+    ),
+    (
+        "early-stopping-start-step-text",
+        _with(
+            "spec.earlyStopping",
+            {
+                "algorithmName": "medianstop",
+                "algorithmSettings": [{"name": "start_step", "value": "two"}],
+            },
+        ),
+        "spec.earlyStopping.algorithmSettings: algorithm setting start_step: 'two' is not an "
+        "integer",
+    ),
+    (
+        "early-stopping-setting-unknown",
+        _with(
+            "spec.earlyStopping",
+            {
+                "algorithmName": "medianstop",
+                "algorithmSettings": [{"name": "n_warmup_steps", "value": "2"}],
+            },
+        ),
+        "spec.earlyStopping.algorithmSettings: setting n_warmup_steps is unknown for "
+        "medianstop; known settings: min_trials_required, start_step",
+    ),
+    (
+        "early-stopping-percentile-out-of-range",
+        _with(
+            "spec.earlyStopping",
+            {
+                "algorithmName": "optuna-percentile",
+                "algorithmSettings": [{"name": "percentile", "value": "101"}],
+            },
+        ),
+        "algorithm setting percentile: '101' is out of range; set it to a number in [0, 100]",
+    ),
+    (
+        "early-stopping-halving-reduction-factor-1",
+        _with(
+            "spec.earlyStopping",
+            {
+                "algorithmName": "optuna-successive-halving",
+                "algorithmSettings": [{"name": "reduction_factor", "value": "1"}],
+            },
+        ),
+        "algorithm setting reduction_factor: '1' is out of range; set it to an integer >= 2",
+    ),
+    (
+        "early-stopping-optuna-median-ok",
+        _with(
+            "spec.earlyStopping",
+            {
+                "algorithmName": "optuna-median",
+                "algorithmSettings": [{"name": "n_warmup_steps", "value": "2"}],
+            },
+        ),
+        None,
     ),
     (
         "early-stopping-name-empty",

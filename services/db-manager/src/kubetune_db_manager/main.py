@@ -59,7 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     limits = serving.Limits(
         args.max_message_bytes, args.max_concurrent_rpcs, args.workers, args.max_deadline
     )
-    store = storing.Store(Kube(connect(args.kubeconfig)), args.namespace or None)
+    # One API connection per worker: each RPC makes one or two API calls.
+    kube = Kube(connect(args.kubeconfig, pool_size=args.workers))
+    store = storing.Store(kube, args.namespace or None)
     try:
         server, port = serving.server(store, args.address, limits)
     except (OSError, RuntimeError) as e:

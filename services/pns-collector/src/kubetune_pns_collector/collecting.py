@@ -302,6 +302,11 @@ class Collector:
                 self.reporter.report(
                     observation, self.settings.report_timeout, self.summary.history.to_wire()
                 )
+                if self.early_stopped:
+                    # After the final report, as upstream: the Trial is complete once marked,
+                    # and its observation is then already the full one.
+                    self.reporter.mark_early_stopped(self.settings.report_timeout)
+                    wait_message = f"early stopped; {wait_message}"
             except reporting.ReportError as e:
                 message = f"{wait_message}; {e}" if wait_message else str(e)
                 code = ExitCode.REPORT_FAILED if code is ExitCode.OK else code

@@ -37,7 +37,7 @@ from kubetune.api.suggestion import Suggestion, TrialAssignment
 from kubetune.api.trial import Trial
 from kubetune.conditions import SuggestionCondition, TrialState
 from kubetune.kube import EXPERIMENTS, SUGGESTIONS, Kube, Obj
-from kubetune_suggestion_algorithm import algorithms, studying
+from kubetune_suggestion_algorithm import algorithms, stoppingrules, studying
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +182,8 @@ class Syncer:
 
         outcomes: dict[str, studying.Outcome] = {}
         trials: dict[str, Trial] = {}
-        for obj in trial_objects:
+        raw_trials = list(trial_objects)
+        for obj in raw_trials:
             trial = Trial.model_validate(obj)
             if not trial.metadata.name:
                 continue
@@ -197,6 +198,8 @@ class Syncer:
 
         requests = suggestion.spec.requests or 0
         new = search.next_assignments(len(assignments), requests - len(assignments))
+        if new:
+            new = self.with_rules(new, experiment, raw_trials)
         current_settings = status.algorithm_settings if status else None
         settings_out = status_settings(current_settings, search.exhausted)
         if not new and [s.to_wire() for s in settings_out] == [
@@ -256,6 +259,37 @@ class Syncer:
         if new:
             log.info("assigned %s", ", ".join(a.name for a in new))
         return True
+
+    def with_rules(
+        self, new: list[TrialAssignment], experiment: Experiment, trials: Sequence[Obj]
+    ) -> list[TrialAssignment]:
+        """The new assignments with the early-stopping rules of this moment (none without
+        `spec.earlyStopping`, or while too few Trials succeeded); upstream attaches the same
+        rules to every assignment of one request."""
+        spec = experiment.spec.early_stopping
+        objective = experiment.spec.objective
+        if spec is None or objective is None or not objective.objective_metric_name:
+            return new
+        try:
+            rules = stoppingrules.compute(
+                spec,
+                trials,
+                objective.objective_metric_name,
+                objective.type or ObjectiveType.UNKNOWN,
+            )
+        except ValueError as e:
+            log.error("early stopping: %s; the new trials get no rules", e)
+            return new
+        if not rules:
+            return new
+        log.info(
+            "early-stopping rules for %d new trial(s): %s",
+            len(new),
+            ", ".join(
+                f"{r.name} {r.comparison.value} {r.value} from step {r.start_step}" for r in rules
+            ),
+        )
+        return [a.model_copy(update={"early_stopping_rules": rules}) for a in new]
 
     def too_large(self, experiment: Obj, size: int, why: str) -> None:
         """Say on the Experiment (a Warning Event, once per cause) why no more Trials come."""
