@@ -209,9 +209,10 @@ def _darts_setting(name: str, value: str) -> str:
         return "batch_size should be greater than or equal to one"
     if name == "num_workers" and not int(value) >= 0:
         return "num_workers should be greater than or equal to zero"
-    if name in ("init_channels", "print_step", "num_nodes", "stem_multiplier"):
-        if not int(value) >= 1:
-            return f"{name} should be greater than or equal to one"
+    if name in ("init_channels", "print_step", "num_nodes", "stem_multiplier") and not (
+        int(value) >= 1
+    ):
+        return f"{name} should be greater than or equal to one"
     return ""
 
 

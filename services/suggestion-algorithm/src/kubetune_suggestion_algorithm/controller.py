@@ -38,7 +38,7 @@ Backward = Callable[[Array], Array]
 class Node:
     """A value on the tape and how its gradient reaches its inputs."""
 
-    __slots__ = ("value", "parents")
+    __slots__ = ("parents", "value")
 
     def __init__(self, value: Array, parents: tuple[tuple[Node, Backward], ...] = ()) -> None:
         self.value = value
