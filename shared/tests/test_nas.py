@@ -125,7 +125,7 @@ ENAS_GRAPH_TEXT = "num_layers: 2\noutput_sizes: 10\n"
                         ],
                     }
                 ],
-            },  # fmt: skip
+            },
             "Step parameter should be > 0 in ParameterConfig.feasibleSpace:\n"
             'name: "rate"\nparameter_type: DOUBLE\nfeasible_space {\n  max: "0.5"\n'
             '  min: "0.1"\n}\n',
