@@ -149,6 +149,45 @@ class Tape:
 
         return self._node(loss, (logits, back))
 
+    def lstm(self, x: Node, c: Node, h: Node, w: Node) -> Node:
+        """One LSTM cell as one node (its value `[next_c, next_h]`, 1 x 2h): a fused backward
+        instead of a dozen small nodes, most of a training step's time otherwise."""
+        width = x.value.shape[1]
+        hidden = c.value.shape[1]
+        xh = np.concatenate([x.value, h.value], axis=1)
+        z = xh @ w.value
+        i, f, o = (1.0 / (1.0 + np.exp(-z[:, k * hidden : (k + 1) * hidden])) for k in range(3))
+        g = np.tanh(z[:, 3 * hidden :])
+        c2 = i * g + f * c.value
+        tc = np.tanh(c2)
+        memo: dict[int, tuple[Array, Array]] = {}
+
+        def dz(grad: Array) -> tuple[Array, Array]:
+            """(d z, d c) for the gradient of [next_c, next_h], computed once per gradient."""
+            if id(grad) not in memo:
+                dc2 = grad[:, :hidden] + grad[:, hidden:] * o * (1.0 - tc * tc)
+                do = grad[:, hidden:] * tc
+                gates = np.concatenate(
+                    [
+                        dc2 * g * i * (1.0 - i),
+                        dc2 * c.value * f * (1.0 - f),
+                        do * o * (1.0 - o),
+                        dc2 * i * (1.0 - g * g),
+                    ],
+                    axis=1,
+                )
+                memo.clear()
+                memo[id(grad)] = (gates, dc2 * f)
+            return memo[id(grad)]
+
+        return self._node(
+            np.concatenate([c2, o * tc], axis=1),
+            (x, lambda grad: dz(grad)[0] @ w.value[:width].T),
+            (c, lambda grad: dz(grad)[1]),
+            (h, lambda grad: dz(grad)[0] @ w.value[width:].T),
+            (w, lambda grad: xh.T @ dz(grad)[0]),
+        )
+
     def grads(self, output: Node, wanted: list[Node]) -> list[Array]:
         """d output / d each wanted node (zeros where it does not depend on it)."""
         acc: dict[int, Array] = {id(output): np.ones_like(output.value)}
@@ -254,13 +293,8 @@ class Controller:
         h = self.settings.hidden_size
 
         def lstm(x: Node, c: Node, hh: Node) -> tuple[Node, Node]:
-            ifog = tape.matmul(tape.concat([x, hh], axis=1), w["w_lstm"])
-            i = tape.sigmoid(tape.columns(ifog, 0, h))
-            f = tape.sigmoid(tape.columns(ifog, h, 2 * h))
-            o = tape.sigmoid(tape.columns(ifog, 2 * h, 3 * h))
-            g = tape.tanh(tape.columns(ifog, 3 * h, 4 * h))
-            c2 = tape.add(tape.mul(i, g), tape.mul(f, c))
-            return c2, tape.mul(o, tape.tanh(c2))
+            both = tape.lstm(x, c, hh, w["w_lstm"])
+            return tape.columns(both, 0, h), tape.columns(both, h, 2 * h)
 
         zeros = Node(np.zeros((1, h)))
         c, hh = zeros, zeros
