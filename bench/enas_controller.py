@@ -4,9 +4,9 @@ The algorithm is driven as the cluster drives it: requests of --batch new archit
 after the previous batch's Trials "finished" (a made-up accuracy). Every request after the first
 trains the controller `controller_train_steps` times (upstream's default 50) and samples the
 batch, and saves the state to the data directory (as with FromVolume). Printed: per request the
-time (median and max over requests, wall clock and CPU), the time of one training step, the peak memory of this
-process (RSS) and of NumPy's allocations (tracemalloc), and the state file's size, for the
-nasConfig of Katib's enas-cpu.yaml (106 operations) at --layers layers.
+time (median and max over requests, wall clock and CPU), the time of one training step, the peak
+memory of this process (RSS) and of NumPy's allocations (tracemalloc), and the state file's
+size, for the nasConfig of Katib's enas-cpu.yaml (106 operations) at --layers layers.
 
     python bench/enas_controller.py [--trials 100] [--batch 3] [--layers 8]
 """

@@ -86,7 +86,8 @@ def test_darts_trials_search_and_report_their_genotype(kubetune: ClusterHandle, 
     )
     for trial in trials:
         assert _assigned(trial) == expected
-        assert _latest(trial, "Best-Genotype").startswith("Genotype(normal=[[('max_pooling_3x3',0)]]")
+        genotype = _latest(trial, "Best-Genotype")
+        assert genotype.startswith("Genotype(normal=[[('max_pooling_3x3',0)]]")
 
 
 def test_enas_controller_survives_a_restart_and_proposes_valid_networks(

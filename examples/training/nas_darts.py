@@ -114,7 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     def mixed(index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         soft = np.exp(alphas - alphas.max(axis=1, keepdims=True))
         soft /= soft.sum(axis=1, keepdims=True)
-        parts = [np.einsum("o,onf->nf", soft[l], features[l][:, index]) for l in range(num_layers)]
+        parts = [
+            np.einsum("o,onf->nf", soft[layer], features[layer][:, index])
+            for layer in range(num_layers)
+        ]
         return np.concatenate(parts, axis=1), soft
 
     def probabilities(z: np.ndarray) -> np.ndarray:
@@ -150,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         z, _ = mixed(valid)
         top1 = float((probabilities(z).argmax(axis=1) == labels[valid]).mean())
         print(f"Valid: [{epoch + 1:2d}/{num_epochs}] Final Prec@1 {top1:.4%}", flush=True)
-        chosen = [[(search_space[int(np.argmax(alphas[l]))], l)] for l in range(num_layers)]
+        chosen = [[(search_space[int(np.argmax(row))], layer)] for layer, row in enumerate(alphas)]
         concat = f"range(2,{2 + num_nodes})"
         genotype = (
             f"Genotype(normal={chosen},normal_concat={concat},reduce={chosen},"

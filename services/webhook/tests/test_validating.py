@@ -1021,7 +1021,12 @@ UPSTREAM_REFUSES_TOO = {
 
 @pytest.mark.parametrize(
     "name",
-    ["katib-hyperband.yaml", "katib-simple-pbt.yaml", "katib-darts-cpu.yaml", "katib-enas-cpu.yaml"],
+    [
+        "katib-hyperband.yaml",
+        "katib-simple-pbt.yaml",
+        "katib-darts-cpu.yaml",
+        "katib-enas-cpu.yaml",
+    ],
 )
 def test_katib_algorithm_examples_are_admitted_unchanged(name: str) -> None:
     doc = _katib_example(name)
