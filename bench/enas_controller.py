@@ -25,6 +25,7 @@ from pathlib import Path
 from kubetune import algorithmsettings
 from kubetune.api.common import AlgorithmSetting
 from kubetune.api.experiment import Experiment
+from kubetune.api.suggestion import TrialAssignment
 from kubetune_suggestion_algorithm import algorithms, studying
 from kubetune_testkit.examples import examples
 
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             nas_config=experiment.spec.nas_config,
         )
         handed: list[studying.Outcome] = []
-        assignments = []
+        assignments: list[TrialAssignment] = []
         times = []
         cpu = []
         while len(assignments) < args.trials:

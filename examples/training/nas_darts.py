@@ -61,7 +61,7 @@ def apply(operation: str, images: np.ndarray) -> np.ndarray:
     average = np.asarray(_window(images, size).mean(axis=(-1, -2)))
     if "avg" in kind or "pool" in kind:
         return average
-    return images - average  # a convolution: the high-pass filter of that size
+    return np.asarray(images - average)  # a convolution: the high-pass filter of that size
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     def probabilities(z: np.ndarray) -> np.ndarray:
         logits = z @ weights
         logits -= logits.max(axis=1, keepdims=True)
-        p = np.exp(logits)
-        return p / p.sum(axis=1, keepdims=True)
+        p: np.ndarray = np.exp(logits)
+        return np.asarray(p / p.sum(axis=1, keepdims=True))
 
     best, best_genotype = -1.0, ""
     steps = max(1, math.ceil(len(train) / batch))

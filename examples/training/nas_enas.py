@@ -108,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     def probabilities(index: np.ndarray) -> np.ndarray:
         logits = features[index] @ weights
         logits -= logits.max(axis=1, keepdims=True)
-        p = np.exp(logits)
-        return p / p.sum(axis=1, keepdims=True)
+        p: np.ndarray = np.exp(logits)
+        return np.asarray(p / p.sum(axis=1, keepdims=True))
 
     for epoch in range(args.num_epochs):
         print(f"\nTotal Epoch {epoch + 1}/{args.num_epochs}")
@@ -117,10 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         for start in range(0, len(train), 64):
             batch = train[start : start + 64]
             weights -= 0.1 * features[batch].T @ (probabilities(batch) - onehot[batch]) / len(batch)
-        for name, index in (("Training", train), ("Validation", test)):
-            p = probabilities(index)
-            accuracy = float((p.argmax(axis=1) == labels[index]).mean())
-            loss = float(-np.log(p[np.arange(len(index)), labels[index]] + 1e-12).mean())
+        for name, rows in (("Training", train), ("Validation", test)):
+            p = probabilities(rows)
+            accuracy = float((p.argmax(axis=1) == labels[rows]).mean())
+            loss = float(-np.log(p[np.arange(len(rows)), labels[rows]] + 1e-12).mean())
             print(f"{name}-Accuracy={accuracy}")
             print(f"{name}-Loss={loss}", flush=True)
     return 0

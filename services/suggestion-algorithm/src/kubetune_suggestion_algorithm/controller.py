@@ -143,9 +143,10 @@ class Tape:
         loss = -np.log(probs[rows, labels])
 
         def back(g: Array) -> Array:
-            d = probs.copy()
+            d: Array = probs.copy()
             d[rows, labels] -= 1.0
-            return d * g[:, None]
+            out: Array = d * g[:, None]
+            return out
 
         return self._node(loss, (logits, back))
 
@@ -286,7 +287,10 @@ class Controller:
         p = np.exp(z)
         p /= p.sum(axis=1, keepdims=True)
         u = self.rng.random((len(p), 1))
-        return np.minimum((p.cumsum(axis=1) < u).sum(axis=1), p.shape[1] - 1).astype(np.int64)
+        drawn: NDArray[np.int64] = np.minimum(
+            (p.cumsum(axis=1) < u).sum(axis=1), p.shape[1] - 1
+        ).astype(np.int64)
+        return drawn
 
     def sample(self, tape: Tape, w: dict[str, Node]) -> Sample:
         """One architecture, with the nodes its loss needs."""
