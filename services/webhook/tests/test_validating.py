@@ -137,8 +137,8 @@ CASES: list[tuple[str, dict[str, Any], str | None]] = [
     ),
     (
         "algorithm-unknown",
-        _with("spec.algorithm.algorithmName", "enas"),
-        "failed to find suggestion config for algorithm enas; use one of: random",
+        _with("spec.algorithm.algorithmName", "hyperopt"),
+        "failed to find suggestion config for algorithm hyperopt; use one of: random",
     ),
     (
         "algorithm-settings-bad",
@@ -1105,7 +1105,15 @@ UPSTREAM_REFUSES_TOO = {
 }
 
 
-@pytest.mark.parametrize("name", ["katib-hyperband.yaml", "katib-simple-pbt.yaml"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "katib-hyperband.yaml",
+        "katib-simple-pbt.yaml",
+        "katib-darts-cpu.yaml",
+        "katib-enas-cpu.yaml",
+    ],
+)
 def test_katib_algorithm_examples_are_admitted_unchanged(name: str) -> None:
     doc = _katib_example(name)
     problems = validating.validate_spec(
@@ -1154,3 +1162,55 @@ def test_pbt_needs_from_volume_at_admission() -> None:
         "spec.resumePolicy: algorithm pbt shares each trial's checkpoint through the "
         "suggestion's volume, which only FromVolume creates; set resumePolicy: FromVolume"
     ]
+
+
+@pytest.mark.parametrize(
+    ("stem", "path", "value", "expected"),
+    [
+        (
+            "katib-enas-cpu.yaml",
+            "spec.nasConfig.graphConfig.inputSizes",
+            None,
+            "spec.nasConfig: Missing InputSizes in GraphConfig:\nnum_layers: 1\noutput_sizes: 10\n",
+        ),
+        (
+            "katib-enas-cpu.yaml",
+            "spec.algorithm.algorithmSettings",
+            [{"name": "controller_learning_rate", "value": "2"}],
+            "spec.algorithm.algorithmSettings: Algorithm Setting controller_learning_rate: 2.0 "
+            "with float type must be in range (0.0, 1.0]",
+        ),
+        (
+            "katib-darts-cpu.yaml",
+            "spec.nasConfig.operations.0.operationType",
+            None,
+            "spec.nasConfig: Missing operationType in Operation:\nparameter_specs {\n"
+            '  parameters {\n    name: "filter_size"\n    parameter_type: CATEGORICAL\n'
+            '    feasible_space {\n      list: "3"\n    }\n  }\n}\n',
+        ),
+        (
+            "katib-darts-cpu.yaml",
+            "spec.algorithm.algorithmSettings.0.value",
+            "0",
+            "spec.algorithm.algorithmSettings: num_epochs should be greater than zero",
+        ),
+        (
+            "katib-darts-cpu.yaml",
+            "spec.algorithm.algorithmName",
+            "random",
+            "spec.nasConfig: algorithm random does not use nasConfig (only darts, enas do); use "
+            "algorithmName darts or enas, or replace nasConfig with parameters",
+        ),
+    ],
+)
+def test_nas_problems_are_refused_with_upstreams_message(
+    stem: str, path: str, value: Any, expected: str
+) -> None:
+    """What upstream's darts/enas service would fail the Suggestion with, refused at admission."""
+    doc = _with(path, value, _katib_example(stem))
+    problems = validating.validate_spec(
+        validating.load(doc)[0],  # type: ignore[arg-type]
+        CONFIG,
+        lambda ns, key, name: "",
+    )
+    assert expected in problems and all("nasConfig" not in p for p in problems if p != expected)

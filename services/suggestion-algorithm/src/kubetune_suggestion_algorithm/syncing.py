@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubetune import algorithmsettings, conditions, errors, events, naming, observations
+from kubetune import algorithmsettings, conditions, errors, events, naming, nas, observations
 from kubetune.algorithmsettings import Value
 from kubetune.api.common import AlgorithmSetting, ObjectiveType
 from kubetune.api.experiment import Experiment
@@ -124,6 +124,7 @@ class Syncer:
                 algorithm,
                 settings,
                 [p.to_wire() for p in experiment.spec.parameters or []],
+                experiment.spec.nas_config.to_wire() if experiment.spec.nas_config else None,
             ],
             sort_keys=True,
             default=str,
@@ -139,6 +140,7 @@ class Syncer:
                 maximize=objective is not None and objective.type == ObjectiveType.MAXIMIZE,
                 data_dir=self.data_dir,
                 study_name=f"{self.namespace}.{self.name}.{experiment.metadata.uid}",
+                nas_config=experiment.spec.nas_config,
             )
             self.search_key = key
         return self.search
@@ -170,6 +172,9 @@ class Syncer:
         problems = algorithmsettings.validate(
             algorithm, settings_list, parameters, experiment.spec.parallel_trial_count
         )
+        problems[:0] = [
+            p.message for p in nas.validate_config(algorithm, experiment.spec.nas_config)
+        ]
         if problems:
             problem = "; ".join(problems)
             if problem != self.last_problem:

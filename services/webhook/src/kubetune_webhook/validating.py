@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import yaml
 from pydantic import ValidationError
 
-from kubetune import algorithmsettings, earlystopping, errors, jobstatus, kube, naming
+from kubetune import algorithmsettings, earlystopping, errors, jobstatus, kube, naming, nas
 from kubetune.api.common import CollectorKind, FileFormat, FileSystemKind, MetricsCollectorSpec
 from kubetune.api.errors import describe
 from kubetune.api.experiment import (
@@ -342,7 +342,8 @@ def validate_algorithm_settings(spec: ExperimentSpec) -> list[str]:
     except Exception:
         log.exception("kubetune.algorithmsettings.validate failed for %s", name)
         return []
-    out = [f"spec.algorithm.algorithmSettings: {p}" for p in problems]
+    out = [f"spec.{p.field}: {p.message}" for p in nas.validate_config(name, spec.nas_config)]
+    out += [f"spec.algorithm.algorithmSettings: {p}" for p in problems]
     policy = spec.resume_policy.value if spec.resume_policy is not None else ""
     if name == "pbt" and policy != "FromVolume":
         out.append(
