@@ -19,9 +19,7 @@ from types import FrameType
 
 from kubetune import flags, logs
 from kubetune.flags import EnvDefault
-from kubetune.kube import Kube, connect
 from kubetune.runtime.serving import serve_probes
-from kubetune_db_manager import serving, storing
 
 log = logging.getLogger("db-manager")
 
@@ -40,11 +38,10 @@ def parser() -> argparse.ArgumentParser:
 
     flag("address", default="0.0.0.0:6789", help="listen address (Katib's port: 6789)")
     flag("namespace", default=None, help="serve the Trials of this namespace only (default: all)")
-    d = serving.Limits()
-    flag("max-message-bytes", type=int, default=d.max_message_bytes, help="largest gRPC message")
-    flag("max-concurrent-rpcs", type=int, default=d.max_concurrent_rpcs, help="RPCs in progress")
-    flag("workers", type=int, default=d.workers, help="threads serving RPCs")
-    flag("max-deadline", type=float, default=d.max_deadline, help="seconds an RPC may take")
+    flag("max-message-bytes", type=int, default=4 * 1024 * 1024, help="largest gRPC message")
+    flag("max-concurrent-rpcs", type=int, default=64, help="RPCs in progress")
+    flag("workers", type=int, default=16, help="threads serving RPCs")
+    flag("max-deadline", type=float, default=30.0, help="seconds an RPC may take")
     flag("grace", type=float, default=10.0, help="seconds in-flight RPCs get at shutdown")
     return p
 
@@ -56,6 +53,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, name) <= 0:
             log.error("--%s must be positive, got %s", name.replace("_", "-"), getattr(args, name))
             return 2
+    # Probes first: importing the Kubernetes client and Katib's SDK takes seconds (minutes on
+    # a loaded node), and a liveness probe must not kill the process meanwhile.
+    serving_now = threading.Event()
+    probes = serve_probes(
+        args.probe_address, args.probe_port, healthy=lambda: True, ready=serving_now.is_set
+    )
+    from kubetune.kube import Kube, connect  # slow imports: after the probes are up
+    from kubetune_db_manager import serving, storing
+
     limits = serving.Limits(
         args.max_message_bytes, args.max_concurrent_rpcs, args.workers, args.max_deadline
     )
@@ -66,10 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         server, port = serving.server(store, args.address, limits)
     except (OSError, RuntimeError) as e:
         log.error("cannot listen on %s: %s", args.address, e)
+        probes.shutdown()
         return 2
-    probes = serve_probes(
-        args.probe_address, args.probe_port, healthy=lambda: True, ready=lambda: True
-    )
+    serving_now.set()
     stop = threading.Event()
 
     def _stop(signum: int, frame: FrameType | None) -> None:
