@@ -35,7 +35,6 @@ from localcluster.pytest_plugin import ClusterHandle
 EXAMPLE = ROOT / "examples" / "random.yaml"
 TRAINING = ROOT / "examples" / "training" / "digits.py"
 NAMESPACE = "demo"
-UI_URL = "http://127.0.0.1:28480/"
 """The web UI of the local overlay (kustomize/overlays/local/patches/ui.yaml: host network)."""
 
 
@@ -43,7 +42,7 @@ def say(message: str) -> None:
     print(f"[demo] {message}", flush=True)
 
 
-def ui_answers(url: str = UI_URL) -> bool:
+def ui_answers(url: str) -> bool:
     """Whether the deployed UI is ready (its caches synced); the demo goes on either way."""
     try:
         with urllib.request.urlopen(url + "readyz", timeout=5) as answer:
@@ -74,13 +73,14 @@ def run(args: argparse.Namespace) -> int:
     handle = ClusterHandle(state.kubeconfig, state.kubectl, state.server, state)
     try:
         say("deploying kubetune (kustomize/overlays/local)")
-        apply_overlay(handle)
+        settings = apply_overlay(handle)
+        ui_url = f"http://127.0.0.1:{settings.ports['ui']}/"
         wait_available(handle)
         say(f"kubetune is up in namespace {KUBETUNE_NAMESPACE}")
-        if ui_answers():
-            say(f"web UI (read-only here, live while the demo runs): {UI_URL}")
+        if ui_answers(ui_url):
+            say(f"web UI (read-only here, live while the demo runs): {ui_url}")
         else:
-            say(f"the web UI does not answer at {UI_URL}; the demo goes on without it")
+            say(f"the web UI does not answer at {ui_url}; the demo goes on without it")
         handle.kubectl("create", "namespace", NAMESPACE)
         enable_injection(handle, NAMESPACE)
         manifest = image_map.parent / "random-digits.yaml"
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         cli.main([*common, "plot", name, "-o", str(png)])
         Kube(connect(state.kubeconfig))  # the cluster answered to the end
         if args.keep:
-            say(f"cluster kept: export KUBECONFIG={state.kubeconfig}; web UI: {UI_URL}")
+            say(f"cluster kept: export KUBECONFIG={state.kubeconfig}; web UI: {ui_url}")
             say(f"stop it with: localcluster --state-dir {state_dir} down")
             return 0
     finally:

@@ -12,7 +12,7 @@ from katib_sdk import sdk_python
 from podcode import EXISTING
 
 from kubetune import metrichistory
-from kubetune_testkit import builders, kubectl
+from kubetune_testkit import builders, deploying, kubectl
 from kubetune_testkit.conditions import is_true
 from kubetune_testkit.deploying import ROOT
 from kubetune_testkit.kubectl import get_json
@@ -20,14 +20,18 @@ from kubetune_testkit.waiting import wait_for
 from localcluster.pytest_plugin import ClusterHandle
 
 PUSHER = ROOT / "e2e" / "katib-sdk" / "push_and_read.py"
-# The local overlay's db-manager port (kustomize/overlays/local/patches/db-manager.yaml): the
-# trial pod dials it by the Service's name, the test from the host.
-IN_CLUSTER = "katib-db-manager.kubeflow:26789"
-FROM_HOST = "127.0.0.1:26789"
+
+
+def db_manager(cluster: ClusterHandle) -> tuple[str, str]:
+    """db-manager's address for a trial pod (the Service's name) and for the test (the host),
+    at the local overlay's port chosen for this cluster (overlays/local/patches/db-manager.yaml)."""
+    port = deploying.local_port(cluster, "db-manager")
+    return f"katib-db-manager.kubeflow:{port}", f"127.0.0.1:{port}"
 
 
 @pytest.mark.skipif(EXISTING, reason="the trial runs the SDK's venv of this host")
 def test_sdk_pushes_metrics_and_reads_them_back(kubetune: ClusterHandle, ns: str) -> None:
+    in_cluster, from_host = db_manager(kubetune)
     losses = ["0.9", "0.5", "0.7", "0.3"]
     exp = builders.experiment(
         "push",
@@ -37,7 +41,7 @@ def test_sdk_pushes_metrics_and_reads_them_back(kubetune: ClusterHandle, ns: str
         trial_parameters=builders.references(x="x"),
         primary_container="training",
         trial_spec=builders.trial_job(
-            [sdk_python(), str(PUSHER), "report", IN_CLUSTER, "${trialParameters.x}", *losses],
+            [sdk_python(), str(PUSHER), "report", in_cluster, "${trialParameters.x}", *losses],
             container="training",
             backoff_limit=0,
         ),
@@ -62,7 +66,7 @@ def test_sdk_pushes_metrics_and_reads_them_back(kubetune: ClusterHandle, ns: str
     assert [v for _, v, _ in stored["loss"]] == losses
 
     out = subprocess.run(
-        [sdk_python(), str(PUSHER), "read", FROM_HOST, ns, trial["metadata"]["name"]],
+        [sdk_python(), str(PUSHER), "read", from_host, ns, trial["metadata"]["name"]],
         capture_output=True,
         text=True,
         timeout=120,
@@ -72,3 +76,66 @@ def test_sdk_pushes_metrics_and_reads_them_back(kubetune: ClusterHandle, ns: str
     rows = json.loads(out.stdout.strip().splitlines()[-1])
     assert [value for _, name, value in rows if name == "loss"] == losses
     assert [value for _, name, value in rows if name == "epoch"] == ["0", "1", "2", "3"]
+
+
+CUSTOM = ROOT / "e2e" / "katib-sdk" / "custom_collector.py"
+
+
+@pytest.mark.skipif(EXISTING, reason="the collector runs the SDK's venv of this host")
+def test_a_custom_collector_reports_through_db_manager(kubetune: ClusterHandle, ns: str) -> None:
+    """Collector kind Custom (Katib's custom-metrics-collector example's shape): the user's
+    container is injected beside the training with the metrics file's volume, reads the file
+    and reports through db-manager; the Trial succeeds on that observation."""
+    in_cluster, _ = db_manager(kubetune)
+    script = (
+        "import pathlib; p = pathlib.Path('/katib/out.log'); "
+        "p.write_text('loss=0.8\\nacc=0.1\\nloss=0.25\\ndone\\n')"
+    )
+    exp = builders.experiment(
+        "custom",
+        ns,
+        objective_spec=builders.objective("loss", "minimize", strategies=False),
+        parameters=[builders.categorical("x", ["a"])],
+        trial_parameters=builders.references(x="x"),
+        primary_container="training",
+        trial_spec=builders.trial_job(
+            [sdk_python(), "-c", script], container="training", backoff_limit=0
+        ),
+        collector=None,
+        maxTrialCount=1,
+        parallelTrialCount=1,
+    )
+    exp["spec"]["metricsCollectorSpec"] = {
+        "source": {"fileSystemPath": {"path": "/katib/out.log", "kind": "File"}},
+        "collector": {
+            "kind": "Custom",
+            "customCollector": {
+                "name": "my-collector",
+                "image": "python:3.11",
+                "command": [sdk_python(), str(CUSTOM), in_cluster, "/katib/out.log", "loss"],
+                "env": [
+                    {
+                        "name": "TrialName",
+                        "valueFrom": {
+                            "fieldRef": {"fieldPath": "metadata.labels['katib.kubeflow.org/trial']"}
+                        },
+                    }
+                ],
+            },
+        },
+    }
+    kubectl.apply(kubetune, exp, check=True)
+
+    def done() -> dict[str, object] | None:
+        got = get_json(kubetune, "experiment", "custom", "-n", ns)
+        if is_true(got, "Failed"):
+            raise AssertionError(json.dumps(got.get("status")))
+        return got if is_true(got, "Succeeded") else None
+
+    wait_for("the custom-collector experiment to succeed", done, 300, interval=1.0)
+    (trial,) = get_json(kubetune, "trials", "-n", ns)["items"]
+    (loss,) = [m for m in trial["status"]["observation"]["metrics"] if m["name"] == "loss"]
+    assert (loss["min"], loss["max"], loss["latest"]) == ("0.25", "0.8", "0.25")
+    assert [v for _, v, _ in metrichistory.read(trial["status"])["loss"]] == ["0.8", "0.25"]
+    (pod,) = get_json(kubetune, "pods", "-n", ns, "-l", "batch.kubernetes.io/job-name")["items"]
+    assert "my-collector" in [c["name"] for c in pod["spec"]["containers"]]

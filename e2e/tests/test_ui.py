@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from podcode import PYTHON_IMAGE, python_code
 
-from kubetune_testkit import builders, kubectl
+from kubetune_testkit import builders, deploying, kubectl
 from kubetune_testkit.conditions import is_true
 from kubetune_testkit.kubectl import get_json
 from kubetune_testkit.waiting import wait_for
@@ -24,13 +24,17 @@ from localcluster.pytest_plugin import ClusterHandle
 
 pytestmark = pytest.mark.integration
 
-UI = "http://127.0.0.1:28480"
-"""kustomize/overlays/local/patches/ui.yaml (host network)."""
 SCRIPT = "print('training with x=${trialParameters.x}'); print('score=0.75')"
 
 
-def get(path: str) -> Any:
-    with urllib.request.urlopen(UI + path, timeout=30) as answer:
+def ui_url(cluster: ClusterHandle) -> str:
+    """The UI on the host network, at the local overlay's port for this cluster
+    (kustomize/overlays/local/patches/ui.yaml)."""
+    return f"http://127.0.0.1:{deploying.local_port(cluster, 'ui')}"
+
+
+def get(ui: str, path: str) -> Any:
+    with urllib.request.urlopen(ui + path, timeout=30) as answer:
         body = answer.read().decode()
         return json.loads(body) if "json" in answer.headers.get("Content-Type", "") else body
 
@@ -38,6 +42,7 @@ def get(path: str) -> Any:
 def test_deployed_ui_shows_the_experiment_its_trial_and_the_training_log(
     kubetune: ClusterHandle, ns: str
 ) -> None:
+    ui = ui_url(kubetune)
     experiment = builders.experiment(
         "shown",
         ns,
@@ -64,7 +69,7 @@ def test_deployed_ui_shows_the_experiment_its_trial_and_the_training_log(
     )
 
     def shown() -> dict[str, Any] | None:
-        page: dict[str, Any] = get(f"/api/experiments/{ns}/shown")
+        page: dict[str, Any] = get(ui, f"/api/experiments/{ns}/shown")
         done = page["experiment"]["state"] == "Succeeded" and page["trials"]
         return page if done else None
 
@@ -74,7 +79,7 @@ def test_deployed_ui_shows_the_experiment_its_trial_and_the_training_log(
     assert page["best"]["trial"] == trial["name"], page["best"]
 
     def training_log() -> str | None:
-        text = str(get(f"/api/trials/{ns}/{trial['name']}/logs"))
+        text = str(get(ui, f"/api/trials/{ns}/{trial['name']}/logs"))
         return text if "score=0.75" in text else None
 
     log = wait_for("the training log", training_log, 60, interval=1.0)
@@ -82,7 +87,7 @@ def test_deployed_ui_shows_the_experiment_its_trial_and_the_training_log(
 
     # The deployed UI is read-only (no proxy names a user here): a write is refused.
     request = urllib.request.Request(
-        UI + "/api/experiments",
+        ui + "/api/experiments",
         data=json.dumps({"yaml": "kind: Experiment"}).encode(),
         method="POST",
         headers={"Content-Type": "application/json", "X-Kubetune-UI": "1"},

@@ -4,7 +4,8 @@ Shared by the end-to-end tests and the demo: apply the overlay server-side, wait
 Deployment to become Available, and label a namespace for trial-pod injection.
 
 Per cluster: every pod of the local cluster is a host process on the host's network, so the
-overlay's fixed host ports (webhook 28443, probes 28081-28083) and its hostPath prefix
+overlay's fixed host ports (webhook 28443, probes 28081-28083 and 28086, db-manager 26789, UI
+28480) and its hostPath prefix
 (/tmp/katib/suggestions/) would be shared by two clusters on one machine: the second API server
 would call the first cluster's webhook and the second webhook would die with EADDRINUSE. So the
 overlay is rendered with free ports chosen for the cluster the first time it is deployed there
@@ -37,6 +38,9 @@ DEFAULT_PORTS = {
     "experiment-controller": 28081,
     "trial-controller": 28082,
     "suggestion-controller": 28083,
+    "db-manager": 26789,
+    "db-manager-probes": 28086,
+    "ui": 28480,
 }
 DEFAULT_HOST_DIR = "/tmp/katib/suggestions/"
 # Where the example image keeps the trainer; pods on the local cluster run host processes, so
@@ -85,13 +89,23 @@ def local_settings(state_dir: Path | None) -> LocalSettings:
     if state_dir is None:
         return LocalSettings(dict(DEFAULT_PORTS), DEFAULT_HOST_DIR)
     path = state_dir / SETTINGS_FILE
-    if path.exists():
-        saved = json.loads(path.read_text())
-        return LocalSettings({k: int(v) for k, v in saved["ports"].items()}, saved["host_dir"])
-    ports = dict(zip(DEFAULT_PORTS, _free_ports(len(DEFAULT_PORTS)), strict=True))
-    settings = LocalSettings(ports, f"{state_dir.resolve() / 'suggestions'}/")
+    saved = json.loads(path.read_text()) if path.exists() else {}
+    ports = {k: int(v) for k, v in saved.get("ports", {}).items() if k in DEFAULT_PORTS}
+    missing = [name for name in DEFAULT_PORTS if name not in ports]
+    if not missing:
+        return LocalSettings(ports, saved["host_dir"])
+    # A new cluster, or one deployed before a service with a port of its own was added.
+    ports.update(zip(missing, _free_ports(len(missing)), strict=True))
+    host_dir = saved.get("host_dir") or f"{state_dir.resolve() / 'suggestions'}/"
+    settings = LocalSettings(ports, host_dir)
     path.write_text(json.dumps(asdict(settings)))
     return settings
+
+
+def local_port(cluster: Kubectl, name: str) -> int:
+    """The host port a service of the local overlay listens on in this cluster (its
+    `DEFAULT_PORTS` name), e.g. `db-manager` or `ui`."""
+    return local_settings(state_dir_of(cluster)).ports[name]
 
 
 def render_overlay(cluster: Kubectl, settings: LocalSettings) -> str:

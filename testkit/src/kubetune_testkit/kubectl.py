@@ -13,10 +13,13 @@ from typing import Any
 def apply(
     cluster: Any, manifest: dict[str, Any], *extra: str, check: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    """`kubectl apply -f -` of one object (a user's apply: the webhooks see it)."""
+    """`kubectl apply -f -` of one object (a user's apply: the webhooks see it). With `check`,
+    a refusal fails naming kubectl's message (the webhook's reason), not just its exit code."""
     result: subprocess.CompletedProcess[str] = cluster.kubectl(
-        "apply", *extra, "-f", "-", check=check, stdin=json.dumps(manifest)
+        "apply", *extra, "-f", "-", check=False, stdin=json.dumps(manifest)
     )
+    if check and result.returncode != 0:
+        raise AssertionError(f"kubectl apply refused: {result.stderr.strip()}")
     return result
 
 
