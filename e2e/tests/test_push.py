@@ -88,7 +88,7 @@ def test_a_custom_collector_reports_through_db_manager(kubetune: ClusterHandle, 
     and reports through db-manager; the Trial succeeds on that observation."""
     in_cluster, _ = db_manager(kubetune)
     script = (
-        "import pathlib; p = pathlib.Path('/katib/out.log'); "
+        "import pathlib; print('x=${trialParameters.x}'); p = pathlib.Path('/katib/out.log'); "
         "p.write_text('loss=0.8\\nacc=0.1\\nloss=0.25\\ndone\\n')"
     )
     exp = builders.experiment(

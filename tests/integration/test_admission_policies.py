@@ -190,3 +190,35 @@ def test_trial_controller_creates_only_jobs_of_trials(
     ]
     admitted, error = _create(cluster, TRIAL_CONTROLLER, job)
     assert admitted, error
+
+
+def test_the_policies_alone_admit_the_controller_and_block_nobody_else(
+    cluster: ClusterHandle, policies: None, namespace: str
+) -> None:
+    """The policies and bindings by themselves (deleted and applied again in one batch, as a
+    reinstall does, and without any other object of kubetune's): the controller's own
+    ServiceAccount is admitted, and the cluster admin's is never refused. With a param
+    ConfigMap, a binding whose param was missing (not yet created, deleted, or lost when
+    recreated with its policy: kubernetes/kubernetes#133827) refused every ServiceAccount
+    create in the cluster, before its matchConditions were looked at."""
+    manifests = render_text(BASE / "policies")
+    cluster.kubectl("delete", "--wait=false", "-f", "-", stdin=manifests)
+    alone = [o for o in yaml.safe_load_all(manifests) if o and "Policy" in o["kind"]]
+    cluster.kubectl("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(alone))
+    account: Obj = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": "kubetune-suggestion-algorithm", "namespace": namespace},
+    }
+    theirs = {**account, "metadata": {"name": "someone-elses", "namespace": namespace}}
+    try:
+        _refused(cluster, SUGGESTION_CONTROLLER, {**account, "metadata": {
+            "name": "anything-else", "namespace": namespace}}, "creates only")  # fmt: skip
+        mine, my_error = _create(cluster, SUGGESTION_CONTROLLER, account)
+        assert mine, my_error
+        out = cluster.kubectl(  # the cluster admin's own credentials, no impersonation
+            "create", "--dry-run=server", "-f", "-", stdin=json.dumps(theirs), check=False
+        )
+        assert out.returncode == 0, out.stderr
+    finally:
+        cluster.kubectl("apply", "--server-side", "-f", "-", stdin=manifests)
