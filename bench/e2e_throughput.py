@@ -59,6 +59,14 @@ STAGES = [
     "succeeded",
     "next",
 ]
+# Stamps off the chain, shown as spans from a stage of it (where the chain's time goes).
+SIDE = [
+    ("train_end", "main_exited"),
+    ("train_end", "pod_done"),
+    ("train_end", "job_done"),
+    ("observed", "job_done"),
+    ("job_done", "succeeded"),
+]
 TRAINING = (
     "import sys, time\n"
     "print(f't_start={time.time():.6f}', flush=True)\n"
@@ -149,6 +157,9 @@ def _job_events(stamps: Stamps, obj: Obj) -> None:
     trial = _trial_of(obj)
     if trial:
         stamps.see(trial, "job")
+        for c in (obj.get("status") or {}).get("conditions") or []:
+            if c.get("type") in ("Complete", "Failed") and c.get("status") == "True":
+                stamps.see(trial, "job_done")
 
 
 def _pod_events(stamps: Stamps, obj: Obj) -> None:
@@ -157,8 +168,14 @@ def _pod_events(stamps: Stamps, obj: Obj) -> None:
     if not trial:
         return
     stamps.see(trial, "pod")
-    if (obj.get("status") or {}).get("phase") in ("Running", "Succeeded"):
+    status = obj.get("status") or {}
+    if status.get("phase") in ("Running", "Succeeded"):
         stamps.see(trial, "running")
+    for c in status.get("containerStatuses") or []:
+        if c.get("name") == "main" and (c.get("state") or {}).get("terminated"):
+            stamps.see(trial, "main_exited")
+    if status.get("phase") in ("Succeeded", "Failed"):
+        stamps.see(trial, "pod_done")
 
 
 def watch_forever(kube: Kube, res: Resource, namespace: str, handle: Any, stop: threading.Event):
@@ -222,6 +239,13 @@ def report(stamps: Stamps, args: argparse.Namespace, wall: float, load: tuple[An
                         line["seconds"] = round(since, 6)
                     trace.write(json.dumps(line) + "\n")
                 previous = (stage, st[stage])
+            for a, b in SIDE:
+                if a in st and b in st:
+                    per_stage.setdefault(f"{a}->{b}", []).append(st[b] - st[a])
+            if trace:
+                for stage in sorted({b for _, b in SIDE} & st.keys()):
+                    side = {"trial": name, "stage": stage, "time": round(st[stage], 6)}
+                    trace.write(json.dumps(side) + "\n")
             if "created" in st and "succeeded" in st:
                 overheads.append(st["succeeded"] - st["created"] - args.seconds)
     finally:
