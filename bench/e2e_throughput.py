@@ -178,7 +178,9 @@ def _pod_events(stamps: Stamps, obj: Obj) -> None:
         stamps.see(trial, "pod_done")
 
 
-def watch_forever(kube: Kube, res: Resource, namespace: str, handle: Any, stop: threading.Event):
+def watch_forever(
+    kube: Kube, res: Resource, namespace: str, handle: Any, stop: threading.Event
+) -> None:
     """Feed every event of `res` in `namespace` to `handle` until `stop` (re-watching on ends)."""
     version: str | None = None
     while not stop.is_set():

@@ -196,9 +196,9 @@ class TextParser:
             if "\r" in text:
                 text = text.replace("\r\n", "\n")
             if self.literal is not None and not _has_timestamp(text):
-                runs = self._literal_runs(text, self.literal)
-                if runs is not None:
-                    return runs
+                literal = self._literal_runs(text, self.literal)
+                if literal is not None:
+                    return literal
             text = "\n".join([line for line in text.split("\n") if "=" in line])
             if not _has_timestamp(text):
                 pattern = _DEFAULT_BLOCK if _ADJACENT.search(text) else _DEFAULT_FAST
