@@ -20,6 +20,10 @@ trials' own run times.
 Needs the CRDs installed and `experiment-controller` (services/experiment-controller) on PATH or
 importable by this Python. Targets (issue 8): overhead p50 < 300 ms; Experiment and Suggestion
 < 256 KiB at 10,000 trials; controller < 200 MiB RSS at 10,000 trials.
+
+`--history-bytes 65536` gives every Trial of the scale runs a metric history (three metrics,
+10,000 reports each, thinned by kubetune.metrichistory to that bound): run once without and once
+with it to see what the history costs the controller (issue 15: RSS may grow by <= 20%).
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from typing import Any
 
 import psutil
 
-from kubetune import errors, naming
+from kubetune import errors, metrichistory, naming
 from kubetune.kube import EXPERIMENTS, NAMESPACES, SUGGESTIONS, TRIALS, Kube, connect
 from kubetune_testkit import builders
 from kubetune_testkit.processes import free_port
@@ -135,7 +139,26 @@ def cli_get(kubeconfig: str | None, namespace: str, name: str) -> float:
     return time.monotonic() - t0
 
 
-def scale(kube: Kube, kubeconfig: str | None, n: int, touches: int, kept: int) -> None:
+def history_of(max_bytes: int) -> Obj | None:
+    """A full metric history of about `max_bytes` (None for 0): what a long trial leaves."""
+    if not max_bytes:
+        return None
+    history = metrichistory.History(max_bytes=max_bytes)
+    for name in ("loss", "accuracy", "val-loss"):
+        history.extend(
+            name, [f"{0.5 + i * 1e-6:.6f}" for i in range(10_000)], "2026-01-01T00:00:00Z"
+        )
+    return history.to_wire()
+
+
+def scale(
+    kube: Kube,
+    kubeconfig: str | None,
+    n: int,
+    touches: int,
+    kept: int = 1000,
+    history_bytes: int = 0,
+) -> None:
     namespace = make_namespace(kube, f"bench-exp-{n}")
     name = "bench"
     try:
@@ -149,6 +172,7 @@ def scale(kube: Kube, kubeconfig: str | None, n: int, touches: int, kept: int) -
             "blockOwnerDeletion": True,
         }
         started = time.monotonic()
+        history = history_of(history_bytes)
 
         def one(index: int) -> None:
             a = assignment(name, index)
@@ -164,6 +188,8 @@ def scale(kube: Kube, kubeconfig: str | None, n: int, touches: int, kept: int) -
             }
             kube.create(TRIALS, body, namespace)
             status = {"status": succeeded_status(random.random())}
+            if history is not None:
+                status["status"][metrichistory.FIELD] = history
             kube.patch(TRIALS, a["name"], status, namespace, subresource="status")
 
         with ThreadPoolExecutor(16) as pool:
@@ -230,7 +256,8 @@ def scale(kube: Kube, kubeconfig: str | None, n: int, touches: int, kept: int) -
         sug_size = size(kube, SUGGESTIONS, name, namespace)
         get = cli_get(kubeconfig, namespace, name)
         print(
-            f"trials={n:>6}  setup={setup:6.1f}s  start->status={first:5.1f}s  "
+            f"trials={n:>6}  history={history_bytes / 1024:4.0f}KiB  "
+            f"setup={setup:6.1f}s  start->status={first:5.1f}s  "
             f"reconcile={per * 1000:7.1f}ms (mean of {int(after[1] - before[1])})  "
             f"rss={rss:6.1f}MiB  experiment={exp_size / 1024:6.1f}KiB  "
             f"suggestion={sug_size / 1024:6.1f}KiB  kubetune-get={get:5.2f}s  "
@@ -363,13 +390,14 @@ def main() -> int:
     p.add_argument("--run-time", type=float, default=0.2)
     p.add_argument("--skip-scale", action="store_true")
     p.add_argument("--skip-overhead", action="store_true")
+    p.add_argument("--history-bytes", type=int, default=0, help="metric history per Trial")
     args = p.parse_args()
     kube = Kube(connect(args.kubeconfig))
     if not args.skip_overhead:
         overhead(kube, args.kubeconfig, args.overhead_trials, args.parallel, args.run_time)
     if not args.skip_scale:
         for n in args.trials:
-            scale(kube, args.kubeconfig, n, args.touches, args.kept_names)
+            scale(kube, args.kubeconfig, n, args.touches, args.kept_names, args.history_bytes)
     return 0
 
 

@@ -1,10 +1,10 @@
 """The one-command demo (`tox -e demo`): a real Experiment on a local cluster, live.
 
 Builds the local control plane the first time (with progress), starts it with the node agent,
-deploys kubetune's `local` overlay, submits the random-search example (its trials run
-examples/training/digits.py from this checkout), shows the trials as a live table, prints the
-best trial, writes a plot of the objective per trial to a PNG, and takes everything down
-again. `--keep` leaves the cluster running and prints the KUBECONFIG to use.
+deploys kubetune's `local` overlay and prints the web UI's URL, submits the random-search
+example (its trials run examples/training/digits.py from this checkout), shows the trials as a
+live table, prints the best trial, writes a plot of the objective per trial to a PNG, and takes
+everything down again. `--keep` leaves the cluster running and prints the KUBECONFIG to use.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import yaml
@@ -33,10 +35,21 @@ from localcluster.pytest_plugin import ClusterHandle
 EXAMPLE = ROOT / "examples" / "random.yaml"
 TRAINING = ROOT / "examples" / "training" / "digits.py"
 NAMESPACE = "demo"
+UI_URL = "http://127.0.0.1:28480/"
+"""The web UI of the local overlay (kustomize/overlays/local/patches/ui.yaml: host network)."""
 
 
 def say(message: str) -> None:
     print(f"[demo] {message}", flush=True)
+
+
+def ui_answers(url: str = UI_URL) -> bool:
+    """Whether the deployed UI is ready (its caches synced); the demo goes on either way."""
+    try:
+        with urllib.request.urlopen(url + "readyz", timeout=5) as answer:
+            return bool(answer.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
 
 
 def experiment_manifest() -> dict[str, object]:
@@ -64,6 +77,10 @@ def run(args: argparse.Namespace) -> int:
         apply_overlay(handle)
         wait_available(handle)
         say(f"kubetune is up in namespace {KUBETUNE_NAMESPACE}")
+        if ui_answers():
+            say(f"web UI (read-only here, live while the demo runs): {UI_URL}")
+        else:
+            say(f"the web UI does not answer at {UI_URL}; the demo goes on without it")
         handle.kubectl("create", "namespace", NAMESPACE)
         enable_injection(handle, NAMESPACE)
         manifest = image_map.parent / "random-digits.yaml"
@@ -77,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         cli.main([*common, "plot", name, "-o", str(png)])
         Kube(connect(state.kubeconfig))  # the cluster answered to the end
         if args.keep:
-            say(f"cluster kept: export KUBECONFIG={state.kubeconfig}")
+            say(f"cluster kept: export KUBECONFIG={state.kubeconfig}; web UI: {UI_URL}")
             say(f"stop it with: localcluster --state-dir {state_dir} down")
             return 0
     finally:

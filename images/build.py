@@ -61,12 +61,15 @@ SERVICES = {
         Service("suggestion-controller", ("--zip",)),
         Service("trial-controller", ("--zip",)),
         Service("webhook", ("--zip",)),
+        Service("db-manager", ("--zip",)),
         Service(
             "suggestion-algorithm",
             ("--zip", "--keep-sqlite", "--writable-dir", "/opt/katib/data"),
         ),
         # In every trial pod: no sources either, to stay smallest.
         Service("pns-collector", ("--zip", "--sourceless")),
+        # plotly stays a directory (it ships plotly.js, which the UI serves).
+        Service("ui", ("--zip",)),
     )
 }
 

@@ -22,6 +22,8 @@ IMAGED = (
     "trial-controller",
     "webhook",
     "pns-collector",
+    "db-manager",
+    "ui",
 )
 NO_IMAGE = ("cli",)
 DOCKERFILE = SERVICES.parent / "images" / "Dockerfile"

@@ -12,7 +12,7 @@ ARGO_VERSION="${ARGO_VERSION:-v3.7.9}"
 TRAINING_OPERATOR_VERSION="${TRAINING_OPERATOR_VERSION:-v1.9.2}"
 CERT_MANAGER_VERSION="${CERT_MANAGER_VERSION:-v1.16.2}"
 SERVICES=(experiment-controller suggestion-controller suggestion-algorithm
-          trial-controller webhook pns-collector)
+          trial-controller webhook pns-collector db-manager)
 
 need() {
   command -v "$1" >/dev/null 2>&1 || { echo "missing required tool: $1" >&2; exit 1; }

@@ -83,6 +83,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         ("get", "experiments,suggestions,trials,jobs,pods", "-n", ns, "-o", "wide"),
         ("get", "events", "-n", ns, "--sort-by=.lastTimestamp"),
         ("get", "pods", "-n", "kubeflow", "-o", "wide"),
+        ("get", "pods", "-n", ns, "-o", CONTAINER_STATES),
+        ("get", "workflows,tfjobs,pytorchjobs", "-n", ns, "-o", "yaml"),
+        ("logs", "-n", "argo", "deployment/workflow-controller", "--tail=60"),
     ):
         out = cluster.kubectl(*args, check=False)
         parts.append(f"$ kubectl {' '.join(args)}\n{out.stdout}{out.stderr}")
@@ -97,6 +100,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     parts.append(f"$ kubectl logs -n {ns} -l katib.kubeflow.org/suggestion --tail=40\n{out.stdout}")
     report.sections.append(("cluster state at the failure", "\n".join(parts)))
 
+
+# Each container's state, so a pod stuck NotReady shows which container still runs and why.
+CONTAINER_STATES = (
+    "jsonpath={range .items[*]}{.metadata.name}{'\\n'}"
+    "{range .status.containerStatuses[*]}{'  '}{.name}{' '}{.state}{'\\n'}{end}{end}"
+)
 
 SERVICES = ("experiment-controller", "suggestion-controller", "trial-controller", "webhook")
 

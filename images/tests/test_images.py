@@ -40,6 +40,8 @@ SERVICES = (
     "webhook",
     "suggestion-algorithm",
     "pns-collector",
+    "db-manager",
+    "ui",
 )
 CONTROLLERS = ("experiment-controller", "suggestion-controller", "trial-controller")
 COLLECTOR_LIMIT = 60_000_000

@@ -51,6 +51,8 @@ def test_katib_names_are_the_ones_known() -> None:
         "bayesianoptimization",
         "hyperband",
         "pbt",
+        "darts",
+        "enas",
     }
 
 
@@ -134,7 +136,7 @@ def test_unknown_algorithm() -> None:
     problems = algorithmsettings.validate("hyperopt", None, [LR])
     assert problems == [
         "algorithm 'hyperopt' is unknown; use one of random, grid, tpe, multivariate-tpe, "
-        "cmaes, sobol, bayesianoptimization, hyperband, pbt"
+        "cmaes, sobol, bayesianoptimization, hyperband, pbt, darts, enas"
     ]
 
 

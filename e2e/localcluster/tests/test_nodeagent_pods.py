@@ -698,3 +698,38 @@ def test_events_explain_a_crashing_container(cluster: Any, namespace: str) -> No
     assert _wait("Started and BackOff events", lambda: {"Started", "BackOff"} <= reasons())
     waiting = _pod(cluster, namespace, "crashy")["status"]["containerStatuses"][0]
     assert waiting["restartCount"] >= 1
+
+
+def test_exec_runs_in_the_container_and_returns_output_and_exit_code(
+    cluster: Any, namespace: str
+) -> None:
+    """``kubectl exec`` (WebSocket to the API server, SPDY from there to the agent) runs the
+    command in the container's own root, returns stdout and stderr apart and the exit code;
+    a signal sent through exec reaches the container's PID 1 (which, as in any container,
+    dies of it only through its own handler), as Argo's controller uses it to stop a sidecar."""
+    workdir = f"/nodeagent-exec-{uuid.uuid4().hex[:8]}"
+    pod = _simple_pod(
+        "execd",
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *_: sys.exit(7))\n"
+        "open('here', 'w').close(); time.sleep(300)",
+        restartPolicy="Never",
+        container={"workingDir": workdir, "env": [{"name": "GREETING", "value": "hi"}]},
+    )
+    _apply(cluster, namespace, pod)
+    _wait(
+        "execd running", lambda: _pod(cluster, namespace, "execd")["status"]["phase"] == "Running"
+    )
+    script = f"ls {workdir}; echo $GREETING; echo oops >&2; exit 3"
+    out = cluster.kubectl(
+        "exec", "-n", namespace, "execd", "-c", "main", "--", "sh", "-c", script, check=False
+    )
+    assert out.returncode == 3, (out.stdout, out.stderr)
+    assert out.stdout.split() == ["here", "hi"]
+    assert "oops" in out.stderr
+    assert not Path(workdir).exists()
+    ok = cluster.kubectl("exec", "-n", namespace, "execd", "--", "kill", "-TERM", "1", check=False)
+    assert ok.returncode == 0, ok.stderr
+    done = _done(cluster, namespace, "execd")
+    state = done["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert state["exitCode"] == 7, state

@@ -305,3 +305,32 @@ def test_hosts_file_names_services_and_headless_pods() -> None:
         "spec": {"hostname": "h", "subdomain": "s"},
     }
     assert "10.244.1.3\th.s.team.svc.cluster.local\th\n" in table.render(sub, "10.244.1.3")
+
+
+def test_spdy_header_dictionary_is_the_one_peers_expect() -> None:
+    """zlib names a preset dictionary by its Adler-32; SPDY/3 peers (Go's spdystream) ask
+    for 0xe3c6a7c2 and refuse a header block compressed against anything else."""
+    import zlib
+
+    from localcluster.nodeagent import spdy
+
+    assert zlib.adler32(spdy.HEADER_DICTIONARY) == 0xE3C6A7C2
+    headers = {"streamtype": "error", "x-empty": ""}
+    deflate = zlib.compressobj(zdict=spdy.HEADER_DICTIONARY)
+    block = deflate.compress(spdy.encode_headers(headers)) + deflate.flush(zlib.Z_SYNC_FLUSH)
+    inflate = zlib.decompressobj(zdict=spdy.HEADER_DICTIONARY)
+    assert spdy.decode_headers(inflate.decompress(block)) == headers
+    with pytest.raises(ValueError, match="malformed"):
+        spdy.decode_headers(b"\x00\x00\x00\x02\x00")
+
+
+def test_exec_status_carries_the_exit_code_client_go_reads() -> None:
+    from localcluster.nodeagent import spdy
+
+    assert spdy.exit_status(0) == {"metadata": {}, "status": "Success"}
+    failed = spdy.exit_status(3)
+    assert failed["reason"] == "NonZeroExitCode"
+    assert failed["details"]["causes"] == [{"reason": "ExitCode", "message": "3"}]
+    assert spdy.exit_status(-15)["details"]["causes"][0]["message"] == "143"
+    assert spdy.negotiate(["v5.channel.k8s.io, v4.channel.k8s.io"]) == spdy.PROTOCOL
+    assert spdy.negotiate(["v1.channel.k8s.io"]) is None

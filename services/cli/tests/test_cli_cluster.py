@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from kubetune_cli import main
 
+from kubetune import metrichistory
 from kubetune.kube import EXPERIMENTS, PODS, TRIALS, Kube
 from kubetune_testkit.builders import trial
 from kubetune_testkit.standins.services import trial_status
@@ -173,3 +174,48 @@ def test_logs_of_a_trial_pod(
     )
     assert main.main(_cli(cluster, namespace, "logs", "logged")) == 0
     assert capsys.readouterr().out.strip() == "accuracy=0.42"
+
+
+def test_metrics_of_a_trial(
+    crds: None,
+    cluster: ClusterHandle,
+    kube: Kube,
+    namespace: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`kubetune metrics TRIAL`: the stored history as a table by step, JSON and a plot."""
+    kube.create(TRIALS, trial("t1", experiment="demo"), namespace)
+    assert main.main(_cli(cluster, namespace, "metrics", "t1")) == 1
+    assert "trial t1 has no metric history yet" in capsys.readouterr().err
+    history = metrichistory.History()
+    for i in range(150):
+        history.append("loss", f"{1 / (i + 1):.4f}", metrichistory.rfc3339(1_800_000_000 + i))
+        if i % 2 == 0:
+            history.append("accuracy", f"{i / 150:.2f}", metrichistory.rfc3339(1_800_000_000 + i))
+    kube.patch(
+        TRIALS,
+        "t1",
+        {"status": {metrichistory.FIELD: history.to_wire()}},
+        namespace,
+        subresource="status",
+    )
+
+    assert main.main(_cli(cluster, namespace, "metrics", "t1")) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (
+        f"trial {namespace}/t1: loss 150 of 150 reports kept, accuracy 75 of 75 reports kept"
+    )
+    assert lines[1].split() == ["STEP", "TIME", "LOSS", "ACCURACY"]
+    assert lines[2].split() == ["0", "2027-01-15T08:00:00Z", "1.0000", "0.00"]
+    assert lines[-1].split() == ["149", "2027-01-15T08:02:29Z", "0.0067", "-"]
+
+    assert main.main(_cli(cluster, namespace, "metrics", "t1", "--metric", "acc")) == 1
+    assert "no history of metric 'acc' (it has: accuracy, loss)" in capsys.readouterr().err
+    assert main.main(_cli(cluster, namespace, "metrics", "t1", "-o", "json")) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["accuracy"][1] == [1, "0.01", "2027-01-15T08:00:02Z"]
+
+    png = tmp_path / "history.png"
+    assert main.main(_cli(cluster, namespace, "metrics", "t1", "--plot", str(png))) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from kubetune import procwait
+from kubetune import metrichistory, procwait
 from kubetune.kube import PODS, ROLES, TRIALS, Kube
 from kubetune_testkit import builders
 from kubetune_testkit.accounts import bind_role
@@ -173,7 +173,16 @@ def test_collector_reports_metrics_to_the_trial_and_exits_0(
     # StdOut collection: the sidecar's log carries the training output (Katib's SDK reads it).
     assert "epoch 3: loss=0.70" in logs and "training done" in logs, logs
 
-    observation = kube.get(TRIALS, "trial-1", namespace)["status"]["observation"]
+    status = kube.get(TRIALS, "trial-1", namespace)["status"]
+    # The final report carries the whole history (the CRD's schema keeps the field).
+    history = metrichistory.read(status)
+    assert {name: [v for _, v, _ in points] for name, points in history.items()} == {
+        "loss": ["1.00", "0.90", "0.80", "0.70"],
+        "accuracy": ["0.00", "0.20", "0.40", "0.60"],
+    }
+    assert [step for step, _, _ in history["loss"]] == [0, 1, 2, 3]
+    assert metrichistory.reports(status, "loss") == 4
+    observation = status["observation"]
     assert observation == {
         "metrics": [
             {"name": "loss", "min": "0.70", "max": "1.00", "latest": "0.70"},
@@ -215,6 +224,9 @@ def test_intermediate_reports_while_training_runs(
     first = wait_for("an intermediate report", loss)
     assert first == {"name": "loss", "min": "0.9", "max": "0.9", "latest": "0.9"}
     assert "running" in container_state(kube.get(PODS, "trial-2-pod", namespace), "main")
+    # The history is written as the collector collects, not only at the end.
+    running = kube.get(TRIALS, "trial-2", namespace).get("status")
+    assert [v for _, v, _ in metrichistory.read(running)["loss"]] == ["0.9"]
     go.touch()
     wait_for("the final report", lambda: (loss() or {}).get("latest") == "0.4")
     assert loss() == {"name": "loss", "min": "0.4", "max": "0.9", "latest": "0.4"}
@@ -260,3 +272,60 @@ def test_every_watched_training_container_is_waited_for_and_one_failure_fails(
     assert {"name": "loss", "min": "0.70", "max": "1.00", "latest": "0.70"} in metrics
     kube.delete(PODS, "trial-3-pod", namespace, grace_seconds=1)
     wait_for("the pod to go", lambda: kube.get_or_none(PODS, "trial-3-pod", namespace) is None)
+
+
+def test_a_fired_rule_stops_the_training_and_marks_the_trial_early_stopped(
+    cluster: Any, kube: Kube, namespace: str
+) -> None:
+    """Issue 15 item 4: the collector evaluates the Trial's rule on every report, stops the
+    wrapped training process (which would run 300 epochs, 30 s), reports, then adds EarlyStopped to
+    its own Trial's conditions, leaving the trial-controller's conditions as they were."""
+    train = (
+        "import time\n"
+        "for epoch in range(300):\n"
+        "    print(f'epoch {epoch}: loss={0.9 + epoch / 1000:.3f} accuracy=0.1', flush=True)\n"
+        "    time.sleep(0.1)\n"
+    )
+    collector_rbac(kube, namespace)
+    kube.create(TRIALS, trial("trial-4"), namespace)
+    running = {
+        "type": "Running",
+        "status": "True",
+        "reason": "TrialRunning",
+        "message": "Trial is running",
+        "lastUpdateTime": "2026-01-01T00:00:00Z",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    kube.patch(
+        TRIALS, "trial-4", {"status": {"conditions": [running]}}, namespace, subresource="status"
+    )
+    pod = trial_pod("trial-4-pod", "trial-4", train, ("--early-stop-rule", "loss;0.5;greater;3"))
+    kube.create(PODS, pod, namespace)
+
+    def collector_done() -> dict[str, Any] | None:
+        return container_state(
+            kube.get(PODS, "trial-4-pod", namespace), "metrics-logger-and-collector"
+        ).get("terminated")
+
+    done = wait_for("the collector to end", collector_done)
+    logs = cluster.kubectl(
+        "logs", "-n", namespace, "trial-4-pod", "-c", "metrics-logger-and-collector", check=False
+    ).stdout
+    assert done["exitCode"] == 0, logs
+    main = container_state(kube.get(PODS, "trial-4-pod", namespace), "main")["terminated"]
+    assert main["exitCode"] == 0, "an early-stopped container ends with 0 (no job retry)"
+    main_logs = cluster.kubectl("logs", "-n", namespace, "trial-4-pod", "-c", "main").stdout
+    epochs = [line for line in main_logs.splitlines() if line.startswith("epoch ")]
+    assert 3 <= len(epochs) < 300, main_logs
+    status = kube.get(TRIALS, "trial-4", namespace)["status"]
+    assert status["conditions"][0] == running
+    (stopped,) = status["conditions"][1:]
+    assert (stopped["type"], stopped["status"], stopped["reason"]) == (
+        "EarlyStopped",
+        "True",
+        "TrialEarlyStopped",
+    )
+    assert stopped["message"] == "Trial is early stopped"
+    loss = next(m for m in status["observation"]["metrics"] if m["name"] == "loss")
+    assert loss["min"] == "0.900" and len(epochs) >= 3
+    kube.delete(PODS, "trial-4-pod", namespace, grace_seconds=1)

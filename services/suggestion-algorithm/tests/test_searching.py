@@ -80,7 +80,8 @@ def _run(search: studying.Search, count: int, batch: int, objective: object) -> 
 
 
 @pytest.mark.parametrize(
-    "algorithm", [a for a in algorithmsettings.ALGORITHMS if a not in algorithms.STATELESS]
+    "algorithm",
+    [a for a in algorithmsettings.ALGORITHMS if a not in algorithms.STATELESS + algorithms.NAS],
 )
 def test_every_algorithm_gives_valid_assignments(tmp_path: Path, algorithm: str) -> None:
     parameters = MIXED[:4] if algorithm == "grid" else MIXED  # grid: doubles need a step

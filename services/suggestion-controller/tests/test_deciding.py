@@ -443,3 +443,21 @@ def test_hyperband_parallel_trial_count_fails_the_suggestion_with_the_fix() -> N
     experiment.spec.parallel_trial_count = 9
     decision = _decide(_suggestion([C], settings=settings, algorithm="hyperband"), Seen(experiment))
     assert decision.create != []
+
+
+def test_an_invalid_nas_config_fails_the_suggestion_with_upstreams_message() -> None:
+    """What upstream's enas service answers ValidateAlgorithmSettings with, word for word (an
+    Experiment admitted before the webhook knew NAS, or edited around it)."""
+    from kubetune.api.experiment import NasConfig
+
+    experiment = RUNNING_EXP.model_copy(deep=True)
+    experiment.spec.parameters = None
+    experiment.spec.nas_config = NasConfig.model_validate(
+        {"graphConfig": {"numLayers": 2, "outputSizes": [10]}, "operations": []}
+    )
+    decision = _decide(_suggestion([C], algorithm="enas"), Seen(experiment))
+    message = _conds(decision)[-1][3]
+    assert message == (
+        "Validation failed: Missing InputSizes in GraphConfig:\nnum_layers: 2\noutput_sizes: 10\n"
+    )
+    assert decision.create == []

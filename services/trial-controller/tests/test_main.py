@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kubetune.kube import TRIALS
 from kubetune_testkit.processes import console_script
 from kubetune_trial_controller import main
 from kubetune_trial_controller.kinds import JobKind
@@ -49,3 +50,12 @@ def test_bad_configuration_is_fatal_with_a_message(
 ) -> None:
     assert main.main(argv) == 2
     assert "trial-controller:" in capsys.readouterr().err
+
+
+def test_the_trial_cache_holds_no_metric_history() -> None:
+    """Up to 64 KiB per Trial is the collector's; the controller's memory must not grow by it."""
+    controller = main.build(main.parser().parse_args([]))
+    (trials,) = [w for w in controller.watches if w.resource == TRIALS]
+    assert trials.transform is not None
+    cached = trials.transform({"metadata": {}, "status": {"metricHistory": {"metrics": []}}})
+    assert cached == {"metadata": {}, "status": {}}

@@ -99,6 +99,13 @@ def test_own_pod_writes_its_observation() -> None:
     assert authorizing.authorize(_request(), TRUSTED, _cluster()).allowed
 
 
+def test_own_pod_writes_its_metric_history() -> None:
+    """The collector reports the bounded metric history with the observation (issue 15)."""
+    history = {"metrics": [{"name": "loss", "reports": 1, "steps": [0], "values": ["0.5"]}]}
+    request = _request(new_status={"observation": {"metrics": []}, "metricHistory": history})
+    assert authorizing.authorize(request, TRUSTED, _cluster()).allowed
+
+
 def test_token_without_a_pod_is_refused() -> None:
     verdict = authorizing.authorize(_request(pod=None), TRUSTED, _cluster())
     assert not verdict.allowed and verdict.code == 403

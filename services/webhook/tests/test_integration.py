@@ -69,10 +69,31 @@ def test_invalid_experiment_is_refused_with_the_message(cluster: Any, registered
     assert result.returncode != 0
     assert "denied the request" in result.stderr
     assert "spec.parallelTrialCount: 9 is greater than spec.maxTrialCount 4" in result.stderr
-    assert "failed to find suggestion config for algorithm enas" in result.stderr
+    assert "spec.nasConfig: required by algorithm enas" in result.stderr
     assert (
         cluster.kubectl("get", "experiment", "bad", "-n", registered, check=False).returncode != 0
     )
+
+
+def test_katib_nas_example_is_admitted_and_a_bad_setting_refused_with_upstreams_message(
+    cluster: Any, registered: str
+) -> None:
+    from kubetune_testkit.examples import examples
+
+    doc = next(d for name, d in examples("Experiment") if name.startswith("katib-enas-cpu:"))
+    doc["metadata"]["namespace"] = registered
+    doc["spec"]["algorithm"]["algorithmSettings"] = [
+        {"name": "controller_train_steps", "value": "0"}
+    ]
+    result = _apply(cluster, doc)
+    assert result.returncode != 0
+    assert (
+        "spec.algorithm.algorithmSettings: Algorithm Setting controller_train_steps: 0 with int "
+        "type must be in range [1, inf)" in result.stderr
+    )
+    del doc["spec"]["algorithm"]["algorithmSettings"]
+    result = _apply(cluster, doc)
+    assert result.returncode == 0, result.stderr
 
 
 def test_valid_experiment_is_stored_with_its_defaults(

@@ -137,8 +137,8 @@ CASES: list[tuple[str, dict[str, Any], str | None]] = [
     ),
     (
         "algorithm-unknown",
-        _with("spec.algorithm.algorithmName", "enas"),
-        "failed to find suggestion config for algorithm enas; use one of: random",
+        _with("spec.algorithm.algorithmName", "hyperopt"),
+        "failed to find suggestion config for algorithm hyperopt; use one of: random",
     ),
     (
         "algorithm-settings-bad",
@@ -151,9 +151,95 @@ CASES: list[tuple[str, dict[str, Any], str | None]] = [
         "algorithm setting nope: unknown",
     ),
     (
-        "early-stopping-unconfigured",
+        "early-stopping-medianstop-needs-no-config",
         _with("spec.earlyStopping", {"algorithmName": "medianstop"}),
-        "spec.earlyStopping.algorithmName: failed to find early stopping config",
+        None,
+    ),
+    (
+        "early-stopping-unknown",
+        _with("spec.earlyStopping", {"algorithmName": "meanstop"}),
+        "spec.earlyStopping.algorithmName: 'meanstop' is unknown; use one of medianstop",
+    ),
+    (
+        "early-stopping-min-trials-zero",
+        _with(
+            "spec.earlyStopping",
+            {
+                "algorithmName": "medianstop",
+                "algorithmSettings": [{"name": "min_trials_required", "value": "0"}],
+            },
+        ),
+        "spec.earlyStopping.algorithmSettings: algorithm setting min_trials_required: '0' is "
+        "out of range; set it to an integer > 0",
+    ),
+    (
+        "early-stopping-start-step-zero",
+        _with(
+            "spec.earlyStopping",
+            {
+                "algorithmName": "medianstop",
+                "algorithmSettings": [{"name": "start_step", "value": "0"}],
+            },
+        ),
+        "spec.earlyStopping.algorithmSettings: algorithm setting start_step: '0' is out of "
+        "range; set it to an integer >= 1",
+    ),
+    (
+        "early-stopping-start-step-text",
+        _with(
+            "spec.earlyStopping",
+            {
+                "algorithmName": "medianstop",
+                "algorithmSettings": [{"name": "start_step", "value": "two"}],
+            },
+        ),
+        "spec.earlyStopping.algorithmSettings: algorithm setting start_step: 'two' is not an "
+        "integer",
+    ),
+    (
+        "early-stopping-setting-unknown",
+        _with(
+            "spec.earlyStopping",
+            {
+                "algorithmName": "medianstop",
+                "algorithmSettings": [{"name": "n_warmup_steps", "value": "2"}],
+            },
+        ),
+        "spec.earlyStopping.algorithmSettings: setting n_warmup_steps is unknown for "
+        "medianstop; known settings: min_trials_required, start_step",
+    ),
+    (
+        "early-stopping-percentile-out-of-range",
+        _with(
+            "spec.earlyStopping",
+            {
+                "algorithmName": "optuna-percentile",
+                "algorithmSettings": [{"name": "percentile", "value": "101"}],
+            },
+        ),
+        "algorithm setting percentile: '101' is out of range; set it to a number in [0, 100]",
+    ),
+    (
+        "early-stopping-halving-reduction-factor-1",
+        _with(
+            "spec.earlyStopping",
+            {
+                "algorithmName": "optuna-successive-halving",
+                "algorithmSettings": [{"name": "reduction_factor", "value": "1"}],
+            },
+        ),
+        "algorithm setting reduction_factor: '1' is out of range; set it to an integer >= 2",
+    ),
+    (
+        "early-stopping-optuna-median-ok",
+        _with(
+            "spec.earlyStopping",
+            {
+                "algorithmName": "optuna-median",
+                "algorithmSettings": [{"name": "n_warmup_steps", "value": "2"}],
+            },
+        ),
+        None,
     ),
     (
         "early-stopping-name-empty",
@@ -1019,7 +1105,15 @@ UPSTREAM_REFUSES_TOO = {
 }
 
 
-@pytest.mark.parametrize("name", ["katib-hyperband.yaml", "katib-simple-pbt.yaml"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "katib-hyperband.yaml",
+        "katib-simple-pbt.yaml",
+        "katib-darts-cpu.yaml",
+        "katib-enas-cpu.yaml",
+    ],
+)
 def test_katib_algorithm_examples_are_admitted_unchanged(name: str) -> None:
     doc = _katib_example(name)
     problems = validating.validate_spec(
@@ -1068,3 +1162,55 @@ def test_pbt_needs_from_volume_at_admission() -> None:
         "spec.resumePolicy: algorithm pbt shares each trial's checkpoint through the "
         "suggestion's volume, which only FromVolume creates; set resumePolicy: FromVolume"
     ]
+
+
+@pytest.mark.parametrize(
+    ("stem", "path", "value", "expected"),
+    [
+        (
+            "katib-enas-cpu.yaml",
+            "spec.nasConfig.graphConfig.inputSizes",
+            None,
+            "spec.nasConfig: Missing InputSizes in GraphConfig:\nnum_layers: 1\noutput_sizes: 10\n",
+        ),
+        (
+            "katib-enas-cpu.yaml",
+            "spec.algorithm.algorithmSettings",
+            [{"name": "controller_learning_rate", "value": "2"}],
+            "spec.algorithm.algorithmSettings: Algorithm Setting controller_learning_rate: 2.0 "
+            "with float type must be in range (0.0, 1.0]",
+        ),
+        (
+            "katib-darts-cpu.yaml",
+            "spec.nasConfig.operations.0.operationType",
+            None,
+            "spec.nasConfig: Missing operationType in Operation:\nparameter_specs {\n"
+            '  parameters {\n    name: "filter_size"\n    parameter_type: CATEGORICAL\n'
+            '    feasible_space {\n      list: "3"\n    }\n  }\n}\n',
+        ),
+        (
+            "katib-darts-cpu.yaml",
+            "spec.algorithm.algorithmSettings.0.value",
+            "0",
+            "spec.algorithm.algorithmSettings: num_epochs should be greater than zero",
+        ),
+        (
+            "katib-darts-cpu.yaml",
+            "spec.algorithm.algorithmName",
+            "random",
+            "spec.nasConfig: algorithm random does not use nasConfig (only darts, enas do); use "
+            "algorithmName darts or enas, or replace nasConfig with parameters",
+        ),
+    ],
+)
+def test_nas_problems_are_refused_with_upstreams_message(
+    stem: str, path: str, value: Any, expected: str
+) -> None:
+    """What upstream's darts/enas service would fail the Suggestion with, refused at admission."""
+    doc = _with(path, value, _katib_example(stem))
+    problems = validating.validate_spec(
+        validating.load(doc)[0],  # type: ignore[arg-type]
+        CONFIG,
+        lambda ns, key, name: "",
+    )
+    assert expected in problems and all("nasConfig" not in p for p in problems if p != expected)

@@ -21,6 +21,10 @@ for Katib.
 `truncation_threshold` ([0, 1]) are required, `resample_probability` ([0, 1]) is optional.
 `suggestion_trial_dir` becomes a mountPath in every trial pod, so it must be absolute.
 
+`darts` and `enas` (NAS, `kubetune.nas`): upstream's own checks and messages, word for word
+(darts accepts any name; enas refuses unknown ones); `parse` gives their values as text, over
+upstream's defaults, since each service converts them its own way.
+
 Algorithm-owned status entries: the algorithm writes `status.algorithmSettings` of the Suggestion;
 `SEARCH_EXHAUSTED` there (value "true") says the search space has no new points left (grid), so
 the experiment-controller ends the Experiment (reason `ExperimentSuggestionEndReached`) instead of
@@ -33,6 +37,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from kubetune import nas
 from kubetune.api.common import AlgorithmSetting
 from kubetune.api.experiment import Distribution, ParameterSpec, ParameterType
 
@@ -196,6 +201,8 @@ SETTINGS: dict[str, tuple[Setting, ...]] = {
         ),
         _RANDOM_STATE,
     ),
+    "darts": tuple(Setting(k, str, v) for k, v in nas.DARTS_DEFAULTS.items()),
+    "enas": tuple(Setting(k, str, v) for k, v in nas.ENAS_DEFAULTS.items()),
 }
 ALGORITHMS = tuple(SETTINGS)
 
@@ -366,6 +373,8 @@ def validate(
         return [
             f"algorithm {algorithm_name!r} is unknown; use one of {', '.join(ALGORITHMS)}",
         ]
+    if algorithm_name in nas.ALGORITHMS:
+        return nas.validate_settings(algorithm_name, settings)
     table = _lookup(algorithm_name)
     problems: list[str] = []
     seen: dict[str, str] = {}
@@ -460,6 +469,10 @@ def parse(
     problems = validate(algorithm_name, settings, parameters)
     if problems:
         raise SettingsError(problems)
+    if algorithm_name in nas.ALGORITHMS:
+        texts: dict[str, Value] = {s.name: s.default for s in SETTINGS[algorithm_name]}
+        texts.update({s.name: str(s.value) for s in settings or () if s.name not in STATUS_ONLY})
+        return texts
     table = _lookup(algorithm_name)
     values: dict[str, Value] = {s.name: s.default for s in SETTINGS[algorithm_name]}
     for item in settings or ():

@@ -40,6 +40,8 @@ ALGORITHMS = (
     "bayesianoptimization",
     "hyperband",
     "pbt",
+    "darts",
+    "enas",
 )
 COLLECTOR_KINDS = ("StdOut", "File", "TensorFlowEvent", "PrometheusMetric")
 DEFAULT_TRIAL_RESOURCES = (

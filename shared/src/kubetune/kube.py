@@ -152,10 +152,16 @@ CUSTOM_RESOURCE_DEFINITIONS = Resource(
 
 
 def connect(
-    kubeconfig: str | None = None, context: str | None = None
+    kubeconfig: str | None = None, context: str | None = None, *, pool_size: int | None = None
 ) -> kubernetes.client.ApiClient:
-    """A client from the kubeconfig given, else `$KUBECONFIG`/`~/.kube/config`, else in-cluster."""
+    """A client from the kubeconfig given, else `$KUBECONFIG`/`~/.kube/config`, else in-cluster.
+
+    `pool_size`: connections kept open to the API server, at least the number of threads that
+    call it at once (beyond the pool each call opens and drops a TLS connection).
+    """
     configuration = kubernetes.client.Configuration()
+    if pool_size is not None:
+        configuration.connection_pool_maxsize = pool_size
     if kubeconfig:
         kubernetes.config.load_kube_config(kubeconfig, context, configuration)  # type: ignore[no-untyped-call]
     else:
@@ -224,9 +230,17 @@ class Kube:
         return json.loads(data) if data else {}
 
     def get(
-        self, res: Resource, name: str, namespace: str | None = None, *, timeout: float = 30
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        timeout: float = 30,
+        subresource: str = "",
     ) -> Obj:
-        result: Obj = self._call("GET", res.path(namespace, name), timeout=timeout)
+        """The object; with `subresource` (e.g. "status") read through it, which RBAC grants
+        apart (a trial pod may read its Trial only through trials/status)."""
+        result: Obj = self._call("GET", res.path(namespace, name, subresource), timeout=timeout)
         return result
 
     def get_or_none(

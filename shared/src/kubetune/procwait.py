@@ -259,7 +259,9 @@ def sh_register(log_dir: str = DEFAULT_LOG_DIR) -> str:
 
 def sh_record_end(log_dir: str = DEFAULT_LOG_DIR) -> str:
     """POSIX sh that records the end of the command that ran just before it, then exits with
-    that command's status. Must follow the command directly (it reads ``$?``)."""
+    that command's status, or 0 when the collector marked it early-stopped (as upstream's
+    wrapper: the job must neither fail nor be retried for a stop). Must follow the command
+    directly (it reads ``$?``)."""
     d = shlex.quote(log_dir)
     return (
         "katib_rc=$?; "
@@ -267,7 +269,7 @@ def sh_record_end(log_dir: str = DEFAULT_LOG_DIR) -> str:
         'elif [ $katib_rc -gt 128 ]; then katib_s="signal $((katib_rc - 128))"; '
         'else katib_s="exit $katib_rc"; fi; '
         f'if [ "$(head -n 1 {d}/$$.pid 2>/dev/null)" = {EARLY_STOPPED} ]; '
-        f"then katib_s={EARLY_STOPPED}; fi; "
+        f"then katib_s={EARLY_STOPPED}; katib_rc=0; fi; "
         f"printf '%s\\n' \"$katib_s\" > {d}/.$$.pid.tmp && mv -f {d}/.$$.pid.tmp {d}/$$.pid; "
         "exit $katib_rc"
     )

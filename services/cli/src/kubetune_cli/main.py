@@ -1,4 +1,4 @@
-"""`kubetune`: run, get, best, logs and plot, against the cluster of the current kubeconfig."""
+"""`kubetune`: run, get, best, logs, plot and metrics, against the current kubeconfig's cluster."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from typing import Any
 
 import yaml
 
-from kubetune import api, errors
+from kubetune import api, errors, metrichistory
 from kubetune.api.experiment import Experiment
 from kubetune.api.trial import Trial
 from kubetune.kube import EXPERIMENTS, PODS, TRIALS, Kube, connect
 from kubetune_cli import tables
-from kubetune_cli.plotting import plot
+from kubetune_cli.plotting import plot, plot_history
 from kubetune_cli.reading import (
     UserError,
     best,
@@ -206,6 +206,42 @@ def cmd_logs(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_metrics(args: argparse.Namespace) -> int:
+    """A trial's metric history (status.metricHistory) as a table by step, or JSON; a plot."""
+    kube = _kube(args)
+    namespace = _namespace(args)
+    obj = kube.get_or_none(TRIALS, args.trial, namespace)
+    if obj is None:
+        raise UserError(f"no trial {args.trial!r} in namespace {namespace!r}")
+    status = obj.get("status") or {}
+    history = metrichistory.read(status)
+    if args.metric:
+        if args.metric not in history:
+            known = ", ".join(sorted(history)) or "none"
+            raise UserError(
+                f"trial {args.trial} has no history of metric {args.metric!r} (it has: {known})"
+            )
+        history = {args.metric: history[args.metric]}
+    if not history:
+        raise UserError(
+            f"trial {args.trial} has no metric history yet (nothing reported, or it ran "
+            "before kubetune kept histories)"
+        )
+    if args.output == "json":
+        print(json.dumps({name: [list(p) for p in points] for name, points in history.items()}))
+    else:
+        counts = ", ".join(
+            f"{name} {len(points)} of {metrichistory.reports(status, name)} reports kept"
+            for name, points in history.items()
+        )
+        print(f"trial {namespace}/{args.trial}: {counts}")
+        print(tables.history_table(history))
+    if args.plot:
+        plot_history(history, f"{namespace}/{args.trial}", Path(args.plot))
+        print(f"wrote {args.plot}")
+    return 0
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     kube = _kube(args)
     namespace = _namespace(args)
@@ -251,6 +287,12 @@ def parser() -> argparse.ArgumentParser:
     plot_cmd.add_argument("experiment")
     plot_cmd.add_argument("-o", "--output", required=True)
     plot_cmd.set_defaults(func=cmd_plot)
+    metrics = sub.add_parser("metrics", help="the metric history of a trial (table, JSON, plot)")
+    metrics.add_argument("trial")
+    metrics.add_argument("--metric", help="one metric only (default: all)")
+    metrics.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    metrics.add_argument("--plot", metavar="FILE.png", help="also plot each metric by step")
+    metrics.set_defaults(func=cmd_metrics)
     return root
 
 

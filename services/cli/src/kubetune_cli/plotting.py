@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from kubetune.api.common import ObjectiveSpec
-from kubetune.observations import better
+from kubetune.observations import better, parse_number
 from kubetune_cli.reading import TrialRow, UserError
 
 
@@ -18,6 +19,38 @@ def best_so_far(objective: ObjectiveSpec, values: Sequence[float | None]) -> lis
             incumbent = value
         out.append(incumbent)
     return out
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise UserError("plotting needs matplotlib: pip install 'kubetune-cli[plot]'") from e
+    return plt
+
+
+def plot_history(
+    history: Mapping[str, Sequence[tuple[int, str, str]]], title: str, path: Path
+) -> None:
+    """Each metric's kept values by step (one axis per metric: their scales differ)."""
+    plt = _pyplot()
+    figure, axes = plt.subplots(
+        len(history), 1, figsize=(8, 2.6 * len(history) + 0.6), squeeze=False, sharex=True
+    )
+    for ax, (name, points) in zip(axes[:, 0], history.items(), strict=True):
+        numeric = [(step, parse_number(value)) for step, value, _ in points]
+        kept = [(step, v) for step, v in numeric if v is not None]
+        ax.plot([p[0] for p in kept], [p[1] for p in kept], marker=".", markersize=3)
+        ax.set_ylabel(name)
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("step (report index)")
+    axes[0, 0].set_title(title)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
 
 
 def plot(rows: Sequence[TrialRow], objective: ObjectiveSpec, title: str, path: Path) -> None:

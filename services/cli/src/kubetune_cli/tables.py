@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from kubetune_cli.reading import TrialRow
 
@@ -50,3 +50,19 @@ def sort_rows(rows: Sequence[TrialRow], key: str, descending: bool) -> list[Tria
         return ordered + without
     attribute = {"created": "created", "name": "name", "state": "state"}[key]
     return sorted(rows, key=lambda r: str(getattr(r, attribute)), reverse=descending)
+
+
+def history_table(history: Mapping[str, Sequence[tuple[int, str, str]]]) -> str:
+    """One row per kept step (0-based report index), one column per metric; a metric whose
+    value at that step was thinned away (or never reported) shows `-`."""
+    names = list(history)
+    by_step: dict[int, dict[str, tuple[str, str]]] = {}
+    for name, points in history.items():
+        for step, value, time in points:
+            by_step.setdefault(step, {})[name] = (value, time)
+    rows = []
+    for step in sorted(by_step):
+        cells = by_step[step]
+        time = next(iter(cells.values()))[1]
+        rows.append([str(step), time, *(cells[n][0] if n in cells else "-" for n in names)])
+    return render(["STEP", "TIME", *(n.upper() for n in names)], rows)

@@ -202,7 +202,7 @@ class Collector:
             return
         self._last_report = now
         self.summary.changed = False
-        self.reporter.try_report(self.summary.observation())
+        self.reporter.try_report(self.summary.observation(), self.summary.history.to_wire())
 
     def _stop_training(self) -> None:
         """Every rule fired: mark each running training process early-stopped, then SIGTERM it
@@ -299,7 +299,14 @@ class Collector:
             )
         if self.reporter is not None and observation is not None:
             try:
-                self.reporter.report(observation, self.settings.report_timeout)
+                self.reporter.report(
+                    observation, self.settings.report_timeout, self.summary.history.to_wire()
+                )
+                if self.early_stopped:
+                    # After the final report, as upstream: the Trial is complete once marked,
+                    # and its observation is then already the full one.
+                    self.reporter.mark_early_stopped(self.settings.report_timeout)
+                    wait_message = f"early stopped; {wait_message}"
             except reporting.ReportError as e:
                 message = f"{wait_message}; {e}" if wait_message else str(e)
                 code = ExitCode.REPORT_FAILED if code is ExitCode.OK else code

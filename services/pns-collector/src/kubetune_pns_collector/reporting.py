@@ -1,5 +1,7 @@
 """Write an `Observation` to the Trial: a merge patch of `status.observation` only, on the
-status subresource (DESIGN, "Who writes what": the trial-controller owns the conditions).
+status subresource (DESIGN, "Who writes what": the trial-controller owns the conditions), and,
+after an early stop, the `EarlyStopped` condition: the one condition the collector may add
+(DESIGN's documented exception, as upstream's early-stopping service does).
 
 Intermediate reports are best effort (one attempt, rate-limited by the caller); the final one
 retries with exponential backoff until its deadline. A missing Trial (NotFound) or a patch the
@@ -14,21 +16,31 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kubetune import errors
+from kubetune import conditions, errors, metrichistory
 from kubetune.api.common import Observation
 from kubetune.clock import SYSTEM, Clock
+from kubetune.conditions import TrialCondition, TrialReason
 from kubetune.kube import TRIALS, Kube
 
 log = logging.getLogger(__name__)
+
+
+EARLY_STOPPED_MESSAGE = "Trial is early stopped"
 
 
 class ReportError(Exception):
     """The observation could not be written; the message says why and how often we tried."""
 
 
-def observation_patch(observation: Observation) -> dict[str, Any]:
-    """The merge patch: `metrics` is a list, so it replaces the previous one whole."""
-    return {"status": {"observation": observation.to_wire()}}
+def observation_patch(
+    observation: Observation, history: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The merge patch: `metrics` is a list, so it replaces the previous one whole; so does
+    the history's (`status.metricHistory.metrics`, bounded by kubetune.metrichistory)."""
+    status: dict[str, Any] = {"observation": observation.to_wire()}
+    if history is not None:
+        status[metrichistory.FIELD] = history
+    return {"status": status}
 
 
 class Reporter:
@@ -50,22 +62,31 @@ class Reporter:
         self.sleep = sleep
         self.reports = 0
 
-    def _patch(self, observation: Observation) -> None:
+    def _patch(self, observation: Observation, history: dict[str, Any] | None = None) -> None:
         self.kube.patch(
-            TRIALS, self.trial, observation_patch(observation), self.namespace, subresource="status"
+            TRIALS,
+            self.trial,
+            observation_patch(observation, history),
+            self.namespace,
+            subresource="status",
         )
         self.reports += 1
 
-    def try_report(self, observation: Observation) -> bool:
+    def try_report(self, observation: Observation, history: dict[str, Any] | None = None) -> bool:
         """One attempt; False (logged) on any error."""
         try:
-            self._patch(observation)
+            self._patch(observation, history)
         except Exception as e:  # noqa: BLE001 - an intermediate report must not stop collection
             log.warning("intermediate report to trial %s failed: %s", self.trial, e)
             return False
         return True
 
-    def report(self, observation: Observation, timeout: float = 60.0) -> None:
+    def report(
+        self,
+        observation: Observation,
+        timeout: float = 60.0,
+        history: dict[str, Any] | None = None,
+    ) -> None:
         """Write it, retrying with backoff (0.1 s doubling to 5 s) for up to `timeout` seconds.
 
         Raises:
@@ -77,7 +98,7 @@ class Reporter:
         while True:
             attempt += 1
             try:
-                self._patch(observation)
+                self._patch(observation, history)
                 return
             except (errors.NotFound, errors.Invalid) as e:
                 raise ReportError(
@@ -91,5 +112,75 @@ class Reporter:
                         f"after {attempt} attempts in {timeout:g}s: {e}"
                     ) from e
                 log.warning("report attempt %d failed (%s); retrying in %.1fs", attempt, e, delay)
+                self.sleep(min(delay, left))
+                delay = min(delay * 2, 5.0)
+
+    def mark_early_stopped(self, timeout: float = 60.0) -> bool:
+        """Append `EarlyStopped` (True, `TrialEarlyStopped`) to the Trial's conditions, leaving
+        every other condition as it is (Running too, as upstream); False when it was there.
+
+        A read-modify-write with the read's resourceVersion (a Conflict re-reads), so a
+        condition the trial-controller wrote meanwhile is never lost.
+
+        Raises:
+            ReportError: not written (terminal answer, or still failing at the deadline).
+        """
+        deadline = self.clock.monotonic() + timeout
+        delay = 0.1
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                trial = self.kube.get(TRIALS, self.trial, self.namespace, subresource="status")
+                raw = list((trial.get("status") or {}).get("conditions") or [])
+                if any(
+                    isinstance(c, dict)
+                    and c.get("type") == TrialCondition.EARLY_STOPPED
+                    and c.get("status") == conditions.TRUE
+                    for c in raw
+                ):
+                    return False
+                now = conditions.rfc3339_now()
+                # The others exactly as read (the authorizing webhook compares them).
+                updated = [
+                    c
+                    for c in raw
+                    if not (isinstance(c, dict) and c.get("type") == TrialCondition.EARLY_STOPPED)
+                ]
+                updated.append(
+                    {
+                        "type": TrialCondition.EARLY_STOPPED.value,
+                        "status": conditions.TRUE,
+                        "reason": TrialReason.EARLY_STOPPED.value,
+                        "message": EARLY_STOPPED_MESSAGE,
+                        "lastUpdateTime": now,
+                        "lastTransitionTime": now,
+                    }
+                )
+                patch = {
+                    "metadata": {"resourceVersion": trial["metadata"]["resourceVersion"]},
+                    "status": {"conditions": updated},
+                }
+                self.kube.patch(TRIALS, self.trial, patch, self.namespace, subresource="status")
+                return True
+            except errors.Conflict:
+                if self.clock.monotonic() < deadline:
+                    continue
+                raise ReportError(
+                    f"cannot mark trial {self.namespace}/{self.trial} early stopped: it kept "
+                    f"changing for {timeout:g}s"
+                ) from None
+            except (errors.NotFound, errors.Invalid) as e:
+                raise ReportError(
+                    f"cannot mark trial {self.namespace}/{self.trial} early stopped: {e}"
+                ) from e
+            except Exception as e:
+                left = deadline - self.clock.monotonic()
+                if left <= 0:
+                    raise ReportError(
+                        f"cannot mark trial {self.namespace}/{self.trial} early stopped after "
+                        f"{attempt} attempts in {timeout:g}s: {e}"
+                    ) from e
+                log.warning("EarlyStopped attempt %d failed (%s); retrying", attempt, e)
                 self.sleep(min(delay, left))
                 delay = min(delay * 2, 5.0)

@@ -4,8 +4,8 @@
 cannot be kept, so per metric this keeps only the values summarise would pick (the first
 minimum, the first maximum, the latest by timestamp, later wins ties) and hands those to it,
 which gives the same answer. Beside that, a bounded log of the most recent values per metric
-(for early stopping); the Trial's `status.observation` has no field for it, so it is never
-reported.
+(for early stopping), and the Trial's bounded metric history (`kubetune.metrichistory`,
+reported with the observation as `status.metricHistory`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from kubetune import observations
+from kubetune import metrichistory, observations
 from kubetune.api.common import ObjectiveSpec, Observation
 from kubetune.observations import MetricLog
 from kubetune_pns_collector import parsing
@@ -42,6 +42,7 @@ class RunningSummary:
         self.names = frozenset(observations.strategies(objective))
         self._picks = {n: _Picks(recent=deque(maxlen=max(1, history))) for n in self.names}
         self.changed = False
+        self.history = metrichistory.History()
 
     def count(self, name: str) -> int:
         picks = self._picks.get(name)
@@ -59,6 +60,7 @@ class RunningSummary:
         seq = picks.count
         picks.count += 1
         picks.recent.append((value, timestamp))
+        self.history.append(name, value, metrichistory.rfc3339(timestamp))
         self.changed = True
         entry = MetricLog(name, value, timestamp)
         number = observations.parse_number(value)
@@ -97,6 +99,7 @@ class RunningSummary:
         picks.count += len(values)
         maxlen = picks.recent.maxlen or 1
         picks.recent.extend((v, timestamp) for v in values[-maxlen:])
+        self.history.extend(name, values, metrichistory.rfc3339(timestamp))
         self.changed = True
 
     def add_runs(self, runs: Iterable[tuple[str, float, list[str]]]) -> None:

@@ -4,7 +4,7 @@
 `hyperband.Hyperband` and `pbt.Pbt` keep no state of their own (the Suggestion's status and the
 Trials are their state; pbt keeps the trials' checkpoints under the data directory). Every
 implementation has `catch_up(assignments, outcomes)`, `next_assignments(start, count)` and
-`exhausted`.
+`exhausted`. `nasalgorithms` runs darts and enas (`nasConfig` instead of parameters).
 """
 
 from __future__ import annotations
@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Protocol
 
 from kubetune.algorithmsettings import Value
-from kubetune.api.experiment import ParameterSpec
+from kubetune.api.experiment import NasConfig, ParameterSpec
 from kubetune.api.suggestion import TrialAssignment
-from kubetune_suggestion_algorithm import hyperband, pbt, studying
+from kubetune_suggestion_algorithm import hyperband, nasalgorithms, pbt, studying
 
 STATELESS = ("hyperband", "pbt")
 """Algorithms whose state is entirely in the cluster: no study, no volume needed."""
+NAS = ("darts", "enas")
+"""Algorithms searching `nasConfig` (no parameters)."""
 
 
 class Algorithm(Protocol):
@@ -48,7 +50,14 @@ def build(
     maximize: bool,
     data_dir: Path | None,
     study_name: str,
+    nas_config: NasConfig | None = None,
 ) -> Algorithm:
+    if algorithm in NAS:
+        config = nas_config or NasConfig()
+        if algorithm == "darts":
+            return nasalgorithms.Darts(settings, config, experiment)
+        state = None if data_dir is None else data_dir / f"enas.{study_name}.npz"
+        return nasalgorithms.Enas(settings, config, experiment, maximize, uid_seed(uid), state)
     seed = settings.get("random_state")
     if algorithm == "hyperband":
         return hyperband.Hyperband(

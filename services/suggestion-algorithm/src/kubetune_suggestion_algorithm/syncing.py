@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubetune import algorithmsettings, conditions, errors, events, naming, observations
+from kubetune import algorithmsettings, conditions, errors, events, naming, nas, observations
 from kubetune.algorithmsettings import Value
 from kubetune.api.common import AlgorithmSetting, ObjectiveType
 from kubetune.api.experiment import Experiment
@@ -44,7 +44,7 @@ from kubetune.api.suggestion import Suggestion, TrialAssignment
 from kubetune.api.trial import Trial
 from kubetune.conditions import SuggestionCondition, TrialState
 from kubetune.kube import EXPERIMENTS, SUGGESTIONS, Kube, Obj
-from kubetune_suggestion_algorithm import algorithms, studying
+from kubetune_suggestion_algorithm import algorithms, stoppingrules, studying
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +166,7 @@ class Syncer:
                 algorithm,
                 settings,
                 [p.to_wire() for p in experiment.spec.parameters or []],
+                experiment.spec.nas_config.to_wire() if experiment.spec.nas_config else None,
             ],
             sort_keys=True,
             default=str,
@@ -181,6 +182,7 @@ class Syncer:
                 maximize=objective is not None and objective.type == ObjectiveType.MAXIMIZE,
                 data_dir=self.data_dir,
                 study_name=f"{self.namespace}.{self.name}.{experiment.metadata.uid}",
+                nas_config=experiment.spec.nas_config,
             )
             self.search_key = key
         return self.search
@@ -212,6 +214,9 @@ class Syncer:
         problems = algorithmsettings.validate(
             algorithm, settings_list, parameters, experiment.spec.parallel_trial_count
         )
+        problems[:0] = [
+            p.message for p in nas.validate_config(algorithm, experiment.spec.nas_config)
+        ]
         if problems:
             problem = "; ".join(problems)
             if problem != self.last_problem:
@@ -224,7 +229,8 @@ class Syncer:
 
         outcomes: dict[str, studying.Outcome] = {}
         trials: dict[str, Trial] = {}
-        for obj in trial_objects:
+        raw_trials = list(trial_objects)
+        for obj in raw_trials:
             trial = Trial.model_validate(obj)
             if not trial.metadata.name:
                 continue
@@ -242,6 +248,8 @@ class Syncer:
 
         requests = suggestion.spec.requests or 0
         new = search.next_assignments(len(assignments), requests - len(assignments))
+        if new:
+            new = self.with_rules(new, experiment, raw_trials)
         current_settings = status.algorithm_settings if status else None
         settings_out = status_settings(current_settings, search.exhausted)
         if not new and [s.to_wire() for s in settings_out] == [
@@ -303,6 +311,37 @@ class Syncer:
         if new:
             log.info("assigned %s", ", ".join(a.name for a in new))
         return True
+
+    def with_rules(
+        self, new: list[TrialAssignment], experiment: Experiment, trials: Sequence[Obj]
+    ) -> list[TrialAssignment]:
+        """The new assignments with the early-stopping rules of this moment (none without
+        `spec.earlyStopping`, or while too few Trials succeeded); upstream attaches the same
+        rules to every assignment of one request."""
+        spec = experiment.spec.early_stopping
+        objective = experiment.spec.objective
+        if spec is None or objective is None or not objective.objective_metric_name:
+            return new
+        try:
+            rules = stoppingrules.compute(
+                spec,
+                trials,
+                objective.objective_metric_name,
+                objective.type or ObjectiveType.UNKNOWN,
+            )
+        except ValueError as e:
+            log.error("early stopping: %s; the new trials get no rules", e)
+            return new
+        if not rules:
+            return new
+        log.info(
+            "early-stopping rules for %d new trial(s): %s",
+            len(new),
+            ", ".join(
+                f"{r.name} {r.comparison.value} {r.value} from step {r.start_step}" for r in rules
+            ),
+        )
+        return [a.model_copy(update={"early_stopping_rules": rules}) for a in new]
 
     def too_large(self, experiment: Obj, size: int, why: str) -> None:
         """Say on the Experiment (a Warning Event, once per cause) why no more Trials come."""

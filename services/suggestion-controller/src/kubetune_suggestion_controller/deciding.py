@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubetune import algorithmsettings, conditions
+from kubetune import algorithmsettings, conditions, nas
 from kubetune.api.base import Condition
 from kubetune.api.experiment import Experiment, ResumePolicy
 from kubetune.api.suggestion import Suggestion
@@ -188,6 +188,10 @@ def problems_of(
         experiment.spec.parameters if experiment else None,
         experiment.spec.parallel_trial_count if experiment else None,
     )
+    if experiment is not None:  # upstream's NAS services check nasConfig here too
+        problems[:0] = [
+            p.message for p in nas.validate_config(algorithm, experiment.spec.nas_config)
+        ]
     try:
         config.suggestion(algorithm)
     except ConfigError as e:

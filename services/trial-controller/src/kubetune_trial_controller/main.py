@@ -13,7 +13,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from kubetune import config, flags
+from kubetune import config, flags, metrichistory
 from kubetune.kube import EVENTS, TRIALS
 from kubetune.runtime import Controller, running
 from kubetune_trial_controller import kinds, reconciling, refusals
@@ -70,7 +70,9 @@ def build(args: argparse.Namespace) -> Controller:
     reconciler = reconciling.TrialReconciler(allowed, metrics_timeout=float(args.metrics_timeout))
     namespace = args.watch_namespace or None
     controller = Controller(SERVICE, reconciler.reconcile, namespace=namespace)
-    controller.watch(TRIALS, namespace=namespace)
+    # The metric history (up to 64 KiB a Trial) is the collector's; this controller never
+    # reads it, so its cache does not hold it.
+    controller.watch(TRIALS, namespace=namespace, transform=metrichistory.without_history)
     refused = refusals.event_keys(k.kind for k in allowed)
     for reason in refusals.REASONS:
         controller.watch(EVENTS, refused, namespace=namespace, field_selector=f"reason={reason}")

@@ -11,7 +11,8 @@ is not one of kubetune's trusted writers (its controllers) is admitted only when
 1. the token names a pod, the pod exists with that uid, and the pod's owner chain
    (Pod -> Job -> Trial, through any job kind) reaches this Trial (by uid). The label the pod
    webhook sets is not used: the creator of a pod chooses its labels.
-2. the write changes `status.observation` and the `EarlyStopped` condition only (DESIGN, "Who
+2. the write changes `status.observation`, `status.metricHistory` (the collector's bounded
+   history, issue 15) and the `EarlyStopped` condition only (DESIGN, "Who
    writes what"): conditions, times and the rest belong to the trial-controller.
 
 Every other requester (people, controllers of other namespaces) is left to RBAC. A lookup that
@@ -35,7 +36,7 @@ POD_UID = "authentication.kubernetes.io/pod-uid"
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 TRIAL_GROUP = "kubeflow.org"
 EARLY_STOPPED = "EarlyStopped"
-POD_MAY_CHANGE = ("observation",)
+POD_MAY_CHANGE = ("observation", "metricHistory")
 MAX_OWNER_DEPTH = 8
 DEFAULT_TRUSTED = ("kubetune-trial-controller", "kubetune-experiment-controller")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import yaml
 from pydantic import ValidationError
 
-from kubetune import algorithmsettings, errors, jobstatus, kube, naming
+from kubetune import algorithmsettings, earlystopping, errors, jobstatus, kube, naming, nas
 from kubetune.api.common import CollectorKind, FileFormat, FileSystemKind, MetricsCollectorSpec
 from kubetune.api.errors import describe
 from kubetune.api.experiment import (
@@ -319,18 +319,13 @@ def validate_algorithm(spec: ExperimentSpec, config: KatibConfig) -> list[str]:
     early = spec.early_stopping
     if early is not None:
         if not early.algorithm_name:
-            problems.append("spec.earlyStopping.algorithmName: required; e.g. medianstop")
+            problems.append(
+                "spec.earlyStopping.algorithmName: required; use one of "
+                + ", ".join(earlystopping.ALGORITHMS)
+            )
         else:
-            try:
-                config.early_stopping(early.algorithm_name)
-            except ConfigError as e:
-                known = ", ".join(
-                    s.algorithm_name for s in config.runtime.early_stoppings if s.image
-                )
-                problems.append(
-                    f"spec.earlyStopping.algorithmName: {e}; use one of: "
-                    f"{known or '(none configured; add an earlyStoppings entry to katib-config)'}"
-                )
+            # kubetune computes these rules itself (suggestion-algorithm): no katib-config entry.
+            problems += earlystopping.validate(early.algorithm_name, early.algorithm_settings)
     return problems
 
 
@@ -347,7 +342,8 @@ def validate_algorithm_settings(spec: ExperimentSpec) -> list[str]:
     except Exception:
         log.exception("kubetune.algorithmsettings.validate failed for %s", name)
         return []
-    out = [f"spec.algorithm.algorithmSettings: {p}" for p in problems]
+    out = [f"spec.{p.field}: {p.message}" for p in nas.validate_config(name, spec.nas_config)]
+    out += [f"spec.algorithm.algorithmSettings: {p}" for p in problems]
     policy = spec.resume_policy.value if spec.resume_policy is not None else ""
     if name == "pbt" and policy != "FromVolume":
         out.append(

@@ -30,12 +30,29 @@ class TrialSpec(WireModel):
     labels: dict[str, str] | None = None
 
 
+class MetricHistorySeries(WireModel):
+    """One metric's kept values (kubetune.metrichistory decides which): parallel lists."""
+
+    name: str
+    reports: int | None = None
+    steps: list[int] | None = None
+    values: list[str] | None = None
+    times: list[str] | None = None
+
+
+class MetricHistory(WireModel):
+    """kubetune's addition to Katib's Trial status: the bounded history of every metric."""
+
+    metrics: list[MetricHistorySeries] | None = None
+
+
 class TrialStatus(WireModel):
     start_time: str | None = None
     completion_time: str | None = None
     last_reconcile_time: str | None = None
     conditions: list[Condition] | None = None
     observation: Observation | None = None
+    metric_history: MetricHistory | None = None
 
 
 class Trial(WireModel):

@@ -23,8 +23,9 @@ instead (status only). Pods reach the API server through ``KUBERNETES_SERVICE_HO
 = the kubeconfig's server address, with a TokenRequest token bound to the pod.
 
 Limits, on purpose: no cgroups (resources are only scheduled, never enforced); one port
-space for all pods (two pods listening on the same port collide); no exec, attach or
-port-forward; mountPaths missing on the host are created there as empty directories (or
-empty files for file subPaths) to serve as mount points; a volume mounted over a
+space for all pods (two pods listening on the same port collide); ``exec`` without stdin
+or TTY only (what Argo's controller uses to stop sidecars), no attach or port-forward;
+mountPaths missing on the host are created there as empty directories (or empty files for
+file subPaths) to serve as mount points; a volume mounted over a
 directory that holds the agent's venv hides it from that container.
 """

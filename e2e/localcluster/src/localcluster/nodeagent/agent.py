@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -56,7 +57,11 @@ class Agent:
         self.kubelet: KubeletServer | None = None
         if self.claimed_ip and not args.no_kubelet_server:
             self.kubelet = KubeletServer(
-                self.state_dir, self.claimed_ip, self.node_name, self.container_running
+                self.state_dir,
+                self.claimed_ip,
+                self.node_name,
+                self.container_running,
+                self.start_exec,
             )
         self.image_map = ImageMap.load(args.image_map)
         self.service_env = service_env(self.kube.server_host, self.kube.server_port)
@@ -104,6 +109,17 @@ class Agent:
             w.ns == ns and w.pod_name == pod and w.is_alive() and w.container_running(container)
             for w in workers
         )
+
+    def start_exec(
+        self, ns: str, pod: str, container: str, cmd: list[str]
+    ) -> subprocess.Popen[bytes] | None:
+        """For ``kubectl exec``: the command started in that container, if it runs here."""
+        with self.lock:
+            workers = list(self.workers.values())
+        for w in workers:
+            if w.ns == ns and w.pod_name == pod and w.is_alive():
+                return w.start_exec(container, cmd)
+        return None
 
     # lifecycle
     def reap_leftovers(self) -> None:

@@ -1,7 +1,8 @@
-"""The kubelet's HTTPS endpoint, only for logs: ``kubectl logs`` goes apiserver -> here.
+"""The kubelet's HTTPS endpoint: ``kubectl logs`` and ``exec`` go apiserver -> here.
 
 Serves ``GET /containerLogs/<ns>/<pod>/<container>`` with ``previous``, ``tailLines``,
-``limitBytes`` and ``follow`` from the agent's log files, plus ``/healthz``. It listens on
+``limitBytes`` and ``follow`` from the agent's log files, ``/exec/<ns>/<pod>/<container>``
+(an upgrade to SPDY, see ``spdy``), plus ``/healthz``. It listens on
 the node's pod address (a secondary address on lo) with a self-signed certificate; the
 API server does not verify kubelet certificates unless told to.
 """
@@ -14,6 +15,7 @@ import ipaddress
 import logging
 import os
 import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +26,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+
+from . import spdy
 
 log = logging.getLogger(__name__)
 
@@ -80,14 +84,28 @@ def log_files(state_dir: str, ns: str, pod: str, container: str) -> list[str]:
     return sorted(files, key=lambda f: int(os.path.basename(f).split(".")[0]))
 
 
+# Starts a command in a running container (ns, pod, container, argv), or None if not running.
+ExecStarter = Callable[[str, str, str, list[str]], "subprocess.Popen[bytes] | None"]
+
+
+def _flag(q: dict[str, list[str]], name: str) -> bool:
+    return (q.get(name) or ["false"])[-1].lower() in ("1", "true")
+
+
 class KubeletServer:
     """A ThreadingHTTPServer in a daemon thread."""
 
     def __init__(
-        self, state_dir: str, ip: str, node_name: str, is_running: Callable[[str, str, str], bool]
+        self,
+        state_dir: str,
+        ip: str,
+        node_name: str,
+        is_running: Callable[[str, str, str], bool],
+        start_exec: ExecStarter | None = None,
     ) -> None:
         self.state_dir = state_dir
         self.is_running = is_running
+        self.start_exec = start_exec
         crt, key = self_signed(os.path.join(state_dir, "pki"), ip, node_name)
         server = self
 
@@ -95,7 +113,10 @@ class KubeletServer:
             def log_message(self, fmt: str, *args: object) -> None:  # noqa: N802, RUF100
                 log.debug("kubelet endpoint: " + fmt, *args)
 
-            def do_GET(self) -> None:
+            def do_GET(self) -> None:  # noqa: N802, RUF100
+                server.handle(self)
+
+            def do_POST(self) -> None:  # noqa: N802, RUF100
                 server.handle(self)
 
         self.httpd = ThreadingHTTPServer((ip, 0), Handler)
@@ -123,6 +144,9 @@ class KubeletServer:
         parts = [unquote(p) for p in url.path.strip("/").split("/")]
         if parts == ["healthz"]:
             self._reply(req, 200, b"ok")
+            return
+        if parts[0] == "exec" and len(parts) in (4, 5):
+            self._exec(req, parts[1], parts[2], parts[-1], parse_qs(url.query))
             return
         if len(parts) != 4 or parts[0] != "containerLogs":
             self._reply(req, 404, b"not found")
@@ -171,6 +195,40 @@ class KubeletServer:
                 if not self.is_running(ns, pod, container):
                     idle_after_stop += 1
                 time.sleep(0.2)
+
+    def _exec(
+        self,
+        req: BaseHTTPRequestHandler,
+        ns: str,
+        pod: str,
+        container: str,
+        q: dict[str, list[str]],
+    ) -> None:
+        """Upgrade to SPDY and run the command in the container (remotecommand v4)."""
+        if self.start_exec is None or req.headers.get("Upgrade", "").upper() != spdy.UPGRADE:
+            self._reply(req, 400, b"exec needs an upgrade to SPDY/3.1")
+            return
+        protocol = spdy.negotiate(req.headers.get_all("X-Stream-Protocol-Version") or [])
+        if protocol is None:
+            self._reply(req, 403, f"exec: the client must offer {spdy.PROTOCOL}".encode())
+            return
+        request = spdy.ExecRequest(
+            command=q.get("command", []),
+            stdin=_flag(q, "input") or _flag(q, "stdin"),
+            stdout=_flag(q, "output") or _flag(q, "stdout"),
+            stderr=_flag(q, "error") or _flag(q, "stderr"),
+            tty=_flag(q, "tty"),
+        )
+        req.send_response(101)
+        req.send_header("Connection", "Upgrade")
+        req.send_header("Upgrade", spdy.UPGRADE)
+        req.send_header("X-Stream-Protocol-Version", protocol)
+        req.end_headers()
+        req.wfile.flush()
+        req.close_connection = True
+        start_exec = self.start_exec
+        conn = spdy.Connection(sock=req.connection, reader=req.rfile)
+        spdy.ExecSession(conn, request).serve(lambda argv: start_exec(ns, pod, container, argv))
 
     @staticmethod
     def _reply(req: BaseHTTPRequestHandler, code: int, body: bytes) -> None:

@@ -556,14 +556,35 @@ class PodWorker(threading.Thread):
         except OSError:
             return ""
 
+    @staticmethod
+    def _entering(run: Run, cmd: list[str]) -> list[str] | None:
+        """argv that runs cmd inside the container's namespaces and root, with its env."""
+        proc = run.proc
+        pid = proc.main_pid() if proc else None
+        if pid is None or not cmd:
+            return None
+        return ["nsenter", "-t", str(pid), "--pid", "--mount", "--root", "--wd", "--", *cmd]
+
+    def start_exec(self, container: str, cmd: list[str]) -> subprocess.Popen[bytes] | None:
+        """``kubectl exec``: the command started in a running container, output piped."""
+        for run in self._all_runs():
+            if run.spec["name"] == container and (argv := self._entering(run, cmd)):
+                return subprocess.Popen(
+                    argv,
+                    env=run.env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                )
+        return None
+
     def _exec_in(self, run: Run) -> Any:
         def runner(cmd: list[str], timeout: float) -> int:
-            proc = run.proc
-            pid = proc.main_pid() if proc else None
-            if pid is None or not cmd:
+            argv = self._entering(run, cmd)
+            if argv is None:
                 return 1
             res = subprocess.run(
-                ["nsenter", "-t", str(pid), "--pid", "--mount", "--root", "--wd", "--", *cmd],
+                argv,
                 env=run.env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,

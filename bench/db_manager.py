@@ -1,0 +1,161 @@
+"""db-manager figures: ReportObservationLog throughput, and latency at a fixed rate.
+
+In a fresh namespace, `--trials` Trials (Push collector) are created; the real `db-manager`
+process (services/db-manager) serves them. Then:
+
+1. Throughput: `--clients` threads report as fast as answers come (closed loop), one metric
+   log per request, spread over the Trials, for `--seconds`: reports/s acknowledged.
+2. Latency at `--rate` reports/s (default 200, open loop: requests are sent on schedule
+   whatever the answers do, from a pool large enough not to queue): p50, p99, max, errors.
+
+    python bench/db_manager.py --kubeconfig $KUBECONFIG [--trials 20] [--rate 200]
+        [--seconds 20] [--clients 16]
+
+Needs kubetune's CRDs installed and `db-manager` on PATH or beside this Python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+from kubeflow.katib import katib_api_pb2 as pb
+from kubeflow.katib import katib_api_pb2_grpc as pb_grpc
+
+from kubetune.kube import NAMESPACES, TRIALS, Kube, connect
+from kubetune_testkit import builders
+from kubetune_testkit.processes import console_script, free_port
+
+
+def request(trial: str, value: float) -> object:
+    return pb.ReportObservationLogRequest(
+        trial_name=trial,
+        observation_log=pb.ObservationLog(
+            metric_logs=[
+                pb.MetricLog(
+                    time_stamp=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    metric=pb.Metric(name="loss", value=f"{value:.6f}"),
+                )
+            ]
+        ),
+    )
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def throughput(
+    stub: pb_grpc.DBManagerStub, trials: list[str], clients: int, seconds: float
+) -> None:
+    done = [0] * clients
+    failed = [0] * clients
+    stop = time.monotonic() + seconds
+
+    def client(index: int) -> None:
+        i = 0
+        while time.monotonic() < stop:
+            trial = trials[(index + i * clients) % len(trials)]
+            try:
+                stub.ReportObservationLog(request(trial, i / 1000), timeout=30)
+                done[index] += 1
+            except grpc.RpcError:
+                failed[index] += 1
+            i += 1
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - started
+    print(
+        f"throughput: {sum(done) / elapsed:7.1f} reports/s acknowledged "
+        f"({clients} clients, {len(trials)} trials, {elapsed:.0f} s, {sum(failed)} errors)",
+        flush=True,
+    )
+
+
+def at_rate(stub: pb_grpc.DBManagerStub, trials: list[str], rate: float, seconds: float) -> None:
+    latencies: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+
+    def one(i: int) -> None:
+        started = time.monotonic()
+        try:
+            stub.ReportObservationLog(request(trials[i % len(trials)], i / 1000), timeout=30)
+            with lock:
+                latencies.append(time.monotonic() - started)
+        except grpc.RpcError as e:
+            with lock:
+                errors.append(str(e.code()))
+
+    total = int(rate * seconds)
+    begin = time.monotonic()
+    with ThreadPoolExecutor(max_workers=max(8, int(rate))) as pool:
+        for i in range(total):
+            due = begin + i / rate
+            delay = due - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            pool.submit(one, i)
+    if not latencies:
+        print(f"at {rate:g} reports/s: every request failed ({errors[:3]})")
+        return
+    ms = [x * 1000 for x in latencies]
+    print(
+        f"at {rate:g} reports/s for {seconds:g} s over {len(trials)} trials: "
+        f"p50 {statistics.median(ms):.1f} ms  p99 {percentile(ms, 0.99):.1f} ms  "
+        f"max {max(ms):.1f} ms  errors {len(errors)} of {total}",
+        flush=True,
+    )
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
+    p.add_argument("--trials", type=int, default=20)
+    p.add_argument("--rate", type=float, default=200.0)
+    p.add_argument("--seconds", type=float, default=20.0)
+    p.add_argument("--clients", type=int, default=16)
+    args = p.parse_args()
+    kube = Kube(connect(args.kubeconfig))
+    namespace = f"bench-dbm-{uuid.uuid4().hex[:6]}"
+    kube.create(NAMESPACES, {"metadata": {"name": namespace}})
+    process = None
+    try:
+        trials = [f"t{i}" for i in range(args.trials)]
+        for name in trials:
+            kube.create(TRIALS, builders.trial(name, collector="Push"), namespace)
+        port = free_port()
+        argv = [console_script("db-manager"), "--address", f"127.0.0.1:{port}"]
+        argv += ["--namespace", namespace, "--probe-port", "0", "--log-level", "warning"]
+        if args.kubeconfig:
+            argv += ["--kubeconfig", args.kubeconfig]
+        process = subprocess.Popen(argv)
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        grpc.channel_ready_future(channel).result(timeout=600)  # the SDK import is slow
+        stub = pb_grpc.DBManagerStub(channel)
+        throughput(stub, trials, args.clients, args.seconds)
+        at_rate(stub, trials, args.rate, args.seconds)
+    finally:
+        if process is not None:
+            process.terminate()
+            process.wait(30)
+        kube.delete(NAMESPACES, namespace)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""`db-manager`: serve Katib's DBManager gRPC API (ReportObservationLog, GetObservationLog,
+DeleteObservationLog) from Trial objects, so Katib's SDK (`report_metrics`,
+`KatibClient.get_trial_metrics`) works and nobody runs a database.
+
+Probes: /healthz and /readyz (ready once the gRPC port is bound), /metrics (RPCs by method
+and gRPC code, their latency). Exit codes: 0 after SIGTERM/SIGINT (in-flight RPCs finish
+first, within `--grace`); 2 bad flags or the port cannot be bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+
+from kubetune import flags, logs
+from kubetune.flags import EnvDefault
+from kubetune.runtime.serving import serve_probes
+
+log = logging.getLogger("db-manager")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="db-manager",
+        description="Katib's gRPC DBManager API on top of Trial objects (no database).",
+    )
+    flags.add_connection_flags(p)
+    flags.add_probe_flags(p)
+
+    def flag(name: str, **kw: object) -> None:
+        env = "KUBETUNE_" + name.upper().replace("-", "_")
+        p.add_argument(f"--{name}", action=EnvDefault, env=env, **kw)  # type: ignore[arg-type]
+
+    flag("address", default="0.0.0.0:6789", help="listen address (Katib's port: 6789)")
+    flag("namespace", default=None, help="serve the Trials of this namespace only (default: all)")
+    flag("max-message-bytes", type=int, default=4 * 1024 * 1024, help="largest gRPC message")
+    flag("max-concurrent-rpcs", type=int, default=64, help="RPCs in progress")
+    flag("workers", type=int, default=16, help="threads serving RPCs")
+    flag("max-deadline", type=float, default=30.0, help="seconds an RPC may take")
+    flag("grace", type=float, default=10.0, help="seconds in-flight RPCs get at shutdown")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logs.configure(args.log_format, args.log_level)
+    for name in ("max_message_bytes", "max_concurrent_rpcs", "workers", "max_deadline"):
+        if getattr(args, name) <= 0:
+            log.error("--%s must be positive, got %s", name.replace("_", "-"), getattr(args, name))
+            return 2
+    # Probes first: importing the Kubernetes client and Katib's SDK takes seconds (minutes on
+    # a loaded node), and a liveness probe must not kill the process meanwhile.
+    serving_now = threading.Event()
+    probes = serve_probes(
+        args.probe_address, args.probe_port, healthy=lambda: True, ready=serving_now.is_set
+    )
+    from kubetune.kube import Kube, connect  # slow imports: after the probes are up
+    from kubetune_db_manager import serving, storing
+
+    limits = serving.Limits(
+        args.max_message_bytes, args.max_concurrent_rpcs, args.workers, args.max_deadline
+    )
+    # One API connection per worker: each RPC makes one or two API calls.
+    kube = Kube(connect(args.kubeconfig, pool_size=args.workers))
+    store = storing.Store(kube, args.namespace or None)
+    try:
+        server, port = serving.server(store, args.address, limits)
+    except (OSError, RuntimeError) as e:
+        log.error("cannot listen on %s: %s", args.address, e)
+        probes.shutdown()
+        return 2
+    serving_now.set()
+    stop = threading.Event()
+
+    def _stop(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    log.info(
+        "serving Katib's DBManager on port %d (trials in %s)",
+        port,
+        args.namespace or "all namespaces",
+    )
+    stop.wait()
+    server.stop(args.grace).wait()
+    probes.shutdown()
+    log.info("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,271 @@
+"""db-manager as shipped (its console script) against a real API server, called by a real gRPC
+client with the message types of the `kubeflow-katib` package."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import grpc
+import pytest
+from kubeflow.katib import katib_api_pb2 as pb
+from kubeflow.katib import katib_api_pb2_grpc as pb_grpc
+
+from kubetune import metrichistory
+from kubetune.kube import NAMESPACES, TRIALS, Kube
+from kubetune_testkit import builders
+from kubetune_testkit.processes import ServiceProcess, free_port
+from kubetune_testkit.waiting import wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("crds")]
+
+T0 = "2026-12-01T15:00:00Z"
+
+
+class Server:
+    """One db-manager process and a stub talking to it."""
+
+    def __init__(self, process: ServiceProcess, port: int) -> None:
+        self.process = process
+        self.port = port
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        self.stub = pb_grpc.DBManagerStub(self.channel)
+
+    def ready(self) -> None:
+        """Serving (importing Katib's SDK takes seconds; minutes on a loaded machine)."""
+        future = grpc.channel_ready_future(self.channel)
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                future.result(timeout=2)
+                return
+            except grpc.FutureTimeoutError:
+                assert self.process.alive(), self.process.logs()
+                assert time.monotonic() < deadline, "db-manager did not serve in 300 s"
+
+
+@pytest.fixture
+def start(
+    cluster: Any, namespace: str, services: Callable[..., ServiceProcess]
+) -> Iterator[Callable[..., Server]]:
+    made: list[Server] = []
+
+    def run(*extra: str) -> Server:
+        port = free_port()
+        process = services(
+            "db-manager",
+            "--kubeconfig",
+            cluster.kubeconfig,
+            "--address",
+            f"127.0.0.1:{port}",
+            "--namespace",
+            namespace,
+            "--probe-port",
+            "0",
+            *extra,
+        ).start()
+        server = Server(process, port)
+        server.ready()
+        made.append(server)
+        return server
+
+    yield run
+    for server in made:
+        server.channel.close()
+
+
+def trial(kube: Kube, namespace: str, name: str = "t1") -> None:
+    objective = builders.objective("loss", "minimize", additional=["accuracy"])
+    kube.create(TRIALS, builders.trial(name, objective_spec=objective, collector="Push"), namespace)
+
+
+def report(
+    stub: Any, trial_name: str, *metrics: tuple[str, str], time: str = T0, timeout: float = 30
+) -> None:
+    stub.ReportObservationLog(
+        pb.ReportObservationLogRequest(
+            trial_name=trial_name,
+            observation_log=pb.ObservationLog(
+                metric_logs=[
+                    pb.MetricLog(time_stamp=time, metric=pb.Metric(name=n, value=v))
+                    for n, v in metrics
+                ]
+            ),
+        ),
+        timeout=timeout,
+    )
+
+
+def test_reports_go_into_the_trial_and_read_back(
+    kube: Kube, namespace: str, start: Callable[..., Server]
+) -> None:
+    trial(kube, namespace)
+    stub = start().stub
+    report(stub, "t1", ("loss", "0.9"), ("accuracy", "0.1"), time=T0)
+    report(stub, "t1", ("loss", "0.4"), ("accuracy", "0.5"), time="2026-12-01T15:00:01Z")
+    report(stub, "t1", ("loss", "0.6"), ("accuracy", "0.3"), time="2026-12-01T15:00:02Z")
+
+    status = kube.get(TRIALS, "t1", namespace)["status"]
+    assert status["observation"] == {
+        "metrics": [
+            {"name": "loss", "min": "0.4", "max": "0.9", "latest": "0.6"},
+            {"name": "accuracy", "min": "0.1", "max": "0.5", "latest": "0.3"},
+        ]
+    }
+    assert [v for _, v, _ in metrichistory.read(status)["loss"]] == ["0.9", "0.4", "0.6"]
+
+    reply = stub.GetObservationLog(pb.GetObservationLogRequest(trial_name="t1"), timeout=30)
+    rows = [
+        (m.time_stamp, m.metric.name, m.metric.value) for m in reply.observation_log.metric_logs
+    ]
+    assert rows == [
+        (T0, "loss", "0.9"),
+        (T0, "accuracy", "0.1"),
+        ("2026-12-01T15:00:01Z", "loss", "0.4"),
+        ("2026-12-01T15:00:01Z", "accuracy", "0.5"),
+        ("2026-12-01T15:00:02Z", "loss", "0.6"),
+        ("2026-12-01T15:00:02Z", "accuracy", "0.3"),
+    ]
+    only = stub.GetObservationLog(
+        pb.GetObservationLogRequest(
+            trial_name="t1", metric_name="loss", start_time="2026-12-01T15:00:01Z"
+        ),
+        timeout=30,
+    )
+    assert [m.metric.value for m in only.observation_log.metric_logs] == ["0.4", "0.6"]
+
+    stub.DeleteObservationLog(pb.DeleteObservationLogRequest(trial_name="t1"), timeout=30)
+    status = kube.get(TRIALS, "t1", namespace)["status"]
+    assert metrichistory.FIELD not in status
+    assert status["observation"]["metrics"][0]["latest"] == "0.6"  # the result stays
+
+
+def test_unknown_trial_and_bad_values_are_errors_that_name_them(
+    kube: Kube, namespace: str, start: Callable[..., Server]
+) -> None:
+    trial(kube, namespace)
+    stub = start().stub
+    with pytest.raises(grpc.RpcError) as missing:
+        report(stub, "no-such-trial", ("loss", "0.5"))
+    assert missing.value.code() == grpc.StatusCode.NOT_FOUND
+    assert "no-such-trial" in str(missing.value.details())
+    with pytest.raises(grpc.RpcError) as missing_get:
+        stub.GetObservationLog(pb.GetObservationLogRequest(trial_name="nope"), timeout=30)
+    assert missing_get.value.code() == grpc.StatusCode.NOT_FOUND
+
+    with pytest.raises(grpc.RpcError) as bad:
+        report(stub, "t1", ("loss", "0.5"), ("accuracy", "high"))
+    assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    details = str(bad.value.details())
+    assert "'high'" in details and "'accuracy'" in details and "metric_logs[1]" in details
+    with pytest.raises(grpc.RpcError) as bad_time:
+        report(stub, "t1", ("loss", "0.5"), time="yesterday")
+    assert bad_time.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "time_stamp" in str(bad_time.value.details())
+    with pytest.raises(grpc.RpcError) as bad_name:
+        report(stub, "../etc", ("loss", "0.5"))
+    assert bad_name.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    # A refused report writes nothing, not even its valid part.
+    assert metrichistory.FIELD not in (kube.get(TRIALS, "t1", namespace).get("status") or {})
+
+
+def test_two_replicas_reporting_at_once_lose_nothing(
+    kube: Kube, namespace: str, start: Callable[..., Server]
+) -> None:
+    trial(kube, namespace)
+    stubs = [start().stub, start().stub]
+    errors: list[BaseException] = []
+
+    def push(worker: int) -> None:
+        try:
+            for i in range(10):
+                report(stubs[worker % 2], "t1", ("loss", f"{worker}.{i}"))
+        except BaseException as e:  # noqa: BLE001 - collected for the assertion
+            errors.append(e)
+
+    threads = [threading.Thread(target=push, args=(w,)) for w in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    status = kube.get(TRIALS, "t1", namespace)["status"]
+    assert metrichistory.reports(status, "loss") == 60
+    values = sorted(v for _, v, _ in metrichistory.read(status)["loss"])
+    assert values == sorted(f"{w}.{i}" for w in range(6) for i in range(10))
+
+
+def test_killed_mid_stream_loses_no_acknowledged_value(
+    kube: Kube, namespace: str, start: Callable[..., Server]
+) -> None:
+    """SIGKILL while a client streams reports: every value answered OK is in the Trial."""
+    trial(kube, namespace)
+    server = start()
+    acknowledged: list[str] = []
+    failed = threading.Event()
+
+    def stream() -> None:
+        for i in range(1_000):
+            value = f"0.{i:04d}"
+            try:
+                report(server.stub, "t1", ("loss", value), timeout=5)
+            except grpc.RpcError:
+                failed.set()
+                return
+            acknowledged.append(value)
+
+    client = threading.Thread(target=stream)
+    client.start()
+    wait_for("some acknowledged reports", lambda: len(acknowledged) >= 20)
+    server.process.kill()
+    client.join(60)
+    assert failed.is_set(), "the stream did not notice the kill"
+    assert 20 <= len(acknowledged) < 1_000
+    status = kube.get(TRIALS, "t1", namespace)["status"]
+    kept = {v for _, v, _ in metrichistory.read(status)["loss"]}
+    reported = metrichistory.reports(status, "loss")
+    # The first 100 are always kept, so each acknowledged one (fewer than 100 here, or the
+    # count covers them) is there; at most the one in flight was written without an answer.
+    assert reported in (len(acknowledged), len(acknowledged) + 1)
+    assert set(acknowledged[:100]) <= kept
+
+
+def test_bad_limits_are_refused(services: Callable[..., ServiceProcess]) -> None:
+    process = services("db-manager", "--max-concurrent-rpcs", "0").start()
+    assert process.popen.wait(30) == 2
+    assert "--max-concurrent-rpcs must be positive" in process.output()
+
+
+def test_a_name_in_two_namespaces_is_ambiguous_without_namespace(
+    cluster: Any, kube: Kube, namespace: str, services: Callable[..., ServiceProcess]
+) -> None:
+    """Katib's API names no namespace: db-manager serving all of them says which collide."""
+    other = f"{namespace[:50]}-other"
+    kube.create(NAMESPACES, {"metadata": {"name": other}})
+    try:
+        name = f"dup-{namespace[-6:]}"
+        trial(kube, namespace, name)
+        trial(kube, other, name)
+        port = free_port()
+        process = services(
+            "db-manager",
+            "--kubeconfig",
+            cluster.kubeconfig,
+            "--address",
+            f"127.0.0.1:{port}",
+            "--probe-port",
+            "0",
+        ).start()
+        server = Server(process, port)
+        server.ready()
+        with pytest.raises(grpc.RpcError) as ambiguous:
+            report(server.stub, name, ("loss", "0.5"))
+        assert ambiguous.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert f"namespaces {min(namespace, other)}, {max(namespace, other)}" in str(
+            ambiguous.value.details()
+        )
+        server.channel.close()
+    finally:
+        kube.delete(NAMESPACES, other)

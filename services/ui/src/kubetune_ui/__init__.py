@@ -1,0 +1,1 @@
+"""kubetune-ui: the web UI (a Starlette app reading the Kubernetes API)."""

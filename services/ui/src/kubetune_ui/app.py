@@ -1,0 +1,282 @@
+"""The web application: three pages, their JSON, live change streams, and the writes.
+
+Pages are static HTML + one script (static/); the script fetches `/api/...` JSON and redraws
+when the page's server-sent event stream (`/api/events`) says something it shows has changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import (
+    FileResponse,
+    JSONResponse,
+    PlainTextResponse,
+    Response,
+    StreamingResponse,
+)
+from starlette.routing import Route
+
+from kubetune import errors, naming
+from kubetune.kube import PODS, Kube
+from kubetune_ui import views
+from kubetune_ui.cache import Cluster
+from kubetune_ui.writing import Refused, Writer
+
+STATIC = Path(__file__).with_name("static")
+WRITE_HEADER = "X-Kubetune-UI"
+"""Writes must carry it: a custom header a cross-site form or image cannot send (CSRF)."""
+KEEPALIVE = 15.0
+TRIAL_POD_SELECTORS = (
+    "katib.kubeflow.org/trial={}",
+    "batch.kubernetes.io/job-name={}",
+    "training.kubeflow.org/job-name={}",
+    "workflows.argoproj.io/workflow={}",
+)
+
+
+def plotly_js() -> Path:
+    """plotly.js as the `plotly` package ships it (found without importing the package)."""
+    spec = importlib.util.find_spec("plotly")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the plotly package is not installed: pip install kubetune-ui")
+    return Path(next(iter(spec.submodule_search_locations))) / "package_data" / "plotly.min.js"
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"message": message}, status_code=status)
+
+
+def build(cluster: Cluster, kube: Kube, writer: Writer) -> Starlette:
+    """The app: reads come from `cluster`'s caches, logs from `kube`, writes go through
+    `writer`."""
+    chart_js = plotly_js()
+    pages: dict[tuple[str, str], tuple[tuple[str, int], bytes]] = {}
+    """The last experiment page JSON per experiment, while neither it nor a trial changed."""
+
+    async def page(request: Request) -> Response:
+        name = request.scope["endpoint_page"]
+        return FileResponse(STATIC / name, headers={"Cache-Control": "no-cache"})
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["file"]
+        path = chart_js if name == "plotly.min.js" else STATIC / name
+        if "/" in name or not path.is_file():
+            return PlainTextResponse("not found", status_code=404)
+        return FileResponse(path, headers={"Cache-Control": "max-age=3600"})
+
+    async def experiments(request: Request) -> Response:
+        rows = [views.experiment_summary(e) for e in cluster.experiments.values()]
+        rows.sort(key=lambda r: (r["namespace"], r["name"]))
+        return JSONResponse({"experiments": rows, "writes": writer.mode.value})
+
+    async def experiment(request: Request) -> Response:
+        ns, name = request.path_params["namespace"], request.path_params["name"]
+        obj = cluster.experiments.get(ns, name)
+        if obj is None:
+            pages.pop((ns, name), None)
+            return _error(404, f"no experiment {name!r} in namespace {ns!r}")
+        version = (str(obj["metadata"].get("resourceVersion")), cluster.trials_version(ns, name))
+        cached = pages.get((ns, name))
+        if cached is None or cached[0] != version:
+            data = views.experiment_page(obj, cluster.trials_of(ns, name))
+            body = json.dumps(data, separators=(",", ":")).encode()
+            cached = pages[(ns, name)] = (version, body)
+        return Response(cached[1], media_type="application/json")
+
+    async def trial(request: Request) -> Response:
+        ns, name = request.path_params["namespace"], request.path_params["name"]
+        obj = cluster.trials.get(ns, name)
+        if obj is None:
+            return _error(404, f"no trial {name!r} in namespace {ns!r}")
+        return JSONResponse(views.trial_page(obj, _experiment_of(obj)))
+
+    async def trial_logs(request: Request) -> Response:
+        ns, name = request.path_params["namespace"], request.path_params["name"]
+        obj = cluster.trials.get(ns, name)
+        if obj is None:
+            return _error(404, f"no trial {name!r} in namespace {ns!r}")
+        text = await asyncio.to_thread(_logs, kube, obj)
+        return PlainTextResponse(text)
+
+    async def events(request: Request) -> Response:
+        topics = request.query_params.getlist("topic")
+        expanded = list(topics)
+        for topic in topics:
+            kind, _, rest = topic.partition("/")
+            if kind == "experiment":
+                ns, _, name = rest.partition("/")
+                expanded.append(f"experiment-label/{ns}/{naming.label_value(name)}")
+        return StreamingResponse(
+            _stream(cluster, expanded, request),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    async def create(request: Request) -> Response:
+        try:
+            user = writer.user_of(request.headers)
+            _check_write(request)
+            form = await request.json()
+            body = _parse_experiment(str(form.get("yaml", "")))
+            ns = str(form.get("namespace") or body["metadata"].get("namespace") or "default")
+            body["metadata"]["namespace"] = ns
+            made = await asyncio.to_thread(writer.create, user, body, ns)
+        except Refused as e:
+            return _error(e.status, e.message)
+        except errors.ApiError as e:
+            return _error(e.status or 500, e.message)
+        meta = made.get("metadata") or {}
+        return JSONResponse({"namespace": meta.get("namespace"), "name": meta.get("name")}, 201)
+
+    async def delete(request: Request) -> Response:
+        ns, name = request.path_params["namespace"], request.path_params["name"]
+        try:
+            user = writer.user_of(request.headers)
+            _check_write(request)
+            await asyncio.to_thread(writer.delete, user, ns, name)
+        except Refused as e:
+            return _error(e.status, e.message)
+        except errors.ApiError as e:
+            return _error(e.status or 500, e.message)
+        return JSONResponse({"deleted": name})
+
+    async def restart(request: Request) -> Response:
+        ns, name = request.path_params["namespace"], request.path_params["name"]
+        try:
+            user = writer.user_of(request.headers)
+            _check_write(request)
+            form = await request.json()
+            count = form.get("maxTrialCount")
+            if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+                raise Refused(400, "maxTrialCount: give a whole number of trials, at least 1")
+            await asyncio.to_thread(writer.set_max_trials, user, ns, name, count)
+        except Refused as e:
+            return _error(e.status, e.message)
+        except errors.ApiError as e:
+            return _error(e.status or 500, e.message)
+        return JSONResponse({"maxTrialCount": count})
+
+    async def healthz(request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    async def readyz(request: Request) -> Response:
+        ready = cluster.experiments.synced.is_set() and cluster.trials.synced.is_set()
+        return PlainTextResponse("ok" if ready else "caches not synced", 200 if ready else 503)
+
+    def page_route(path: str, file: str) -> Route:
+        async def handler(request: Request) -> Response:
+            request.scope["endpoint_page"] = file
+            return await page(request)
+
+        return Route(path, handler)
+
+    routes = [
+        page_route("/", "index.html"),
+        page_route("/experiments/{namespace}/{name}", "experiment.html"),
+        page_route("/trials/{namespace}/{name}", "trial.html"),
+        Route("/static/{file}", static),
+        Route("/api/experiments", experiments),
+        Route("/api/experiments", create, methods=["POST"]),
+        Route("/api/experiments/{namespace}/{name}", experiment),
+        Route("/api/experiments/{namespace}/{name}", delete, methods=["DELETE"]),
+        Route("/api/experiments/{namespace}/{name}/max-trials", restart, methods=["POST"]),
+        Route("/api/trials/{namespace}/{name}", trial),
+        Route("/api/trials/{namespace}/{name}/logs", trial_logs),
+        Route("/api/events", events),
+        Route("/healthz", healthz),
+        Route("/readyz", readyz),
+    ]
+    return Starlette(routes=routes)
+
+
+def _check_write(request: Request) -> None:
+    if request.headers.get(WRITE_HEADER) != "1":
+        raise Refused(403, f"writes need the {WRITE_HEADER}: 1 header (sent by the UI's page)")
+
+
+def _parse_experiment(text: str) -> dict[str, Any]:
+    """The pasted YAML (or JSON) as one Experiment; a clear error otherwise."""
+    try:
+        body = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise Refused(400, f"the YAML does not parse: {e}") from e
+    if not isinstance(body, dict):
+        raise Refused(400, "paste one Experiment: a YAML mapping with apiVersion, kind, metadata")
+    if body.get("kind") != "Experiment":
+        raise Refused(400, f"kind: {body.get('kind')!r} is not Experiment: set kind: Experiment")
+    if not isinstance(body.get("metadata"), dict):
+        raise Refused(400, "metadata: missing; set metadata.name")
+    return body
+
+
+def _experiment_of(trial: dict[str, Any]) -> str:
+    """The owning Experiment's name; else the experiment label (the name, unless shortened)."""
+    meta = trial.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("kind") == "Experiment":
+            return str(ref.get("name"))
+    return str((meta.get("labels") or {}).get(naming.LABEL_EXPERIMENT) or "")
+
+
+def _logs(kube: Kube, trial: dict[str, Any]) -> str:
+    """The primary container's log of each of the trial's pods (the newest lines)."""
+    meta = trial.get("metadata") or {}
+    ns, name = meta.get("namespace", ""), meta.get("name", "")
+    container = (trial.get("spec") or {}).get("primaryContainerName")
+    pods: list[dict[str, Any]] = []
+    try:
+        for selector in TRIAL_POD_SELECTORS:
+            pods = kube.list_all(PODS, ns, label_selector=selector.format(name))
+            if pods:
+                break
+    except errors.ApiError as e:
+        return f"(cannot list the trial's pods: {e.message})"
+    if not pods:
+        return "(no pods: not started yet, or deleted after the trial ended)"
+    parts = []
+    for pod in pods:
+        pod_name = pod["metadata"]["name"]
+        names = [c["name"] for c in pod["spec"]["containers"]]
+        chosen = container if container in names else names[0]
+        try:
+            text = kube.pod_log(pod_name, ns, container=chosen, tail_lines=2000)
+        except errors.ApiError as e:
+            text = f"(no log: {e.message})"
+        parts.append(f"==> {pod_name}/{chosen} <==\n{text}")
+    return "\n".join(parts)
+
+
+async def _stream(cluster: Cluster, topics: list[str], request: Request) -> AsyncIterator[str]:
+    """`change` events for the topics, coalesced (at most ~3 a second), with keep-alives."""
+    queues = [(t, cluster.hub.subscribe(t)) for t in topics]
+    try:
+        yield "retry: 2000\nevent: hello\ndata: {}\n\n"
+        while True:
+            waits = [asyncio.ensure_future(q.get()) for _, q in queues]
+            done, pending = await asyncio.wait(
+                waits, timeout=KEEPALIVE, return_when=asyncio.FIRST_COMPLETED
+            )
+            for task in pending:
+                task.cancel()
+            if await request.is_disconnected():
+                return
+            if not done:
+                yield ": keep-alive\n\n"
+                continue
+            await asyncio.sleep(0.3)
+            for _, q in queues:
+                while not q.empty():
+                    q.get_nowait()
+            yield f"event: change\ndata: {json.dumps(topics)}\n\n"
+    finally:
+        for topic, q in queues:
+            cluster.hub.unsubscribe(topic, q)

@@ -1,0 +1,84 @@
+"""Fixtures of the UI's tests: the UI as its own process, a headless Chromium, artifacts.
+
+Chromium and its driver are Debian's (`chromium`, `chromium-driver`, installed by tox through
+.ci/install-apt); selenium is pointed at both binaries, so it never downloads a browser.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubetune_testkit.processes import ServiceProcess, free_port
+from kubetune_testkit.waiting import wait_for
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    """Where screenshots go: $KUBETUNE_UI_ARTIFACTS (tox: .tox/ui-artifacts), else a tmp dir."""
+    where = os.environ.get("KUBETUNE_UI_ARTIFACTS") or tempfile.mkdtemp(prefix="kubetune-ui-")
+    path = Path(where)
+    path.mkdir(parents=True, exist_ok=True)
+    print(f"\nUI screenshots: {path}")
+    return path
+
+
+@pytest.fixture
+def start_ui(
+    cluster: Any,
+    crds: None,
+    services: Callable[..., ServiceProcess],
+    request: pytest.FixtureRequest,
+) -> Callable[..., str]:
+    """`start_ui(*flags)`: a `kubetune-ui` process on a free port; returns its base URL. At the
+    end of the test it must exit 0 on SIGTERM, open event streams or not."""
+
+    def start(*flags: str) -> str:
+        port = free_port()
+        proc = services(
+            "kubetune-ui", f"--kubeconfig={cluster.kubeconfig}", f"--port={port}", *flags
+        ).start()
+        wait_for(
+            "the UI to serve",
+            lambda: "serving the UI on" in proc.output() or not proc.alive(),
+            interval=0.2,
+        )
+        assert proc.alive(), proc.logs()
+
+        def stopped() -> None:
+            code = proc.stop(timeout=20)
+            assert code == 0, f"kubetune-ui exited {code} on SIGTERM\n{proc.logs()}"
+
+        request.addfinalizer(stopped)
+        return f"http://127.0.0.1:{port}"
+
+    return start
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """Headless Chromium driven by selenium (one per session: it takes seconds to start)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    for binary in (CHROMIUM, CHROMEDRIVER):
+        if not Path(binary).exists():
+            pytest.fail(f"{binary} is missing: apt-get install chromium chromium-driver")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(flag)
+    options.add_argument("--window-size=1400,1100")
+    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    try:
+        yield driver
+    finally:
+        driver.quit()

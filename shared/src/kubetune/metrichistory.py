@@ -1,0 +1,283 @@
+"""A Trial's metric history in `status.metricHistory`, bounded so the Trial stays small.
+
+Katib keeps every reported value in MySQL; kubetune keeps them in the Trial (no database):
+
+    status:
+      metricHistory:
+        metrics:
+        - name: loss
+          reports: 137            # values reported for this metric in total
+          steps: [0, 1, 2, ...]   # 0-based report index of each kept value, ascending
+          values: ["0.52", ...]   # as reported (strings, like status.observation)
+          times: ["2026-12-01T15:00:00Z", ...]
+
+Thinning: the first `KEEP_FIRST` (100) values of a metric are kept, then every `stride`-th
+value after them (stride 1, 2, 4, ...: doubled for the largest metric whenever the history
+would exceed `MAX_BYTES`), plus always the latest value. Only when even that does not fit
+(hundreds of metrics) is the kept prefix itself halved. The writers (the collector, or
+db-manager for pushed metrics) hold a `History`, `append`/`extend` to it and patch `to_wire()`
+into the Trial; readers call `read(trial_status)`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+MAX_BYTES = 64 * 1024
+"""The bound on `json.dumps(to_wire(), separators=(",", ":"))`, in bytes (UTF-8)."""
+KEEP_FIRST = 100
+MAX_VALUE_CHARS = 128
+"""Longer values are cut (a metric value is a number; a bound keeps one line from filling it)."""
+
+FIELD = "metricHistory"
+
+_SERIES_OVERHEAD = 64  # the keys and brackets of one metric's entry, beside its name
+_OVERHEAD = 16  # {"metrics":[]}
+
+
+def rfc3339(timestamp: float | None = None) -> str:
+    """Seconds precision, UTC, `Z`: the times Kubernetes writes; `None` or 0 means now."""
+    moment = (
+        datetime.now(UTC) if not timestamp else datetime.fromtimestamp(float(timestamp), tz=UTC)
+    )
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _cost(step: int, value: str, time: str) -> int:
+    """Compact-JSON bytes one kept value adds (each of the three list items plus a comma)."""
+    return len(str(step)) + len(json.dumps(value).encode()) + len(json.dumps(time).encode()) + 3
+
+
+@dataclass
+class _Point:
+    step: int
+    value: str
+    time: str
+    cost: int
+
+
+@dataclass
+class Series:
+    """One metric's kept values and the grid that decides which future values are kept."""
+
+    name: str
+    reports: int = 0
+    first: int = KEEP_FIRST
+    stride: int = 1
+    points: list[_Point] = field(default_factory=list)
+    bytes: int = 0
+
+    def on_grid(self, step: int) -> bool:
+        return step < self.first or (step - self.first) % self.stride == 0
+
+    def next_grid(self, step: int) -> int:
+        """The smallest step after `step` that the grid keeps."""
+        nxt = step + 1
+        if nxt <= self.first:
+            return nxt
+        return self.first + math.ceil((nxt - self.first) / self.stride) * self.stride
+
+    def _add(self, step: int, value: str, time: str) -> None:
+        value = value[:MAX_VALUE_CHARS]
+        if self.points and not self.on_grid(self.points[-1].step):
+            self.bytes -= self.points.pop().cost  # an off-grid latest, superseded
+        point = _Point(step, value, time, _cost(step, value, time))
+        self.points.append(point)
+        self.bytes += point.cost
+
+    def _refilter(self) -> None:
+        last = len(self.points) - 1
+        self.points = [p for i, p in enumerate(self.points) if i == last or self.on_grid(p.step)]
+        self.bytes = sum(p.cost for p in self.points)
+
+    def thin(self) -> bool:
+        """Keep fewer values (stride doubled; once the grid past the prefix is empty, the prefix
+        halved). False when nothing more can go (one value left)."""
+        if len(self.points) <= 1:
+            return False
+        before = len(self.points)
+        while len(self.points) == before:
+            if self.first + self.stride < self.reports:
+                self.stride *= 2
+            elif self.first > 1:
+                self.first //= 2
+            else:
+                # Only step 0 and the latest remain possible; drop all but the latest.
+                self.first = 0
+                self.stride = max(self.stride, self.reports + 1) * 2
+            self._refilter()
+            if self.first == 0 and len(self.points) == before:
+                self.points = self.points[-1:]
+                self.bytes = sum(p.cost for p in self.points)
+        return True
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "reports": self.reports,
+            "steps": [p.step for p in self.points],
+            "values": [p.value for p in self.points],
+            "times": [p.time for p in self.points],
+        }
+
+
+class History:
+    """All metrics of one Trial; every append keeps `size() <= MAX_BYTES`."""
+
+    def __init__(self, max_bytes: int = MAX_BYTES, keep_first: int = KEEP_FIRST) -> None:
+        self.max_bytes = max_bytes
+        self.keep_first = keep_first
+        self.series: dict[str, Series] = {}
+
+    def _series(self, name: str) -> Series:
+        found = self.series.get(name)
+        if found is None:
+            found = self.series[name] = Series(name, first=self.keep_first)
+        return found
+
+    def estimate(self) -> int:
+        """An upper bound of the serialized size, kept without serializing."""
+        return _OVERHEAD + sum(
+            s.bytes + _SERIES_OVERHEAD + len(json.dumps(s.name).encode()) + len(str(s.reports))
+            for s in self.series.values()
+        )
+
+    def _fit(self) -> None:
+        while self.estimate() > self.max_bytes:
+            # Thin the biggest metric; a metric with one value left cannot give more.
+            for s in sorted(self.series.values(), key=lambda s: s.bytes, reverse=True):
+                if s.thin():
+                    break
+            else:
+                return
+
+    def append(self, name: str, value: str, time: str | None = None) -> int:
+        """Record one reported value; returns its step (0-based report index)."""
+        s = self._series(name)
+        step = s.reports
+        s.reports += 1
+        s._add(step, value, time or rfc3339())
+        self._fit()
+        return step
+
+    def extend(self, name: str, values: Sequence[str], time: str | None = None) -> None:
+        """Values of one metric sharing one time, in order; touches only those it keeps, so a
+        run of a million values costs what the kept ones cost."""
+        if not values:
+            return
+        s = self._series(name)
+        stamp = time or rfc3339()
+        base = s.reports
+        last = len(values) - 1
+        i = 0
+        while True:
+            s.reports = base + i + 1
+            s._add(base + i, values[i], stamp)
+            self._fit()
+            if i == last:
+                break
+            i = min(s.next_grid(base + i) - base, last)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"metrics": [s.to_wire() for s in self.series.values()]}
+
+    def size(self) -> int:
+        """The exact serialized size (compact JSON, as the bound counts it)."""
+        return serialized_size(self.to_wire())
+
+    @classmethod
+    def from_status(cls, status: Mapping[str, Any] | None, max_bytes: int = MAX_BYTES) -> History:
+        """Continue a stored history (db-manager is stateless: it reads, appends, patches).
+
+        The grid is recovered from the kept steps: the prefix is the run of consecutive steps
+        from 0, the stride the largest power of two dividing every later kept step's distance
+        from it (the latest excepted, it may be off-grid).
+        """
+        history = cls(max_bytes)
+        for name, points in read(status).items():
+            s = history._series(name)
+            wire = _wire_metric(status, name)
+            s.reports = max(int(wire.get("reports") or 0), points[-1][0] + 1 if points else 0)
+            steps = [p[0] for p in points]
+            first = 0
+            while first < len(steps) and steps[first] == first:
+                first += 1
+            s.first = min(first, KEEP_FIRST) if first < len(steps) else KEEP_FIRST
+            gaps = [step - s.first for step in steps[s.first : -1] if step >= s.first]
+            stride = 1
+            if gaps:
+                g = math.gcd(*gaps) or 1
+                stride = g & -g
+            s.stride = stride
+            for step, value, time in points:
+                point = _Point(step, value, time, _cost(step, value, time))
+                s.points.append(point)
+                s.bytes += point.cost
+        history._fit()
+        return history
+
+
+def serialized_size(wire: Mapping[str, Any]) -> int:
+    return len(json.dumps(wire, separators=(",", ":")).encode())
+
+
+def _wire_metric(status: Mapping[str, Any] | None, name: str) -> Mapping[str, Any]:
+    for metric in ((status or {}).get(FIELD) or {}).get("metrics") or []:
+        if isinstance(metric, Mapping) and metric.get("name") == name:
+            return metric
+    return {}
+
+
+def read(trial_status: Mapping[str, Any] | None) -> dict[str, list[tuple[int, str, str]]]:
+    """Metric name -> its kept (step, value, time), ascending by step; {} when none.
+
+    Tolerates a history written by hand or cut short: lists of unequal length are zipped.
+    """
+    out: dict[str, list[tuple[int, str, str]]] = {}
+    for metric in ((trial_status or {}).get(FIELD) or {}).get("metrics") or []:
+        if not isinstance(metric, Mapping) or not metric.get("name"):
+            continue
+        points = zip(
+            metric.get("steps") or [],
+            metric.get("values") or [],
+            metric.get("times") or [],
+            strict=False,
+        )
+        out[str(metric["name"])] = sorted(
+            ((int(step), str(value), str(time)) for step, value, time in points),
+            key=lambda p: p[0],
+        )
+    return out
+
+
+def reports(trial_status: Mapping[str, Any] | None, name: str) -> int:
+    """How many values of `name` were reported in total (kept or not)."""
+    return int(_wire_metric(trial_status, name).get("reports") or 0)
+
+
+def without_history(obj: dict[str, Any]) -> dict[str, Any]:
+    """An informer transform: the Trial without `status.metricHistory` (a controller that
+    does not read the history then does not hold up to 64 KiB per Trial in memory)."""
+    status = obj.get("status")
+    if isinstance(status, dict) and FIELD in status:
+        obj = {**obj, "status": {k: v for k, v in status.items() if k != FIELD}}
+    return obj
+
+
+__all__: Sequence[str] = [
+    "FIELD",
+    "KEEP_FIRST",
+    "MAX_BYTES",
+    "History",
+    "Series",
+    "read",
+    "reports",
+    "rfc3339",
+    "serialized_size",
+    "without_history",
+]
