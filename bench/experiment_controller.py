@@ -15,6 +15,7 @@ trials' own run times.
 
     python bench/experiment_controller.py --kubeconfig $KUBECONFIG [--trials 1000 10000]
         [--overhead-trials 500] [--parallel 50] [--run-time 0.2] [--skip-scale] [--skip-overhead]
+        [--kept-names 1000]
 
 Needs the CRDs installed and `experiment-controller` (services/experiment-controller) on PATH or
 importable by this Python. Targets (issue 8): overhead p50 < 300 ms; Experiment and Suggestion
@@ -118,6 +119,26 @@ def size(kube: Kube, res: Any, name: str, namespace: str) -> int:
     return len(json.dumps(kube.get(res, name, namespace), separators=(",", ":")))
 
 
+def cli_get(kubeconfig: str | None, namespace: str, name: str) -> float:
+    """Seconds `kubetune get <experiment>` takes (its table of every Trial, to /dev/null)."""
+    t0 = time.monotonic()
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from kubetune_cli.main import main; sys.exit(main())",
+            *([f"--kubeconfig={kubeconfig}"] if kubeconfig else []),
+            "-n",
+            namespace,
+            "get",
+            name,
+        ],
+        stdout=subprocess.DEVNULL,
+        check=True,
+    )
+    return time.monotonic() - t0
+
+
 def history_of(max_bytes: int) -> Obj | None:
     """A full metric history of about `max_bytes` (None for 0): what a long trial leaves."""
     if not max_bytes:
@@ -130,7 +151,14 @@ def history_of(max_bytes: int) -> Obj | None:
     return history.to_wire()
 
 
-def scale(kube: Kube, kubeconfig: str | None, n: int, touches: int, history_bytes: int = 0) -> None:
+def scale(
+    kube: Kube,
+    kubeconfig: str | None,
+    n: int,
+    touches: int,
+    kept: int = 1000,
+    history_bytes: int = 0,
+) -> None:
     namespace = make_namespace(kube, f"bench-exp-{n}")
     name = "bench"
     try:
@@ -164,9 +192,14 @@ def scale(kube: Kube, kubeconfig: str | None, n: int, touches: int, history_byte
                 status["status"][metrichistory.FIELD] = history
             kube.patch(TRIALS, a["name"], status, namespace, subresource="status")
 
-        with ThreadPoolExecutor(8) as pool:
+        with ThreadPoolExecutor(16) as pool:
             list(pool.map(one, range(n)))
-        suggestions = [assignment(name, i) for i in range(n)]
+        # As the algorithm stores it once every Trial exists: the last `kept` names (0 = every
+        # assignment whole, as this bench wrote it before the algorithm trimmed the list).
+        if kept:
+            suggestions = [{"name": naming.trial_name(name, str(i))} for i in range(n)][-kept:]
+        else:
+            suggestions = [assignment(name, i) for i in range(n)]
         kube.create(
             SUGGESTIONS,
             {
@@ -221,12 +254,14 @@ def scale(kube: Kube, kubeconfig: str | None, n: int, touches: int, history_byte
             process.wait(30)
         exp_size = size(kube, EXPERIMENTS, name, namespace)
         sug_size = size(kube, SUGGESTIONS, name, namespace)
+        get = cli_get(kubeconfig, namespace, name)
         print(
             f"trials={n:>6}  history={history_bytes / 1024:4.0f}KiB  "
             f"setup={setup:6.1f}s  start->status={first:5.1f}s  "
             f"reconcile={per * 1000:7.1f}ms (mean of {int(after[1] - before[1])})  "
             f"rss={rss:6.1f}MiB  experiment={exp_size / 1024:6.1f}KiB  "
-            f"suggestion={sug_size / 1024:6.1f}KiB",
+            f"suggestion={sug_size / 1024:6.1f}KiB  kubetune-get={get:5.2f}s  "
+            f"load={' '.join(f'{x:.1f}' for x in os.getloadavg())}",
             flush=True,
         )
     finally:
@@ -343,6 +378,13 @@ def main() -> int:
     p.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"), required=False)
     p.add_argument("--trials", type=int, nargs="*", default=[1000, 10000])
     p.add_argument("--touches", type=int, default=10, help="reconciles timed per scale point")
+    p.add_argument(
+        "--kept-names",
+        type=int,
+        default=1000,
+        help="name-only entries in the Suggestion, as the algorithm keeps them "
+        "(its --kept-trial-names); 0 = every assignment whole, the old form",
+    )
     p.add_argument("--overhead-trials", type=int, default=500)
     p.add_argument("--parallel", type=int, default=50)
     p.add_argument("--run-time", type=float, default=0.2)
@@ -355,7 +397,7 @@ def main() -> int:
         overhead(kube, args.kubeconfig, args.overhead_trials, args.parallel, args.run_time)
     if not args.skip_scale:
         for n in args.trials:
-            scale(kube, args.kubeconfig, n, args.touches, args.history_bytes)
+            scale(kube, args.kubeconfig, n, args.touches, args.kept_names, args.history_bytes)
     return 0
 
 

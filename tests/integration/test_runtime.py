@@ -88,6 +88,41 @@ def test_informer_sees_add_modify_delete(kube: Kube, namespace: str, stop: threa
     assert ("", "a") not in informer.cache and (namespace, "a") not in informer.cache
 
 
+def test_informer_select_follows_label_changes_deletes_and_relists(
+    kube: Kube, namespace: str, stop: threading.Event
+) -> None:
+    """`select` answers from the namespace/label index (one Experiment's Trials without going
+    through all of them): it must agree with the cache after relabels, deletes and a relist."""
+    informer = Informer(kube, CONFIGMAPS, lambda e: None, namespace=namespace)
+    informer.start(stop)
+    assert informer.synced.wait(30)
+
+    def labelled(name: str, **labels: str) -> dict[str, object]:
+        body = configmap(name)
+        body["metadata"] = {"name": name, "labels": labels}
+        return body
+
+    def names(**labels: str) -> set[str]:
+        return {o["metadata"]["name"] for o in informer.select(namespace, labels)}
+
+    kube.create(CONFIGMAPS, labelled("a", exp="x", kind="t"), namespace)
+    kube.create(CONFIGMAPS, labelled("b", exp="y", kind="t"), namespace)
+    kube.create(CONFIGMAPS, labelled("c"), namespace)
+    wait_for(lambda: names() >= {"a", "b", "c"}, what="three objects cached")
+    assert names(exp="x") == {"a"} and names(exp="y", kind="t") == {"b"}
+    kube.patch(CONFIGMAPS, "a", {"metadata": {"labels": {"exp": "y"}}}, namespace)
+    wait_for(lambda: names(exp="y") == {"a", "b"}, what="the relabel")
+    assert names(exp="x") == set()
+    kube.delete(CONFIGMAPS, "b", namespace)
+    wait_for(lambda: names(exp="y") == {"a"}, what="the delete")
+    assert names(kind="t") == {"a"}
+    informer.relist()
+    assert names(exp="y") == {"a"} and names(exp="x") == set() and "c" in names()
+    assert informer.select("elsewhere", {}) == []
+    everything = {o["metadata"]["name"] for o in informer.select(None, {"exp": "y"})}
+    assert everything == {"a"}
+
+
 def _etcd_url(cluster: ClusterHandle) -> str:
     """The local cluster's etcd client URL; only our own cluster lets a test compact etcd."""
     state = cluster.state

@@ -233,3 +233,32 @@ def test_current_optimal_trial_is_written_empty_until_a_trial_succeeds() -> None
     `best_trial_name` from it after an Experiment whose trials all failed)."""
     p = plan(experiment(), [trial(0, "Failed"), trial(1, "Running")], suggestion(2), NOW)
     assert p.status.to_wire()["currentOptimalTrial"] == {"observation": {}}
+
+
+def test_a_trimmed_suggestion_keeps_its_indexes() -> None:
+    """At scale the algorithm drops the oldest name-only entries (suggestionCount still counts
+    them): an entry's index is its position plus the dropped ones, so assignments past
+    maxTrialCount stay unused however short the stored list is."""
+    tail = [
+        {
+            "name": naming.trial_name("exp", str(i)),
+            "parameterAssignments": [{"name": "lr", "value": "0.01"}],
+        }
+        for i in range(16, 20)
+    ]
+    view = planning.SuggestionView.of(
+        {
+            "spec": {"requests": 20},
+            "status": {"suggestions": tail, "suggestionCount": 20},
+        }
+    )
+    assert view.offset == 16
+    trials = [trial(i, "Succeeded") for i in range(10)]
+    p = plan(experiment(max_trials=12, parallel=5), trials, view, NOW)
+    assert p.new_trials == []  # indexes 16..19, all at or past maxTrialCount
+    within = planning.SuggestionView.of(
+        {"spec": {"requests": 12}, "status": {"suggestions": tail[:1], "suggestionCount": 11}}
+    )
+    assert within.offset == 10
+    p = plan(experiment(max_trials=12, parallel=5), trials, within, NOW)
+    assert [t.name for t in p.new_trials] == [naming.trial_name("exp", "16")]

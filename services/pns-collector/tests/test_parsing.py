@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kubetune_pns_collector import parsing
@@ -163,3 +163,53 @@ def test_block_parsing_equals_upstream_line_by_line(lines: list[str]) -> None:
             if value not in ("", "+", "-") and name in NAMES:
                 expected.append((name, value, 0.0))
     assert TextParser(NAMES).parse(text) == expected
+
+
+_TRICKY_NAMES = ("loss", "accuracy", "val-loss", "e5x", "inf", "-loss", "1", "_x|y")
+_tricky_line = st.lists(
+    st.sampled_from(
+        [
+            *_TRICKY_NAMES,
+            *("x", "=", " ", "\t", "0", "1.5", "-", "+", "e3", "E", "."),
+            *("nan", "Infinity", "2024-01-02T03:04:05Z ", "|"),
+        ]
+    ),
+    max_size=12,
+).map("".join)
+
+
+@settings(max_examples=1000)
+@given(
+    st.lists(_tricky_line, max_size=8),
+    st.one_of(st.just(NAMES), st.sets(st.sampled_from(_TRICKY_NAMES)).map(tuple)),
+)
+@example(["x=-loss=1"], ("-loss",))  # a sign, then `loss`: no `-loss`
+@example(["a=1 =2"], ("1",))  # a value, then no name
+@example(["a=e5x=3"], ("e5x",))  # a=e5, then x=3
+@example(["a=inf=3"], ("inf",))
+@example(["x=1loss=2"], ("loss",))  # upstream finds loss=2 right after the value
+def test_runs_equal_upstream_line_by_line(lines: list[str], names: tuple[str, ...]) -> None:
+    """`parse_runs` (the path big logs take: one literal-led scan per metric name where that
+    is exact) gives, per name, the values upstream's per-line regex gives, in order."""
+    text = "\n".join(lines) + "\n"
+    upstream = re.compile(
+        r"([\w|-]+)\s*=\s*([+-]?(?:(?i:inf(?:inity)?|nan)(?![\w|-])|\d*(\.\d+)?([Ee][+-]?\d+)?))"
+    )
+    expected: dict[str, list[str]] = {}
+    for line in text.split("\n"):
+        for m in upstream.finditer(line):
+            name, value = m.group(1).strip(), m.group(2).strip()
+            if value not in ("", "+", "-") and name in names:
+                expected.setdefault(name, []).append(value)
+    got: dict[str, list[str]] = {}
+    for name, _, values in TextParser(names).parse_runs(text):
+        got.setdefault(name, []).extend(values)
+    assert got == expected
+
+
+def test_literal_scan_is_taken_for_plain_names_only() -> None:
+    """The fast per-name scan is used when every name is safe for it, else the exact regex."""
+    assert TextParser(NAMES).literal is not None
+    for tricky in ("e5x", "inf", "NaN", "-loss", "1", "9lives"):
+        assert TextParser([*NAMES, tricky]).literal is None, tricky
+    assert TextParser(NAMES, [r"(\w+)=(\S+)"]).literal is None

@@ -134,14 +134,21 @@ class SuggestionView:
     failed: bool = False
     exhausted: bool = False
     assignments: Sequence[Obj] = ()
+    offset: int = 0
+    """The index of `assignments[0]`: the algorithm drops the oldest name-only entries at
+    scale, `suggestionCount` still counts them."""
 
     @staticmethod
     def of(suggestion: Obj) -> SuggestionView:
+        status = suggestion.get("status") or {}
+        assignments = tuple(status.get("suggestions") or ())
+        count = int(status.get("suggestionCount") or 0)
         return SuggestionView(
             requests=int((suggestion.get("spec") or {}).get("requests") or 0),
             failed=suggestion_failed(suggestion),
             exhausted=search_exhausted(suggestion),
-            assignments=tuple((suggestion.get("status") or {}).get("suggestions") or ()),
+            assignments=assignments,
+            offset=max(0, count - len(assignments)),
         )
 
 
@@ -203,7 +210,7 @@ def select_assignments(
     maximum = experiment.spec.max_trial_count
     room = add if maximum is None else min(add, maximum - total)
     chosen: list[TrialAssignment] = []
-    for index, assignment in enumerate(suggestion.assignments):
+    for index, assignment in enumerate(suggestion.assignments, start=suggestion.offset):
         if len(chosen) >= room:
             break
         if maximum is not None and index >= maximum:

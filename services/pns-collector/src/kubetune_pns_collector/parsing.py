@@ -39,6 +39,37 @@ _DEFAULT_BLOCK = re.compile(r"([\w|-]+)[^\S\n]*=[^\S\n]*(" + _VALUE + ")")
 # `_ADJACENT` (no backtracking, a cheap scan for `=`) finds that use the exact regex.
 _DEFAULT_FAST = re.compile(r"(?<![\w|-])([\w|-]+)[^\S\n]*=[^\S\n]*(" + _VALUE + ")")
 _ADJACENT = re.compile(r"=[^\S\n]*+[+-]?+\d*+(?:\.\d+)?+(?:[Ee][+-]?\d+)?+[\w|-]")
+# 2-3x faster again when every wanted name is known up front: one scan per name whose pattern
+# starts with the name itself (the regex engine then skips to each occurrence of that literal),
+# the name's left edge checked by a lookbehind placed after it. It finds what the exact regex
+# finds for that name, provided (1) no occurrence of the name is directly preceded by a name
+# character (the exact regex may start a match there when a value ends right before it:
+# `x=1loss=2`; `_name_after_name` looks for that) and (2) the name cannot be read as (the start
+# of) a value: it starts with a letter or `_`, not like an exponent (`e5x`), and is not `inf`,
+# `infinity` or `nan` (`_literal_safe`).
+_EXPONENT_START = re.compile(r"[Ee][+-]?\d")
+_NAME = re.compile(r"[\w|-]+")
+_SAFE_NAME = re.compile(r"[^\W\d][\w|-]*")
+
+
+def _literal_safe(name: str) -> bool:
+    return (
+        bool(_SAFE_NAME.fullmatch(name))
+        and not _EXPONENT_START.match(name)
+        and name.lower() not in ("inf", "infinity", "nan")
+    )
+
+
+def _name_values(name: str) -> re.Pattern[str]:
+    quoted = re.escape(name)
+    return re.compile(quoted + r"(?<![\w|-]" + quoted + r")[^\S\n]*=[^\S\n]*(" + _VALUE + ")")
+
+
+def _name_after_name(name: str) -> re.Pattern[str]:
+    quoted = re.escape(name)
+    return re.compile(quoted + r"(?<=[\w|-]" + quoted + r")[^\S\n]*=")
+
+
 # A line that may start with an RFC 3339 timestamp (checked once per block, so blocks without
 # any skip the per-line look-up); the leading `\n` makes the scan a fast literal search.
 _TIMESTAMP_START = re.compile(r"\n\d{4}-\d\d-\d\dT")
@@ -144,6 +175,14 @@ class TextParser:
         self.names = frozenset(names)
         self.default = not filters or list(filters) == [DEFAULT_FORMAT]
         self.filters = [] if self.default else compile_filters(filters)
+        # (name, its values pattern, its "preceded by a name character" check), or None; a
+        # name with other characters (`test/accuracy`) never matches the default format.
+        matchable = sorted(n for n in self.names if _NAME.fullmatch(n))
+        self.literal = (
+            [(n, _name_values(n), _name_after_name(n)) for n in matchable]
+            if self.default and all(_literal_safe(n) for n in matchable)
+            else None
+        )
 
     def parse(self, text: str) -> list[Triple]:
         if "\r" in text:
@@ -156,6 +195,10 @@ class TextParser:
         if self.default and "=" in text:
             if "\r" in text:
                 text = text.replace("\r\n", "\n")
+            if self.literal is not None and not _has_timestamp(text):
+                literal = self._literal_runs(text, self.literal)
+                if literal is not None:
+                    return literal
             text = "\n".join([line for line in text.split("\n") if "=" in line])
             if not _has_timestamp(text):
                 pattern = _DEFAULT_BLOCK if _ADJACENT.search(text) else _DEFAULT_FAST
@@ -167,6 +210,23 @@ class TextParser:
                         runs.append((name, 0.0, values))
                 return runs
         return runs_of(self.parse(text))
+
+    @staticmethod
+    def _literal_runs(
+        text: str, literal: list[tuple[str, re.Pattern[str], re.Pattern[str]]]
+    ) -> list[Run] | None:
+        """The runs by one literal-led scan per name, or None where that may differ from the
+        exact regex (a name right after a name character)."""
+        if any(after.search(text) for _, _, after in literal):
+            return None
+        runs: list[Run] = []
+        for name, values_of, _ in literal:
+            values = values_of.findall(text)
+            if "" in values or "+" in values or "-" in values:
+                values = [v for v in values if _is_value(v)]
+            if values:
+                runs.append((name, 0.0, values))
+        return runs
 
     def _parse_default(self, text: str) -> list[Triple]:
         names = self.names

@@ -69,6 +69,15 @@ def parser() -> argparse.ArgumentParser:
         "their Trials exist (etcd refuses objects above ~1.5 MiB)",
     )
     p.add_argument(
+        "--kept-trial-names",
+        action=EnvDefault,
+        env="KUBETUNE_KEPT_TRIAL_NAMES",
+        type=int,
+        default=syncing.DEFAULT_KEEP_NAMED,
+        help="name-only entries (assignments whose Trial exists) kept at the head of "
+        "status.suggestions; older ones are dropped, suggestionCount still counts them",
+    )
+    p.add_argument(
         "--resync",
         action=EnvDefault,
         env="KUBETUNE_RESYNC",
@@ -103,6 +112,7 @@ def build(args: argparse.Namespace) -> Controller:
         args.algorithm,
         data_dir(args.data_dir),
         max_bytes=int(args.max_suggestion_bytes),
+        keep_named=int(args.kept_trial_names),
         resync=float(args.resync),
     )
     key = Key(args.namespace, args.suggestion)

@@ -29,11 +29,13 @@ class Reconciler:
         directory: Path | None,
         *,
         max_bytes: int = syncing.DEFAULT_MAX_BYTES,
+        keep_named: int = syncing.DEFAULT_KEEP_NAMED,
         resync: float = 30.0,
     ) -> None:
         self.algorithm = algorithm
         self.directory = directory
         self.max_bytes = max_bytes
+        self.keep_named = keep_named
         self.resync = resync
         self.syncer: syncing.Syncer | None = None
         self.marker = (directory or Path(tempfile.gettempdir())) / READY_FILE
@@ -50,6 +52,7 @@ class Reconciler:
                 self.algorithm,
                 self.directory,
                 max_bytes=self.max_bytes,
+                keep_named=self.keep_named,
             )
         trials = ctx.list(TRIALS, key.namespace)
         again = self.syncer.sync(trials)

@@ -18,6 +18,13 @@ assignments that would take it above `max_bytes` wait for a later pass (when Tri
 their entries shrink). When not even one fits, or the API server refuses the write as too
 large anyway, a Warning Event `ObjectTooLarge` on the Experiment names the object, its size and
 the fix (the Experiment's status belongs to the experiment-controller).
+
+At scale even the names add up (100,000 Trials: ~3 MB), so only the last `keep_named`
+name-only entries at the head of the list are kept: `status.suggestions` is then the tail of
+the assignment sequence, its first entry at index `suggestionCount - len(suggestions)`. The
+dropped entries are exactly recoverable: the name of index i is `naming.trial_name(experiment,
+i)` (every algorithm names them so; checked before an entry is dropped) and its parameters are
+in its Trial, which is how a restart without the volume replays them.
 """
 
 from __future__ import annotations
@@ -45,6 +52,30 @@ TOO_LARGE = "ObjectTooLarge"
 DEFAULT_MAX_BYTES = 1024 * 1024
 """The Suggestion's size this process keeps below: etcd's default limit is 1.5 MiB per request,
 and the object also carries metadata, managedFields and the other writers' fields."""
+
+
+DEFAULT_KEEP_NAMED = 1000
+"""Name-only entries kept at the head of `status.suggestions` (older ones are dropped)."""
+
+
+def offset_of(stored: int, count: int | None) -> int:
+    """The index of the first stored entry: `suggestionCount` counts the dropped ones too."""
+    return max(0, (count or 0) - stored)
+
+
+def droppable(stored: Sequence[dict[str, Any]], experiment: str, start: int, keep: int) -> int:
+    """How many leading entries may go: name-only ones beyond the last `keep`, each named as
+    its index says (entries before `start` were rebuilt from that rule already)."""
+    leading = 0
+    for entry in stored:
+        if entry.keys() != {"name"}:
+            break
+        leading += 1
+    drop = max(0, leading - keep)
+    for index in range(start, drop):
+        if stored[index]["name"] != naming.trial_name(experiment, str(index)):
+            return index
+    return drop
 
 
 def compact(assignment: TrialAssignment, has_trial: bool) -> dict[str, Any]:
@@ -113,7 +144,18 @@ class Syncer:
     passes: int = 0
     writes: list[int] = field(default_factory=list)
     max_bytes: int = DEFAULT_MAX_BYTES
+    keep_named: int = DEFAULT_KEEP_NAMED
     reported: set[str] = field(default_factory=set)
+    _names: list[str] = field(default_factory=list)
+    _names_of: str = ""
+
+    def dropped(self, experiment: str, offset: int) -> list[TrialAssignment]:
+        """The entries before `offset`, rebuilt from the naming rule (names cached)."""
+        if self._names_of != experiment:
+            self._names, self._names_of = [], experiment
+        while len(self._names) < offset:
+            self._names.append(naming.trial_name(experiment, str(len(self._names))))
+        return [TrialAssignment(name=n) for n in self._names[:offset]]
 
     def _search(
         self, experiment: Experiment, algorithm: str, settings: dict[str, Value]
@@ -196,7 +238,10 @@ class Syncer:
             result = outcome(experiment, trial)
             if result is not None:
                 outcomes[trial.metadata.name] = result
-        assignments = filled((status.suggestions if status else None) or [], trials)
+        kept = (status.suggestions if status else None) or []
+        offset = offset_of(len(kept), status.suggestion_count if status else None)
+        experiment_name = experiment.metadata.name or self.name
+        assignments = filled([*self.dropped(experiment_name, offset), *kept], trials)
         told = search.catch_up(assignments, outcomes)
         if told:
             log.info("told %d finished trials to the study", told)
@@ -215,13 +260,15 @@ class Syncer:
             log.info(
                 "the search space is exhausted after %d assignments", len(assignments) + len(new)
             )
-        stored = [compact(a, a.name in trials) for a in assignments]
+        whole = [compact(a, a.name in trials) for a in assignments]
+        start = droppable(whole, experiment_name, offset, self.keep_named)
+        stored = whole[start:]
         wanted = len(new)
         while True:
             every = stored + [a.to_wire() for a in new]
             fields: dict[str, Any] = {
                 "suggestions": every,
-                "suggestionCount": len(every),
+                "suggestionCount": start + len(every),
                 "algorithmSettings": [s.to_wire() for s in settings_out],
             }
             patch = {

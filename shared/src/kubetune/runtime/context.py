@@ -163,12 +163,7 @@ class Context:
             raise LookupError(f"controller {self.controller.name} does not watch {resource}")
         if not all(i.synced.is_set() for i in informers):
             raise errors.TemporaryError(f"cache of {resource.plural} not synced", UNSYNCED_RETRY)
-        return [
-            obj
-            for informer in informers
-            for obj in informer.objects()
-            if _matches(obj, namespace, labels)
-        ]
+        return [obj for informer in informers for obj in informer.select(namespace, labels)]
 
     # --- writing ------------------------------------------------------------------------------
 
@@ -224,14 +219,6 @@ class Context:
             cause=cause,
             clock=self.clock,
         )
-
-
-def _matches(obj: Obj, namespace: str | None, labels: Mapping[str, str]) -> bool:
-    meta = obj.get("metadata") or {}
-    if namespace is not None and (meta.get("namespace") or "") != namespace:
-        return False
-    have = meta.get("labels") or {}
-    return all(have.get(k) == v for k, v in labels.items())
 
 
 Reconcile = Callable[[Context, Key], Result | None]

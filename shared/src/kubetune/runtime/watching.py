@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from prometheus_client import Counter
@@ -73,6 +73,10 @@ class Informer:
         # few fields of many objects (10,000 Trials) keeps only those in memory.
         self.transform = transform
         self.cache: dict[tuple[str, str], Obj] = {}
+        # The cache again by namespace and by (namespace, label, value): `select` then costs
+        # the objects asked for, not all of them (one Experiment's Trials among 100,000).
+        self._by_namespace: dict[str, dict[tuple[str, str], Obj]] = {}
+        self._by_label: dict[tuple[str, str, str], dict[tuple[str, str], Obj]] = {}
         self.synced = threading.Event()
         # A known resourceVersion lets a restarted informer watch on without a first list.
         self.resource_version: str | None = resume_from
@@ -108,6 +112,9 @@ class Informer:
         with self._lock:
             old = self.cache
             self.cache = fresh
+            self._by_namespace, self._by_label = {}, {}
+            for key, item in fresh.items():
+                self._index(key, item)
             self.resource_version = (page.get("metadata") or {}).get("resourceVersion")
         for key, item in fresh.items():
             before = old.get(key)
@@ -133,12 +140,47 @@ class Informer:
             obj = self.transform(obj)
         key = object_key(obj)
         with self._lock:
-            if kind == DELETED:
-                self.cache.pop(key, None)
-            else:
+            before = self.cache.pop(key, None)
+            if before is not None:
+                self._unindex(key, before)
+            if kind != DELETED:
                 self.cache[key] = obj
+                self._index(key, obj)
             self.resource_version = rv or self.resource_version
         self._emit(Event(str(kind), obj))
+
+    def _index(self, key: tuple[str, str], obj: Obj) -> None:
+        namespace = key[0]
+        self._by_namespace.setdefault(namespace, {})[key] = obj
+        for label, value in ((obj.get("metadata") or {}).get("labels") or {}).items():
+            self._by_label.setdefault((namespace, label, str(value)), {})[key] = obj
+
+    def _unindex(self, key: tuple[str, str], obj: Obj) -> None:
+        namespace = key[0]
+        bucket = self._by_namespace.get(namespace)
+        if bucket is not None:
+            bucket.pop(key, None)
+            if not bucket:
+                del self._by_namespace[namespace]
+        for label, value in ((obj.get("metadata") or {}).get("labels") or {}).items():
+            index_key = (namespace, label, str(value))
+            bucket = self._by_label.get(index_key)
+            if bucket is not None:
+                bucket.pop(key, None)
+                if not bucket:
+                    del self._by_label[index_key]
+
+    def select(self, namespace: str | None, labels: Mapping[str, str]) -> list[Obj]:
+        """The cached objects in `namespace` (None = all) carrying every label of `labels`;
+        in a namespace, from the smallest matching index bucket."""
+        with self._lock:
+            if namespace is None:
+                candidates: Iterable[Obj] = list(self.cache.values())
+            else:
+                buckets = [self._by_namespace.get(namespace) or {}]
+                buckets += [self._by_label.get((namespace, k, v)) or {} for k, v in labels.items()]
+                candidates = list(min(buckets, key=len).values())
+        return [obj for obj in candidates if _matches(obj, namespace, labels)]
 
     def get(self, namespace: str, name: str) -> Obj | None:
         """The cached object, None when absent (or not listed yet: check `synced`)."""
@@ -207,3 +249,11 @@ class Informer:
 def _rv(obj: Obj) -> str | None:
     rv = (obj.get("metadata") or {}).get("resourceVersion")
     return str(rv) if rv is not None else None
+
+
+def _matches(obj: Obj, namespace: str | None, labels: Mapping[str, str]) -> bool:
+    meta = obj.get("metadata") or {}
+    if namespace is not None and (meta.get("namespace") or "") != namespace:
+        return False
+    have = meta.get("labels") or {}
+    return all(have.get(k) == v for k, v in labels.items())

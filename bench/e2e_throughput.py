@@ -1,0 +1,393 @@
+"""The whole chain, end to end: N trials of S seconds at parallelism P on the local overlay.
+
+Everything real: the local control plane with its node agent (pods are host processes), the
+`local` overlay of kubetune (webhook, experiment-, suggestion- and trial-controller, the
+suggestion-algorithm Deployment), the pns-collector sidecar injected into each trial pod, a
+random search. Each trial runs `S` seconds and prints `t_start=<epoch>` when it starts, then
+`loss=...` and `t_end=<epoch>` when it is done: the collector reports those two as extra metrics,
+so the Trial's observation tells when the training process itself ran.
+
+The bench watches Trials, Jobs and Pods in its namespace and stamps the time it first sees each
+stage of a trial (the API server's timestamps have whole seconds only):
+
+    created -> job -> pod -> running -> train_start -> train_end -> observed -> succeeded -> next
+
+(`next` = the first Trial created after this one succeeded, i.e. the slot handed on). It prints
+the wall time from the Experiment's creation to its Succeeded condition, the ideal ceil(N/P)*S,
+their ratio, the per-trial overhead ((created -> succeeded) - S) and for each stage p50/p99, with
+the load average before and after. `--trace FILE` writes one JSON line per stage per trial.
+
+    python bench/e2e_throughput.py --trials 60 --seconds 3 --parallel 8 [--trace t.jsonl]
+    python bench/e2e_throughput.py --keep ...        # leave the cluster up, print KUBECONFIG
+    python bench/e2e_throughput.py --kubeconfig K    # reuse a cluster with kubetune deployed
+
+Run it from an environment with every service installed (e.g. `.tox/type/bin/python`): the
+node agent runs each service's console script from this interpreter's bin directory. Targets
+(issue 18, 2 cores, quiet): 60 x 3 s at P=8 ratio <= 1.5 and overhead p50 <= 1.0 s; 20 x 1 s at
+P=1 ratio <= 2.0. Prints figures; no asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from kubetune import naming
+from kubetune.kube import EXPERIMENTS, JOBS, NAMESPACES, PODS, TRIALS, Kube, Resource, connect
+from kubetune_testkit import builders
+
+Obj = dict[str, Any]
+STAGES = [
+    "created",
+    "job",
+    "pod",
+    "running",
+    "train_start",
+    "train_end",
+    "observed",
+    "succeeded",
+    "next",
+]
+# Stamps off the chain, shown as spans from a stage of it (where the chain's time goes).
+SIDE = [
+    ("train_end", "main_exited"),
+    ("train_end", "pod_done"),
+    ("train_end", "job_done"),
+    ("observed", "job_done"),
+    ("job_done", "succeeded"),
+]
+TRAINING = (
+    "import sys, time\n"
+    "print(f't_start={time.time():.6f}', flush=True)\n"
+    "time.sleep(float(sys.argv[1]))\n"
+    "print(f'loss={float(sys.argv[2]):.6f}', flush=True)\n"
+    "print(f't_end={time.time():.6f}', flush=True)\n"
+)
+
+
+def experiment(name: str, namespace: str, trials: int, seconds: float, parallel: int) -> Obj:
+    """A random search over `lr`; each trial is a Job that runs TRAINING for `seconds`."""
+    command = [sys.executable, "-c", TRAINING, str(seconds), "${trialParameters.lr}"]
+    return builders.experiment(
+        name,
+        namespace,
+        objective_spec=builders.objective("loss", "minimize", additional=["t_start", "t_end"]),
+        parameters=[
+            {
+                "name": "lr",
+                "parameterType": "double",
+                "feasibleSpace": {"min": "0.001", "max": "1.0"},
+            }
+        ],
+        trial_parameters=builders.references(lr="lr"),
+        primary_container="main",
+        trial_spec=builders.trial_job(command, container="main"),
+        parallelTrialCount=parallel,
+        maxTrialCount=trials,
+        maxFailedTrialCount=trials,
+        resumePolicy="Never",
+    )
+
+
+class Stamps:
+    """First time (epoch seconds, this machine's clock) each stage of each trial was seen."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.trials: dict[str, dict[str, float]] = {}
+        self.created_order: list[tuple[float, str]] = []
+
+    def see(self, trial: str, stage: str, when: float | None = None) -> None:
+        with self.lock:
+            stages = self.trials.setdefault(trial, {})
+            if stage not in stages:
+                stages[stage] = time.time() if when is None else when
+                if stage == "created":
+                    self.created_order.append((stages[stage], trial))
+
+
+def _metric(trial: Obj, name: str) -> float | None:
+    for m in ((trial.get("status") or {}).get("observation") or {}).get("metrics") or []:
+        if m.get("name") == name:
+            try:
+                return float(m.get("latest"))
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+def _trial_events(stamps: Stamps, obj: Obj) -> None:
+    name = obj["metadata"]["name"]
+    stamps.see(name, "created")
+    status = obj.get("status") or {}
+    for stage, metric in (("train_start", "t_start"), ("train_end", "t_end")):
+        value = _metric(obj, metric)
+        if value is not None:
+            stamps.see(name, stage, value)
+    if _metric(obj, "loss") is not None:
+        stamps.see(name, "observed")
+    for c in status.get("conditions") or []:
+        if c.get("type") == "Succeeded" and c.get("status") == "True":
+            stamps.see(name, "succeeded")
+
+
+def _trial_of(obj: Obj) -> str | None:
+    labels = obj["metadata"].get("labels") or {}
+    trial = labels.get(naming.LABEL_TRIAL)
+    if trial:
+        return str(trial)
+    for ref in obj["metadata"].get("ownerReferences") or []:
+        if ref.get("kind") in ("Trial", "Job"):
+            return str(ref["name"])
+    return None
+
+
+def _job_events(stamps: Stamps, obj: Obj) -> None:
+    trial = _trial_of(obj)
+    if trial:
+        stamps.see(trial, "job")
+        for c in (obj.get("status") or {}).get("conditions") or []:
+            if c.get("type") in ("Complete", "Failed") and c.get("status") == "True":
+                stamps.see(trial, "job_done")
+
+
+def _pod_events(stamps: Stamps, obj: Obj) -> None:
+    labels = obj["metadata"].get("labels") or {}
+    trial = labels.get(naming.LABEL_TRIAL) or labels.get("job-name") or _trial_of(obj)
+    if not trial:
+        return
+    stamps.see(trial, "pod")
+    status = obj.get("status") or {}
+    if status.get("phase") in ("Running", "Succeeded"):
+        stamps.see(trial, "running")
+    for c in status.get("containerStatuses") or []:
+        if c.get("name") == "main" and (c.get("state") or {}).get("terminated"):
+            stamps.see(trial, "main_exited")
+    if status.get("phase") in ("Succeeded", "Failed"):
+        stamps.see(trial, "pod_done")
+
+
+def watch_forever(
+    kube: Kube, res: Resource, namespace: str, handle: Any, stop: threading.Event
+) -> None:
+    """Feed every event of `res` in `namespace` to `handle` until `stop` (re-watching on ends)."""
+    version: str | None = None
+    while not stop.is_set():
+        try:
+            if version is None:
+                listed = kube.list(res, namespace)
+                for item in listed.get("items") or []:
+                    handle(item)
+                version = listed["metadata"]["resourceVersion"]
+            for event in kube.watch(res, namespace, resource_version=version, timeout_seconds=30):
+                obj = event["object"]
+                if event["type"] == "ERROR":
+                    version = None
+                    break
+                version = obj["metadata"].get("resourceVersion", version)
+                if event["type"] in ("ADDED", "MODIFIED"):
+                    handle(obj)
+                if stop.is_set():
+                    return
+        except Exception as e:  # noqa: BLE001 - a dropped watch is re-listed
+            print(f"[bench] watch of {res.plural} restarted: {e}", file=sys.stderr)
+            version = None
+            time.sleep(0.2)
+
+
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def report(stamps: Stamps, args: argparse.Namespace, wall: float, load: tuple[Any, Any]) -> Obj:
+    trials = stamps.trials
+    created = sorted(stamps.created_order)
+    for st in trials.values():
+        if "succeeded" in st:
+            after = [t for t, _ in created if t >= st["succeeded"]]
+            if after:
+                st["next"] = after[0]
+    ideal = math.ceil(args.trials / args.parallel) * args.seconds
+    per_stage: dict[str, list[float]] = {}
+    overheads: list[float] = []
+    trace = open(args.trace, "w") if args.trace else None  # noqa: SIM115
+    try:
+        for name, st in sorted(trials.items()):
+            previous: tuple[str, float] | None = None
+            for stage in STAGES:
+                if stage not in st:
+                    continue
+                since = None if previous is None else st[stage] - previous[1]
+                if since is not None and previous is not None:
+                    per_stage.setdefault(f"{previous[0]}->{stage}", []).append(since)
+                if trace:
+                    line = {"trial": name, "stage": stage, "time": round(st[stage], 6)}
+                    if since is not None and previous is not None:
+                        line["since"] = previous[0]
+                        line["seconds"] = round(since, 6)
+                    trace.write(json.dumps(line) + "\n")
+                previous = (stage, st[stage])
+            for a, b in SIDE:
+                if a in st and b in st:
+                    per_stage.setdefault(f"{a}->{b}", []).append(st[b] - st[a])
+            if trace:
+                for stage in sorted({b for _, b in SIDE} & st.keys()):
+                    side = {"trial": name, "stage": stage, "time": round(st[stage], 6)}
+                    trace.write(json.dumps(side) + "\n")
+            if "created" in st and "succeeded" in st:
+                overheads.append(st["succeeded"] - st["created"] - args.seconds)
+    finally:
+        if trace:
+            trace.close()
+    print(
+        f"trials={args.trials} seconds={args.seconds} parallel={args.parallel} "
+        f"load before={load[0]} after={load[1]}"
+    )
+    print(f"wall {wall:.2f} s  ideal {ideal:.2f} s  ratio {wall / ideal:.2f}")
+    if overheads:
+        print(
+            f"per-trial overhead (created->succeeded - S): p50 {quantile(overheads, 0.5):.3f} s"
+            f"  p99 {quantile(overheads, 0.99):.3f} s  mean {statistics.mean(overheads):.3f} s"
+        )
+    print(f"{'stage':<26}{'n':>5}{'p50 s':>9}{'p99 s':>9}")
+    for i in range(len(STAGES) - 1):
+        key = f"{STAGES[i]}->{STAGES[i + 1]}"
+        values = per_stage.get(key, [])
+        print(
+            f"{key:<26}{len(values):>5}{quantile(values, 0.5):>9.3f}{quantile(values, 0.99):>9.3f}"
+        )
+    others = sorted(
+        k for k in per_stage if k not in {f"{a}->{b}" for a, b in itertools.pairwise(STAGES)}
+    )
+    for key in others:
+        values = per_stage[key]
+        print(
+            f"{key:<26}{len(values):>5}{quantile(values, 0.5):>9.3f}{quantile(values, 0.99):>9.3f}"
+        )
+    return {
+        "wall": wall,
+        "ideal": ideal,
+        "ratio": wall / ideal,
+        "overhead_p50": quantile(overheads, 0.5),
+        "load": load,
+    }
+
+
+def loadavg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def measure(kube: Kube, args: argparse.Namespace) -> Obj:
+    namespace = f"bench-e2e-{uuid.uuid4().hex[:6]}"
+    kube.create(
+        NAMESPACES,
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": namespace,
+                "labels": {naming.LABEL_INJECTION: naming.INJECTION_ENABLED},
+            },
+        },
+    )
+    stamps = Stamps()
+    stop = threading.Event()
+    handlers = ((TRIALS, _trial_events), (JOBS, _job_events), (PODS, _pod_events))
+    threads = [
+        threading.Thread(
+            target=watch_forever,
+            args=(kube, res, namespace, lambda o, h=h: h(stamps, o), stop),
+            daemon=True,
+        )
+        for res, h in handlers
+    ]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)  # the watches are open before the first Trial
+    name = "bench"
+    before = loadavg()
+    t0 = time.time()
+    kube.create(
+        EXPERIMENTS,
+        experiment(name, namespace, args.trials, args.seconds, args.parallel),
+        namespace,
+    )
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        status = kube.get(EXPERIMENTS, name, namespace).get("status") or {}
+        done = [
+            c["type"]
+            for c in status.get("conditions") or []
+            if c.get("type") in ("Succeeded", "Failed") and c.get("status") == "True"
+        ]
+        if done:
+            break
+        time.sleep(0.1)
+    else:
+        raise SystemExit(f"the Experiment did not finish within {args.timeout} s")
+    wall = time.time() - t0
+    after = loadavg()
+    time.sleep(0.5)
+    stop.set()
+    result = report(stamps, args, wall, (before, after))
+    if not args.keep_namespace:
+        kube.delete(NAMESPACES, namespace)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="e2e_throughput", description=__doc__)
+    parser.add_argument("--trials", type=int, default=60)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--parallel", type=int, default=8)
+    parser.add_argument("--trace", help="write one JSON line per stage per trial here")
+    parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--kubeconfig", help="a cluster with kubetune deployed already")
+    parser.add_argument("--keep", action="store_true", help="leave the cluster it starts up")
+    parser.add_argument("--keep-namespace", action="store_true")
+    parser.add_argument("--state-dir", help="where the started cluster keeps its state")
+    args = parser.parse_args(argv)
+    if args.kubeconfig:
+        measure(Kube(connect(args.kubeconfig)), args)
+        return 0
+
+    from kubetune_testkit.deploying import apply_overlay, render_image_map, wait_available
+    from localcluster import build
+    from localcluster import cluster as localcluster
+    from localcluster.pytest_plugin import ClusterHandle
+
+    build.build_all()
+    state_dir = Path(args.state_dir or tempfile.mkdtemp(prefix="kubetune-bench-e2e-"))
+    image_map = Path(tempfile.mkdtemp(prefix="kubetune-bench-map-")) / "image-map.yaml"
+    image_map.write_text(render_image_map())
+    state = localcluster.up(state_dir, image_map=image_map, with_nodeagent=True)
+    handle = ClusterHandle(state.kubeconfig, state.kubectl, state.server, state)
+    try:
+        apply_overlay(handle)
+        wait_available(handle)
+        measure(Kube(connect(state.kubeconfig)), args)
+    finally:
+        if args.keep:
+            print(f"cluster kept: export KUBECONFIG={state.kubeconfig}")
+            print(f"stop it with: localcluster --state-dir {state_dir} down")
+        else:
+            localcluster.down(state_dir, quiet=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
