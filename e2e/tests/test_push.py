@@ -105,6 +105,7 @@ def test_a_custom_collector_reports_through_db_manager(kubetune: ClusterHandle, 
         maxTrialCount=1,
         parallelTrialCount=1,
     )
+    exp["spec"]["trialTemplate"]["retain"] = True  # the pod stays, to show what was injected
     exp["spec"]["metricsCollectorSpec"] = {
         "source": {"fileSystemPath": {"path": "/katib/out.log", "kind": "File"}},
         "collector": {
