@@ -36,6 +36,7 @@ from kubetune.kube import EXPERIMENTS, NAMESPACES, TRIALS, Kube, connect
 from kubetune_testkit import builders
 from kubetune_testkit.crds import install_kubetune_crds
 from kubetune_testkit.processes import console_script, free_port
+from kubetune_testkit.uipaths import object_path
 from kubetune_testkit.waiting import wait_for
 
 STARTED = "2026-01-01T00:00:00Z"
@@ -106,7 +107,7 @@ def measure(kubeconfig: str, trials: int, repeat: int) -> None:
             )  # fmt: skip
         base = f"http://127.0.0.1:{port}"
         wait_for("the UI's caches", lambda: _status(base + "/readyz") == 200, timeout=120)
-        api = f"{base}/api/experiments/{namespace}/big"
+        api = base + object_path("/api/experiments", namespace, "big")
         times = []
         for _ in range(repeat):
             t1 = time.perf_counter()
@@ -124,7 +125,7 @@ def measure(kubeconfig: str, trials: int, repeat: int) -> None:
         parcoords: list[float] = []
         try:
             for _ in range(repeat + 1):  # the first load fills the browser's cache of plotly.js
-                driver.get(f"{base}/experiments/{namespace}/big")
+                driver.get(base + object_path("/experiments", namespace, "big"))
                 drawn = wait_for(
                     "the page drawn",
                     lambda: driver.execute_script("return document.body.dataset.drawnMs"),

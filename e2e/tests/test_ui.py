@@ -19,6 +19,7 @@ from podcode import PYTHON_IMAGE, python_code
 from kubetune_testkit import builders, deploying, kubectl
 from kubetune_testkit.conditions import is_true
 from kubetune_testkit.kubectl import get_json
+from kubetune_testkit.uipaths import object_path
 from kubetune_testkit.waiting import wait_for
 from localcluster.pytest_plugin import ClusterHandle
 
@@ -69,7 +70,7 @@ def test_deployed_ui_shows_the_experiment_its_trial_and_the_training_log(
     )
 
     def shown() -> dict[str, Any] | None:
-        page: dict[str, Any] = get(ui, f"/api/experiments/{ns}/shown")
+        page: dict[str, Any] = get(ui, object_path("/api/experiments", ns, "shown"))
         done = page["experiment"]["state"] == "Succeeded" and page["trials"]
         return page if done else None
 
@@ -79,7 +80,7 @@ def test_deployed_ui_shows_the_experiment_its_trial_and_the_training_log(
     assert page["best"]["trial"] == trial["name"], page["best"]
 
     def training_log() -> str | None:
-        text = str(get(ui, f"/api/trials/{ns}/{trial['name']}/logs"))
+        text = str(get(ui, object_path("/api/trials", ns, trial["name"], "logs")))
         return text if "score=0.75" in text else None
 
     log = wait_for("the training log", training_log, 60, interval=1.0)

@@ -17,6 +17,7 @@ import yaml
 
 from kubetune.kube import EXPERIMENTS, ROLE_BINDINGS, ROLES, Kube
 from kubetune_testkit import builders
+from kubetune_testkit.uipaths import object_path
 from kubetune_testkit.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -116,7 +117,9 @@ def test_restart_sets_max_trial_count_and_rejects_bad_counts(
     kube: Kube, namespace: str, start_ui: Callable[..., str]
 ) -> None:
     kube.create(EXPERIMENTS, builders.experiment("again", namespace, maxTrialCount=2), namespace)
-    url = start_ui("--writes=own-credentials") + f"/api/experiments/{namespace}/again/max-trials"
+    url = start_ui("--writes=own-credentials") + object_path(
+        "/api/experiments", namespace, "again", "max-trials"
+    )
     status, answer = post(url, {"maxTrialCount": "ten"}, {"X-Kubetune-UI": "1"})
     assert status == 400 and "maxTrialCount" in answer["message"], answer
     status, answer = post(url, {"maxTrialCount": 10}, {"X-Kubetune-UI": "1"})
@@ -128,7 +131,7 @@ def test_delete_is_made_as_the_user(
     kube: Kube, namespace: str, start_ui: Callable[..., str]
 ) -> None:
     kube.create(EXPERIMENTS, builders.experiment("doomed", namespace), namespace)
-    url = start_ui("--writes=impersonate") + f"/api/experiments/{namespace}/doomed"
+    url = start_ui("--writes=impersonate") + object_path("/api/experiments", namespace, "doomed")
 
     def delete(user: str) -> tuple[int, dict[str, Any]]:
         headers = {"X-Kubetune-UI": "1", "X-Forwarded-User": user}
