@@ -14,13 +14,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from kubetune import conditions, errors, metrichistory
 from kubetune.api.common import Observation
 from kubetune.clock import SYSTEM, Clock
 from kubetune.conditions import TrialCondition, TrialReason
 from kubetune.kube import TRIALS, Kube
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -92,26 +94,42 @@ class Reporter:
         Raises:
             ReportError: not written (terminal answer, or still failing at the deadline).
         """
+        self._retrying(
+            f"write the observation of trial {self.namespace}/{self.trial}",
+            lambda: self._patch(observation, history),
+            timeout,
+        )
+
+    def _retrying(
+        self, what: str, action: Callable[[], T], timeout: float, rereads: bool = False
+    ) -> T:
+        """`action()`, retried with backoff (0.1 s doubling to 5 s) for up to `timeout` seconds;
+        NotFound and Invalid are final. For an action that re-reads what it writes (`rereads`),
+        a Conflict is retried at once.
+
+        Raises:
+            ReportError: `what` failed (terminal answer, or still failing at the deadline).
+        """
         deadline = self.clock.monotonic() + timeout
         delay = 0.1
         attempt = 0
         while True:
             attempt += 1
             try:
-                self._patch(observation, history)
-                return
+                return action()
             except (errors.NotFound, errors.Invalid) as e:
-                raise ReportError(
-                    f"cannot write the observation of trial {self.namespace}/{self.trial}: {e}"
-                ) from e
+                raise ReportError(f"cannot {what}: {e}") from e
             except Exception as e:
+                if rereads and isinstance(e, errors.Conflict):
+                    if self.clock.monotonic() < deadline:
+                        continue
+                    raise ReportError(f"cannot {what}: it kept changing for {timeout:g}s") from None
                 left = deadline - self.clock.monotonic()
                 if left <= 0:
                     raise ReportError(
-                        f"cannot write the observation of trial {self.namespace}/{self.trial} "
-                        f"after {attempt} attempts in {timeout:g}s: {e}"
+                        f"cannot {what} after {attempt} attempts in {timeout:g}s: {e}"
                     ) from e
-                log.warning("report attempt %d failed (%s); retrying in %.1fs", attempt, e, delay)
+                log.warning("attempt %d to %s failed (%s); retrying", attempt, what, e)
                 self.sleep(min(delay, left))
                 delay = min(delay * 2, 5.0)
 
@@ -125,62 +143,41 @@ class Reporter:
         Raises:
             ReportError: not written (terminal answer, or still failing at the deadline).
         """
-        deadline = self.clock.monotonic() + timeout
-        delay = 0.1
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                trial = self.kube.get(TRIALS, self.trial, self.namespace, subresource="status")
-                raw = list((trial.get("status") or {}).get("conditions") or [])
-                if any(
-                    isinstance(c, dict)
-                    and c.get("type") == TrialCondition.EARLY_STOPPED
-                    and c.get("status") == conditions.TRUE
-                    for c in raw
-                ):
-                    return False
-                now = conditions.rfc3339_now()
-                # The others exactly as read (the authorizing webhook compares them).
-                updated = [
-                    c
-                    for c in raw
-                    if not (isinstance(c, dict) and c.get("type") == TrialCondition.EARLY_STOPPED)
-                ]
-                updated.append(
-                    {
-                        "type": TrialCondition.EARLY_STOPPED.value,
-                        "status": conditions.TRUE,
-                        "reason": TrialReason.EARLY_STOPPED.value,
-                        "message": EARLY_STOPPED_MESSAGE,
-                        "lastUpdateTime": now,
-                        "lastTransitionTime": now,
-                    }
-                )
-                patch = {
-                    "metadata": {"resourceVersion": trial["metadata"]["resourceVersion"]},
-                    "status": {"conditions": updated},
+
+        def mark() -> bool:
+            trial = self.kube.get(TRIALS, self.trial, self.namespace, subresource="status")
+            raw = list((trial.get("status") or {}).get("conditions") or [])
+            if any(
+                isinstance(c, dict)
+                and c.get("type") == TrialCondition.EARLY_STOPPED
+                and c.get("status") == conditions.TRUE
+                for c in raw
+            ):
+                return False
+            now = conditions.rfc3339_now()
+            # The others exactly as read (the authorizing webhook compares them).
+            updated = [
+                c
+                for c in raw
+                if not (isinstance(c, dict) and c.get("type") == TrialCondition.EARLY_STOPPED)
+            ]
+            updated.append(
+                {
+                    "type": TrialCondition.EARLY_STOPPED.value,
+                    "status": conditions.TRUE,
+                    "reason": TrialReason.EARLY_STOPPED.value,
+                    "message": EARLY_STOPPED_MESSAGE,
+                    "lastUpdateTime": now,
+                    "lastTransitionTime": now,
                 }
-                self.kube.patch(TRIALS, self.trial, patch, self.namespace, subresource="status")
-                return True
-            except errors.Conflict:
-                if self.clock.monotonic() < deadline:
-                    continue
-                raise ReportError(
-                    f"cannot mark trial {self.namespace}/{self.trial} early stopped: it kept "
-                    f"changing for {timeout:g}s"
-                ) from None
-            except (errors.NotFound, errors.Invalid) as e:
-                raise ReportError(
-                    f"cannot mark trial {self.namespace}/{self.trial} early stopped: {e}"
-                ) from e
-            except Exception as e:
-                left = deadline - self.clock.monotonic()
-                if left <= 0:
-                    raise ReportError(
-                        f"cannot mark trial {self.namespace}/{self.trial} early stopped after "
-                        f"{attempt} attempts in {timeout:g}s: {e}"
-                    ) from e
-                log.warning("EarlyStopped attempt %d failed (%s); retrying", attempt, e)
-                self.sleep(min(delay, left))
-                delay = min(delay * 2, 5.0)
+            )
+            patch = {
+                "metadata": {"resourceVersion": trial["metadata"]["resourceVersion"]},
+                "status": {"conditions": updated},
+            }
+            self.kube.patch(TRIALS, self.trial, patch, self.namespace, subresource="status")
+            return True
+
+        return self._retrying(
+            f"mark trial {self.namespace}/{self.trial} early stopped", mark, timeout, rereads=True
+        )
