@@ -52,16 +52,17 @@ def start(
 ) -> Iterator[Callable[..., Server]]:
     made: list[Server] = []
 
-    def run(*extra: str) -> Server:
+    def run(*extra: str, every_namespace: bool = False) -> Server:
+        """A db-manager serving the test's namespace, or all of them."""
         port = free_port()
+        scope = [] if every_namespace else ["--namespace", namespace]
         process = services(
             "db-manager",
             "--kubeconfig",
             cluster.kubeconfig,
             "--address",
             f"127.0.0.1:{port}",
-            "--namespace",
-            namespace,
+            *scope,
             "--probe-port",
             "0",
             *extra,
@@ -239,7 +240,7 @@ def test_bad_limits_are_refused(services: Callable[..., ServiceProcess]) -> None
 
 
 def test_a_name_in_two_namespaces_is_ambiguous_without_namespace(
-    cluster: Any, kube: Kube, namespace: str, services: Callable[..., ServiceProcess]
+    kube: Kube, namespace: str, start: Callable[..., Server]
 ) -> None:
     """Katib's API names no namespace: db-manager serving all of them says which collide."""
     other = f"{namespace[:50]}-other"
@@ -248,24 +249,12 @@ def test_a_name_in_two_namespaces_is_ambiguous_without_namespace(
         name = f"dup-{namespace[-6:]}"
         trial(kube, namespace, name)
         trial(kube, other, name)
-        port = free_port()
-        process = services(
-            "db-manager",
-            "--kubeconfig",
-            cluster.kubeconfig,
-            "--address",
-            f"127.0.0.1:{port}",
-            "--probe-port",
-            "0",
-        ).start()
-        server = Server(process, port)
-        server.ready()
+        server = start(every_namespace=True)
         with pytest.raises(grpc.RpcError) as ambiguous:
             report(server.stub, name, ("loss", "0.5"))
         assert ambiguous.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert f"namespaces {min(namespace, other)}, {max(namespace, other)}" in str(
             ambiguous.value.details()
         )
-        server.channel.close()
     finally:
         kube.delete(NAMESPACES, other)
