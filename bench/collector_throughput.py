@@ -50,20 +50,24 @@ def parse_rate(lines: int, repeat: int) -> None:
             for start in range(0, lines, 100_000):
                 fh.write(block(start, min(100_000, lines - start)))
         size = path.stat().st_size
-        best = 0.0
+        best = best_cpu = 0.0
         for _ in range(repeat):
             summary = summaries.RunningSummary(SPEC)
             source = collecting.TextSource(path, parsing.TextParser(summary.names))
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for runs in source.read(final=True):
                 summary.add_runs(runs)
-            elapsed = time.perf_counter() - t0
+            elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
             source.close()
             assert summary.count("loss") == lines
             best = max(best, lines / elapsed)
+            best_cpu = max(best_cpu, lines / cpu)
+        # On a shared machine the wall-clock rate measures the neighbours as much as the
+        # collector; lines per CPU second is what one quiet core would do.
         print(
-            f"parse rate (default format, file -> summary): {best:,.0f} lines/s "
-            f"({best * size / lines / 1e6:.1f} MB/s, {lines:,} lines, best of {repeat}); "
+            f"parse rate (default format, file -> summary): {best:,.0f} lines/s wall clock, "
+            f"{best_cpu:,.0f} lines per CPU second ({best * size / lines / 1e6:.1f} MB/s, "
+            f"{lines:,} lines, best of {repeat}, load average {os.getloadavg()[0]:.1f}); "
             "target 500,000 lines/s"
         )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from hypothesis import given, settings
@@ -132,3 +133,13 @@ def test_any_sequence_stays_bounded_ascending_and_ends_on_the_latest(
         assert steps[-1] == counts[name] - 1
         assert points[-1][1] == f"{name}{counts[name] - 1}"
         assert all(value == f"{name}{step}" for step, value, _ in points)
+
+
+@given(st.text())
+def test_json_length_is_the_serialized_length(text: str) -> None:
+    assert mh.json_length(text) == len(json.dumps(text).encode())
+
+
+def test_json_length_of_quotes_escapes_and_non_ascii() -> None:
+    for text in ('a"b', "a\\b", "tab\there", "\x7f", "é", "💡", "2026-12-01T15:00:00Z", "0.25"):
+        assert mh.json_length(text) == len(json.dumps(text).encode()), text

@@ -48,9 +48,18 @@ def rfc3339(timestamp: float | None = None) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def json_length(text: str) -> int:
+    """`len(json.dumps(text).encode())` without serializing in the common case: printable
+    ASCII with no quote or backslash (every number and time) is written as is, in quotes. The
+    collector counts this for each value it keeps, so it is on its hot path."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return len(text) + 2
+    return len(json.dumps(text).encode())
+
+
 def _cost(step: int, value: str, time: str) -> int:
     """Compact-JSON bytes one kept value adds (each of the three list items plus a comma)."""
-    return len(str(step)) + len(json.dumps(value).encode()) + len(json.dumps(time).encode()) + 3
+    return len(str(step)) + json_length(value) + json_length(time) + 3
 
 
 @dataclass
@@ -71,6 +80,10 @@ class Series:
     stride: int = 1
     points: list[_Point] = field(default_factory=list)
     bytes: int = 0
+    name_bytes: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.name_bytes = json_length(self.name)
 
     def on_grid(self, step: int) -> bool:
         return step < self.first or (step - self.first) % self.stride == 0
@@ -143,7 +156,7 @@ class History:
     def estimate(self) -> int:
         """An upper bound of the serialized size, kept without serializing."""
         return _OVERHEAD + sum(
-            s.bytes + _SERIES_OVERHEAD + len(json.dumps(s.name).encode()) + len(str(s.reports))
+            s.bytes + _SERIES_OVERHEAD + s.name_bytes + len(str(s.reports))
             for s in self.series.values()
         )
 

@@ -14,6 +14,7 @@ import math
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 
 from kubetune import metrichistory, observations
 from kubetune.api.common import ObjectiveSpec, Observation
@@ -98,7 +99,7 @@ class RunningSummary:
             picks.latest = (base + len(values) - 1, MetricLog(name, values[-1], timestamp))
         picks.count += len(values)
         maxlen = picks.recent.maxlen or 1
-        picks.recent.extend((v, timestamp) for v in values[-maxlen:])
+        picks.recent.extend(zip(values[-maxlen:], repeat(timestamp)))
         self.history.extend(name, values, metrichistory.rfc3339(timestamp))
         self.changed = True
 
