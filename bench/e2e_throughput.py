@@ -12,7 +12,9 @@ stage of a trial (the API server's timestamps have whole seconds only):
 
     created -> job -> pod -> running -> train_start -> train_end -> observed -> succeeded -> next
 
-(`next` = the first Trial created after this one succeeded, i.e. the slot handed on). It prints
+(`next` = the first Trial created after this one succeeded, i.e. the slot handed on), and off
+that chain `main_exited`, `pod_done`, `job_decided` (batch/v1's SuccessCriteriaMet/FailureTarget,
+written before Complete/Failed) and `job_done`. It prints
 the wall time from the Experiment's creation to its Succeeded condition, the ideal ceil(N/P)*S,
 their ratio, the per-trial overhead ((created -> succeeded) - S) and for each stage p50/p99, with
 the load average before and after. `--trace FILE` writes one JSON line per stage per trial.
