@@ -96,25 +96,53 @@ def _drive(
     )
 
 
+class RecordingKube(Kube):
+    """Records the order of this test's Trial creates and Suggestion patches."""
+
+    writes: list[str]
+
+    def create(self, res: Any, body: Any, namespace: str | None = None, **kw: Any) -> Any:
+        if res.plural == "trials":
+            self.writes.append("create trial")
+        return super().create(res, body, namespace, **kw)
+
+    def patch(self, res: Any, name: str, body: Any, namespace: str | None = None, **kw: Any) -> Any:
+        if res.plural == "suggestions" and "spec" in body:
+            self.writes.append(f"requests {body['spec']['requests']}")
+        return super().patch(res, name, body, namespace, **kw)
+
+
 def test_a_finished_trials_successor_is_created_from_an_assignment_at_hand(
-    kube: Kube, namespace: str, controller: RunningController
+    kube: Kube, namespace: str, crds: None
 ) -> None:
     """Random search asks a wave ahead: the algorithm answers once, then every finished Trial
-    is followed by a new one with no further algorithm pass (no round trip per Trial)."""
-    kube.create(
-        EXPERIMENTS, experiment_manifest("ahead", namespace, max_trials=6, parallel=3), namespace
-    )
-    algorithm = StandInAlgorithm(kube, namespace, "ahead")
-    wait_for("the Suggestion", algorithm.suggestion)
-    assert algorithm.fulfil() == 6  # handed out once; never called again below
-    wait_for("3 trials", lambda: len(trials_of(kube, namespace, "ahead")) == 3 or None)
-    for index in range(3):
-        set_trial(kube, namespace, naming.trial_name("ahead", str(index)), "Succeeded", 0.5)
-        wait_for(
-            f"the successor of trial {index}",
-            lambda index=index: len(trials_of(kube, namespace, "ahead")) == 4 + index or None,
+    is followed by a new one with no further algorithm pass (no round trip per Trial), created
+    before the request for a later one is written."""
+    recording = RecordingKube(kube.api)
+    recording.writes = []
+    controller = RunningController(recording, namespace).start()
+    try:
+        kube.create(
+            EXPERIMENTS,
+            experiment_manifest("ahead", namespace, max_trials=12, parallel=3),
+            namespace,
         )
+        algorithm = StandInAlgorithm(kube, namespace, "ahead")
+        wait_for("the Suggestion", algorithm.suggestion)
+        assert algorithm.fulfil() == 6  # handed out once; never called again below
+        wait_for("3 trials", lambda: len(trials_of(kube, namespace, "ahead")) == 3 or None)
+        for index in range(3):
+            set_trial(kube, namespace, naming.trial_name("ahead", str(index)), "Succeeded", 0.5)
+            wait_for(
+                f"the successor of trial {index}",
+                lambda index=index: len(trials_of(kube, namespace, "ahead")) == 4 + index or None,
+            )
+    finally:
+        controller.stop()
     assert len(kube.get(SUGGESTIONS, "ahead", namespace)["status"]["suggestions"]) == 6
+    # The pass that saw the first Trial finish created its successor, then asked for one more.
+    after = recording.writes[recording.writes.index("create trial") + 3 :]
+    assert after[:2] == ["create trial", "requests 7"], recording.writes
 
 
 def test_runs_to_max_trials_with_counts_optimum_and_parallelism(
