@@ -12,7 +12,9 @@ stage of a trial (the API server's timestamps have whole seconds only):
 
     created -> job -> pod -> running -> train_start -> train_end -> observed -> succeeded -> next
 
-(`next` = the first Trial created after this one succeeded, i.e. the slot handed on). It prints
+(`next` = the first Trial created after this one succeeded, i.e. the slot handed on), and off
+that chain `main_exited`, `pod_done`, `job_decided` (batch/v1's SuccessCriteriaMet/FailureTarget,
+written before Complete/Failed) and `job_done`. It prints
 the wall time from the Experiment's creation to its Succeeded condition, the ideal ceil(N/P)*S,
 their ratio, the per-trial overhead ((created -> succeeded) - S) and for each stage p50/p99, with
 the load average before and after. `--trace FILE` writes one JSON line per stage per trial.
@@ -64,6 +66,8 @@ SIDE = [
     ("train_end", "main_exited"),
     ("train_end", "pod_done"),
     ("train_end", "job_done"),
+    ("main_exited", "job_decided"),
+    ("job_decided", "job_done"),
     ("observed", "job_done"),
     ("job_done", "succeeded"),
 ]
@@ -158,7 +162,12 @@ def _job_events(stamps: Stamps, obj: Obj) -> None:
     if trial:
         stamps.see(trial, "job")
         for c in (obj.get("status") or {}).get("conditions") or []:
-            if c.get("type") in ("Complete", "Failed") and c.get("status") == "True":
+            if c.get("status") != "True":
+                continue
+            # batch/v1 writes SuccessCriteriaMet/FailureTarget first, Complete/Failed after.
+            if c.get("type") in ("SuccessCriteriaMet", "FailureTarget", "Complete", "Failed"):
+                stamps.see(trial, "job_decided")
+            if c.get("type") in ("Complete", "Failed"):
                 stamps.see(trial, "job_done")
 
 
@@ -213,7 +222,13 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
-def report(stamps: Stamps, args: argparse.Namespace, wall: float, load: tuple[Any, Any]) -> Obj:
+def report(
+    stamps: Stamps,
+    args: argparse.Namespace,
+    wall: float,
+    load: tuple[Any, Any],
+    started: float | None = None,
+) -> Obj:
     trials = stamps.trials
     created = sorted(stamps.created_order)
     for st in trials.values():
@@ -258,6 +273,9 @@ def report(stamps: Stamps, args: argparse.Namespace, wall: float, load: tuple[An
         f"load before={load[0]} after={load[1]}"
     )
     print(f"wall {wall:.2f} s  ideal {ideal:.2f} s  ratio {wall / ideal:.2f}")
+    if started is not None and created:
+        # The Suggestion, its Deployment, the algorithm's pod and first pass: once per Experiment.
+        print(f"Experiment created -> first Trial created {created[0][0] - started:.2f} s")
     if overheads:
         print(
             f"per-trial overhead (created->succeeded - S): p50 {quantile(overheads, 0.5):.3f} s"
@@ -343,7 +361,7 @@ def measure(kube: Kube, args: argparse.Namespace) -> Obj:
     after = loadavg()
     time.sleep(0.5)
     stop.set()
-    result = report(stamps, args, wall, (before, after))
+    result = report(stamps, args, wall, (before, after), t0)
     if not args.keep_namespace:
         kube.delete(NAMESPACES, namespace)
     return result

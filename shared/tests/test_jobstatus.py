@@ -217,6 +217,40 @@ def test_batch_job(job: dict[str, Any], phase: JobPhase, reason: str, message: s
     assert (got.phase, got.reason, got.message) == (phase, reason, message)
 
 
+def _interim_only(job: dict[str, Any], kind: str) -> dict[str, Any]:
+    """`job` as the Job controller leaves it between its two status writes: the interim
+    condition is there, the terminal one not yet."""
+    out = copy.deepcopy(job)
+    out["status"]["conditions"] = [c for c in out["status"]["conditions"] if c["type"] == kind]
+    return out
+
+
+def test_a_batch_job_is_decided_by_its_interim_condition_with_the_default_rules() -> None:
+    success = _interim_only(JOB_COMPLETE, "SuccessCriteriaMet")
+    failure = _interim_only(JOB_FAILED, "FailureTarget")
+    got = jobstatus.evaluate_job(success, BATCH_JOB_CONDITIONS, "Job", "batch/v1")
+    assert (got.phase, got.reason) == (JobPhase.SUCCEEDED, "CompletionsReached")
+    got = jobstatus.evaluate_job(failure, BATCH_JOB_CONDITIONS, "Job", "batch/v1")
+    assert (got.phase, got.reason) == (JobPhase.FAILED, "BackoffLimitExceeded")
+    # The terminal conditions still decide, failure first.
+    assert jobstatus.evaluate_job(JOB_FAILED, BATCH_JOB_CONDITIONS, "Job", "batch/v1").phase is (
+        JobPhase.FAILED
+    )
+    running = jobstatus.evaluate_job(JOB_RUNNING, BATCH_JOB_CONDITIONS, "Job", "batch/v1")
+    assert running.phase is JobPhase.RUNNING
+
+
+def test_custom_rules_and_other_kinds_are_not_read_through_interim_conditions() -> None:
+    success = _interim_only(JOB_COMPLETE, "SuccessCriteriaMet")
+    custom = jobstatus.ConditionRules(
+        success_condition='status.conditions.#(type=="Complete")#|#(status=="True")#',
+        failure_condition='status.conditions.#(type=="Failed")#',
+    )
+    assert jobstatus.evaluate_job(success, custom, "Job", "batch/v1").phase is JobPhase.RUNNING
+    other = jobstatus.evaluate_job(success, BATCH_JOB_CONDITIONS, "Job", "example.com/v1")
+    assert other.phase is JobPhase.RUNNING
+
+
 def test_batch_job_carries_the_matched_condition_object() -> None:
     got = evaluate_rules(JOB_COMPLETE, BATCH_JOB_CONDITIONS)
     assert got.matched is not None and got.matched["type"] == "Complete"

@@ -334,3 +334,41 @@ def test_exec_status_carries_the_exit_code_client_go_reads() -> None:
     assert spdy.exit_status(-15)["details"]["causes"][0]["message"] == "143"
     assert spdy.negotiate(["v5.channel.k8s.io, v4.channel.k8s.io"]) == spdy.PROTOCOL
     assert spdy.negotiate(["v1.channel.k8s.io"]) is None
+
+
+def test_a_pod_whose_startup_probe_passed_sleeps_until_its_next_probe() -> None:
+    """After a startup probe passed it never runs again, so its past schedule must not wake the
+    pod's worker: it did at once, for ever (a busy loop holding the agent's GIL, which slowed
+    every other pod's start and exit)."""
+    import time
+    from types import SimpleNamespace
+
+    from localcluster.nodeagent.podworker import PodWorker
+    from localcluster.nodeagent.probes import ProbeState
+
+    probe = {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 5}
+    pod = {
+        "metadata": {"name": "db", "namespace": "ns", "uid": "u1"},
+        "spec": {
+            "containers": [
+                {"name": "main", "image": "x", "startupProbe": probe, "livenessProbe": probe}
+            ]
+        },
+    }
+    worker = PodWorker(SimpleNamespace(node_ip="10.0.0.1", state_dir="/nonexistent"), pod)  # type: ignore[arg-type]
+    worker.sandbox = object()  # type: ignore[assignment]
+    worker.last_refresh = time.monotonic()
+    run = worker.app_runs[0]
+    run.proc = object()  # type: ignore[assignment]
+    past = time.monotonic() - 60
+    run.probes = {
+        "startup": ProbeState(probe, "startup"),
+        "liveness": ProbeState(probe, "liveness"),
+    }
+    run.probes["startup"].record(True, past)  # passed a minute ago; its next_at is long gone
+    run.status.started = True
+    run.probes["liveness"].record(True, time.monotonic())
+    assert worker._next_wakeup() > 1.0
+    # Before the startup probe passed, it is the one that schedules the worker.
+    run.status.started = False
+    assert worker._next_wakeup() == 0.0

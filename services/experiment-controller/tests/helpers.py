@@ -25,6 +25,8 @@ def experiment(
     resume: str | None = None,
     status: dict[str, Any] | None = None,
     trial_spec: dict[str, Any] | None = None,
+    algorithm: str = "random",
+    early_stopping: dict[str, Any] | None = None,
 ) -> Experiment:
     """An Experiment as the controller reads it (namespace `ns`, uid `uid-1`); no metric
     strategies unless given, so the defaults of the rules are what is tested."""
@@ -36,12 +38,14 @@ def experiment(
         "parallelTrialCount": parallel,
         "maxFailedTrialCount": max_failed,
         "resumePolicy": resume,
+        "earlyStopping": early_stopping,
     }
     body = builders.experiment(
         name,
         "ns",
         objective_spec=objective,
         collector=None,
+        algorithm=algorithm,
         trial_spec=trial_spec if trial_spec is not None else JOB,
         **{k: v for k, v in spec.items() if v is not None},
     )

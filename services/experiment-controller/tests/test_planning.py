@@ -21,7 +21,7 @@ def _status_after(p: planning.Plan) -> dict[str, object]:
 
 
 def test_new_experiment_is_created_and_asks_for_parallel_trials() -> None:
-    p = plan(experiment(), [], None, NOW)
+    p = plan(experiment(algorithm="tpe"), [], None, NOW)
     assert _last(p) == ("Created", "True", "ExperimentCreated")
     assert p.status.start_time == NOW
     assert p.create_suggestion and p.requests == 3
@@ -30,7 +30,8 @@ def test_new_experiment_is_created_and_asks_for_parallel_trials() -> None:
 
 
 def test_assignments_become_trials_within_parallelism() -> None:
-    exp = experiment(status=_status_after(plan(experiment(), [], None, NOW))["status"])  # type: ignore[arg-type]
+    created = plan(experiment(algorithm="tpe"), [], None, NOW)
+    exp = experiment(algorithm="tpe", status=_status_after(created)["status"])  # type: ignore[arg-type]
     p = plan(exp, [], suggestion(5, requests=3), NOW)
     # the algorithm handed out too many: only `parallel` become trials
     assert [t.name for t in p.new_trials] == [naming.trial_name("exp", str(i)) for i in range(3)]
@@ -262,3 +263,34 @@ def test_a_trimmed_suggestion_keeps_its_indexes() -> None:
     assert within.offset == 10
     p = plan(experiment(max_trials=12, parallel=5), trials, within, NOW)
     assert [t.name for t in p.new_trials] == [naming.trial_name("exp", "16")]
+
+
+def test_random_and_grid_ask_a_wave_ahead_so_a_successor_needs_no_algorithm_pass() -> None:
+    """Their points do not depend on results: `parallel` more are asked for than may start,
+    so the pass that sees a Trial finish creates its successor from an assignment at hand."""
+    for algorithm in ("random", "grid"):
+        assert plan(experiment(algorithm=algorithm), [], None, NOW).requests == 6
+    running = [trial(i, "Running") for i in range(3)]
+    p = plan(experiment(), running, suggestion(6, requests=6), NOW)
+    assert p.new_trials == [] and p.requests is None  # 3 running + 3 ahead
+    finished = [trial(0, "Succeeded"), *running[1:]]
+    p = plan(experiment(), finished, suggestion(6, requests=6), NOW)
+    assert [t.name for t in p.new_trials] == [naming.trial_name("exp", "3")]
+    assert p.requests == 7  # the 4th Trial starts now; 3 stay ahead
+
+
+def test_assignments_ahead_never_pass_max_trial_count() -> None:
+    assert plan(experiment(max_trials=4), [], None, NOW).requests == 4
+    trials = [trial(i, "Succeeded") for i in range(2)] + [trial(2, "Running")]
+    p = plan(experiment(max_trials=4), trials, suggestion(4, requests=4), NOW)
+    assert [t.name for t in p.new_trials] == [naming.trial_name("exp", "3")]
+    assert p.requests is None
+
+
+def test_algorithms_learning_from_results_and_early_stopping_are_not_asked_ahead() -> None:
+    """tpe (and sobol, whose first draws are random until a Trial completed) must see results
+    first; with early stopping an assignment carries the rules of the moment it is made."""
+    for algorithm in ("tpe", "sobol", "cmaes", "bayesianoptimization", "hyperband"):
+        assert plan(experiment(algorithm=algorithm), [], None, NOW).requests == 3, algorithm
+    medianstop = {"algorithmName": "medianstop"}
+    assert plan(experiment(early_stopping=medianstop), [], None, NOW).requests == 3

@@ -121,3 +121,44 @@ def test_push_collector_without_metrics_gets_unavailable_observation(
     )
     (metric,) = done["status"]["observation"]["metrics"]
     assert metric["name"] == "accuracy" and metric["latest"] == "unavailable"
+
+
+def _decide_job(kube: Kube, ns: str, name: str, condition: str, reason: str) -> None:
+    """Write what the Job controller writes first: the interim condition, not yet the
+    terminal one (the Job is managed by "nobody", so the real controller leaves it alone)."""
+    now = "2026-01-01T00:00:01Z"
+    cond = {
+        "type": condition,
+        "status": "True",
+        "reason": reason,
+        "message": f"{reason} by the stand-in",
+        "lastProbeTime": now,
+        "lastTransitionTime": now,
+    }
+    counts = {"succeeded": 1} if condition == "SuccessCriteriaMet" else {"failed": 1}
+    status = {"startTime": "2026-01-01T00:00:00Z", **counts, "conditions": [cond]}
+    kube.patch(JOBS, name, {"status": status}, ns, subresource="status")
+
+
+@pytest.mark.parametrize(
+    ("condition", "reason", "outcome"),
+    [("SuccessCriteriaMet", "CompletionsReached", "Succeeded"), ("FailureTarget", "x", "Failed")],
+)
+def test_a_job_is_decided_by_its_interim_condition(
+    kube: Kube, namespace: str, controller: Any, condition: str, reason: str, outcome: str
+) -> None:
+    """batch/v1 writes SuccessCriteriaMet (FailureTarget) first and Complete (Failed) only
+    after removing each pod's finalizer: the Trial ends on the first."""
+    controller()
+    job = batch_job("true")
+    job["spec"]["managedBy"] = "kubetune.test/nobody"
+    kube.create(TRIALS, trial("interim", job, retain=True), namespace)
+    wait_for("the job", lambda: kube.get_or_none(JOBS, "interim", namespace))
+    observe(kube, namespace, "interim", "0.9")
+    _decide_job(kube, namespace, "interim", condition, reason)
+    done = wait_for(
+        outcome, lambda: is_true(t := _trial(kube, namespace, "interim"), outcome) and t, 30
+    )
+    assert conditions_of(done)[outcome]["reason"].endswith(f"Job reason: {reason}")
+    job_conditions = kube.get(JOBS, "interim", namespace)["status"]["conditions"]
+    assert [c["type"] for c in job_conditions] == [condition]  # no terminal condition yet

@@ -46,6 +46,7 @@ import gjson
 __all__ = [
     "ARGO_WORKFLOW_CONDITIONS",
     "BATCH_JOB_CONDITIONS",
+    "BATCH_JOB_INTERIM_CONDITIONS",
     "DEFAULT_CONDITIONS_BY_KIND",
     "KUBEFLOW_JOB_CONDITIONS",
     "TEKTON_PIPELINERUN_CONDITIONS",
@@ -58,6 +59,7 @@ __all__ = [
     "JobStatus",
     "default_conditions",
     "evaluate",
+    "evaluate_job",
     "evaluate_rules",
     "match",
     "validate_expression",
@@ -120,6 +122,12 @@ BATCH_JOB_CONDITIONS = ConditionRules(
     success_condition='status.conditions.#(type=="Complete")#|#(status=="True")#',
     failure_condition='status.conditions.#(type=="Failed")#|#(status=="True")#',
 )
+BATCH_JOB_INTERIM_CONDITIONS = ConditionRules(
+    success_condition='status.conditions.#(type=="SuccessCriteriaMet")#|#(status=="True")#',
+    failure_condition='status.conditions.#(type=="FailureTarget")#|#(status=="True")#',
+)
+"""batch/v1's interim conditions (Kubernetes >= 1.31): the outcome is decided, `Complete` or
+`Failed` follows once the pods' finalizers are removed (see `evaluate_job`)."""
 KUBEFLOW_JOB_CONDITIONS = ConditionRules(
     success_condition='status.conditions.#(type=="Succeeded")#|#(status=="True")#',
     failure_condition='status.conditions.#(type=="Failed")#|#(status=="True")#',
@@ -340,3 +348,21 @@ def evaluate_rules(obj: Mapping[str, Any], rules: ConditionRules) -> JobStatus:
     return evaluate(
         obj, success_condition=rules.success_condition, failure_condition=rules.failure_condition
     )
+
+
+def evaluate_job(
+    obj: Mapping[str, Any], rules: ConditionRules, kind: str, api_version: str
+) -> JobStatus:
+    """:func:`evaluate_rules`; for a batch/v1 Job judged by Katib's default rules, its interim
+    conditions decide too. Why: the Job controller writes `SuccessCriteriaMet` (or
+    `FailureTarget`) as soon as the outcome is known, then removes each pod's finalizer, then
+    writes `Complete` (or `Failed`) with the same reason and message: reading the first saves
+    those round trips on every Trial. Custom rules are the user's and are left exactly so."""
+    state = evaluate_rules(obj, rules)
+    if (
+        state.phase is JobPhase.RUNNING
+        and rules == BATCH_JOB_CONDITIONS
+        and default_conditions(kind, api_version) is BATCH_JOB_CONDITIONS
+    ):
+        return evaluate_rules(obj, BATCH_JOB_INTERIM_CONDITIONS)
+    return state

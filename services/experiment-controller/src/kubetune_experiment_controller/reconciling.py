@@ -122,7 +122,11 @@ class Reconciler:
                 self.mark_trial_failed(ctx, key.namespace, trial.name, trial.render_error, now)
         if plan.create_suggestion:
             self.create_suggestion(ctx, obj, experiment, plan.requests or 0)
-        elif plan.requests is not None:
+        if plan.new_trials and not self.create_trials(ctx, obj, experiment, plan.new_trials, now):
+            requeue = CONFIG_MAP_RETRY
+        if not plan.create_suggestion and plan.requests is not None:
+            # After the Trials: they come from assignments at hand, the request is for later
+            # ones, so a finished Trial's successor does not wait for this write.
             ctx.kube.patch(
                 SUGGESTIONS,
                 naming.suggestion_name(key.name),
@@ -130,8 +134,6 @@ class Reconciler:
                 key.namespace,
             )
             ctx.log.info("suggestion requests -> %d", plan.requests)
-        if plan.new_trials and not self.create_trials(ctx, obj, experiment, plan.new_trials, now):
-            requeue = CONFIG_MAP_RETRY
         for event in plan.events:
             record(ctx, obj, event)
 

@@ -172,7 +172,7 @@ class TrialReconciler:
                 "while the Trial is running",
             )
         try:
-            state = jobstatus.evaluate_rules(job, rules)
+            state = jobstatus.evaluate_job(job, rules, kind.kind, kind.api_version)
         except jobstatus.ConditionError as e:
             return deciding.Seen(problem=INVALID_CONDITION, message=str(e))
         if state.phase is JobPhase.RUNNING:

@@ -240,13 +240,23 @@ class PodWorker(threading.Thread):
                 if r.restart_at is not None and r.proc is None and not r.done:
                     times.append(r.restart_at)
                 if r.proc is not None:
-                    times.extend(p.next_at for p in r.probes.values())
+                    times.extend(p.next_at for p in self._scheduled_probes(r))
             ads = (self.pod.get("spec") or {}).get("activeDeadlineSeconds")
             if ads is not None:
                 times.append(self.started_mono + float(ads))
         if self.report_retry_at is not None:
             times.append(self.report_retry_at)
         return max(0.0, min(times) - now)
+
+    @staticmethod
+    def _scheduled_probes(run: Run) -> list[ProbeState]:
+        """The probes `_probe` will run next: the startup probe until it passed, then the
+        others (a passed startup probe's past `next_at` would wake the worker at once, for
+        ever)."""
+        startup = run.probes.get("startup")
+        if startup is not None and not run.status.started:
+            return [startup]
+        return [p for kind, p in run.probes.items() if kind != "startup"]
 
     def _wait_event(self, timeout: float) -> None:
         try:
