@@ -30,7 +30,6 @@ from typing import Any
 import yaml
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
-from kubetune import earlystopping
 from kubetune.api.base import FreeForm, WireModel
 from kubetune.api.errors import describe
 
@@ -54,6 +53,8 @@ ALGORITHMS = (
     "darts",
     "enas",
 )
+EARLY_STOPPINGS = ("medianstop", "optuna-median", "optuna-percentile", "optuna-successive-halving")
+"""kubetune's own early-stopping algorithms (`kubetune.earlystopping`, same layer: not imported)."""
 COLLECTOR_KINDS = ("StdOut", "File", "TensorFlowEvent", "PrometheusMetric")
 DEFAULT_TRIAL_RESOURCES = (
     "Job.v1.batch",
@@ -141,7 +142,7 @@ class EarlyStoppingConfig(_Open):
     def katib_grpc(self) -> bool:
         """Whether the image speaks Katib's gRPC EarlyStopping API (kubetune's own early-stopping
         algorithms need no entry: the suggestion-algorithm computes their rules)."""
-        return _katib_grpc(self.protocol, self.image, self.algorithm_name in earlystopping.SETTINGS)
+        return _katib_grpc(self.protocol, self.image, self.algorithm_name in EARLY_STOPPINGS)
 
 
 def _katib_grpc(protocol: str | None, image: str, ours: bool) -> bool:

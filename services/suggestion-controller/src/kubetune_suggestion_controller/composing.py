@@ -109,7 +109,10 @@ def mount_path(entry: SuggestionConfig) -> str:
 
 
 def _ready_probe(directory: str) -> Obj:
-    return {"exec": {"command": ["cat", f"{directory.rstrip('/')}/{READY_FILE}"]}, "periodSeconds": 2}
+    return {
+        "exec": {"command": ["cat", f"{directory.rstrip('/')}/{READY_FILE}"]},
+        "periodSeconds": 2,
+    }
 
 
 def _katib_containers(
