@@ -142,3 +142,39 @@ def test_the_images_refusal_fails_the_suggestion_with_upstreams_message() -> Non
     assert failed and failed[0]["status"] == "True"
     assert failed[0]["message"] == "Validation failed: " + refusal
     assert not decision.create
+
+
+def test_kubetunes_algorithm_asks_a_katib_early_stopping_image_beside_it() -> None:
+    cfg = config.default()
+    early = config.EarlyStoppingConfig.model_validate(
+        {"algorithmName": "my-stop", "image": "example.com/stop:1", "args": ["--x"]}
+    )
+    entry = cfg.suggestion("random")
+    body = composing.deployment(_suggestion("random"), entry, False, early_stopping=early)
+    algorithm, stopper = body["spec"]["template"]["spec"]["containers"]
+    assert algorithm["command"] == ["suggestion-algorithm"]
+    assert algorithm["args"][-2:] == ["--early-stopping-endpoint", "localhost:6788"]
+    assert stopper["name"] == "early-stopping"
+    assert stopper["args"] == ["--x"]
+
+
+def test_the_deployment_gets_the_experiments_katib_early_stopping_image() -> None:
+    cfg = _config()
+    cfg.runtime.early_stoppings.append(
+        config.EarlyStoppingConfig(algorithm_name="my-stop", image="example.com/stop:1")
+    )
+    experiment = Experiment.model_validate(
+        {
+            "metadata": {"name": "exp", "namespace": "team"},
+            "spec": {"earlyStopping": {"algorithmName": "my-stop"}},
+        }
+    )
+    suggestion = _suggestion(
+        conditions=[{"type": "Created", "status": "True", "reason": "SuggestionCreated"}]
+    )
+    decision = deciding.decide(
+        suggestion, deciding.Seen(experiment=experiment), cfg, now="2026-01-01T00:00:00Z"
+    )
+    (deployment,) = [o for o in decision.create if o["kind"] == "Deployment"]
+    names = [c["name"] for c in deployment["spec"]["template"]["spec"]["containers"]]
+    assert names == ["suggestion", "early-stopping", "kubetune-bridge"]

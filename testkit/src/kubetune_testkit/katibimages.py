@@ -44,7 +44,7 @@ def _api() -> tuple[Any, Any]:
 
 
 def _record(state: Path, method: str, request: Any) -> None:
-    from google.protobuf import json_format
+    from google.protobuf import json_format  # type: ignore[import-untyped]
 
     line = {"method": method, "request": json_format.MessageToDict(request)}
     with (state / "requests.jsonl").open("a") as out:
@@ -91,7 +91,9 @@ def suggestion_servicer(state: Path) -> Any:
     pb, pb_grpc = _api()
     import grpc
 
-    class GridSuggestion(pb_grpc.SuggestionServicer):  # type: ignore[misc]
+    base: Any = pb_grpc.SuggestionServicer
+
+    class GridSuggestion(base):  # type: ignore[misc]
         lock = threading.Lock()
 
         def ValidateAlgorithmSettings(self, request: Any, context: Any) -> Any:  # noqa: N802
@@ -134,7 +136,9 @@ def early_stopping_servicer(state: Path) -> Any:
     pb, pb_grpc = _api()
     import grpc
 
-    class Threshold(pb_grpc.EarlyStoppingServicer):  # type: ignore[misc]
+    base: Any = pb_grpc.EarlyStoppingServicer
+
+    class Threshold(base):  # type: ignore[misc]
         def ValidateEarlyStoppingSettings(self, request: Any, context: Any) -> Any:  # noqa: N802
             _record(state, "ValidateEarlyStoppingSettings", request)
             unknown = set(_settings(request.early_stopping.algorithm_settings)) - set(STOP_SETTINGS)

@@ -269,7 +269,10 @@ def rules_of(reply_rules: Sequence[Any]) -> list[EarlyStoppingRule]:
 
 
 class Bridge:
-    """The gRPC side: stubs on localhost, what was validated, which early stops were told."""
+    """The gRPC side: stubs on localhost, what was validated, which early stops were told.
+
+    Either service may be absent: kubetune's own algorithm beside a Katib early-stopping image
+    uses only the early-stopping half (`searches` False)."""
 
     def __init__(
         self,
@@ -281,8 +284,9 @@ class Bridge:
     ) -> None:
         self.timeout = timeout
         self.db_manager_address = db_manager_address
-        self.channel = grpc.insecure_channel(endpoint)
-        self.suggestion = pb_grpc.SuggestionStub(self.channel)
+        self.channel = grpc.insecure_channel(endpoint) if endpoint else None
+        self.suggestion = pb_grpc.SuggestionStub(self.channel) if self.channel else None
+        self.searches = self.suggestion is not None
         self.early_channel = (
             grpc.insecure_channel(early_stopping_endpoint) if early_stopping_endpoint else None
         )
@@ -295,9 +299,9 @@ class Bridge:
         try:
             call(request, timeout=self.timeout, wait_for_ready=True)
         except grpc.RpcError as e:
-            code = e.code()  # type: ignore[attr-defined]
+            code = e.code()
             if code in _REFUSALS:
-                return f"{what} Error: {e.details()}"  # type: ignore[attr-defined]
+                return f"{what} Error: {e.details()}"
             if code == grpc.StatusCode.UNIMPLEMENTED:
                 log.info("%s is not implemented by the image: valid", what)
                 return None
@@ -310,11 +314,13 @@ class Bridge:
         if self.validated == uid:
             return None
         message = experiment_message(experiment)
-        refused = self._validate(
-            self.suggestion.ValidateAlgorithmSettings,
-            pb.ValidateAlgorithmSettingsRequest(experiment=message),
-            "ValidateAlgorithmSettings",
-        )
+        refused = None
+        if self.suggestion is not None:
+            refused = self._validate(
+                self.suggestion.ValidateAlgorithmSettings,
+                pb.ValidateAlgorithmSettingsRequest(experiment=message),
+                "ValidateAlgorithmSettings",
+            )
         if refused is None and self.early is not None and experiment.spec.early_stopping:
             refused = self._validate(
                 self.early.ValidateEarlyStoppingSettings,
@@ -395,7 +401,7 @@ class KatibSearch:
         return 0
 
     def next_assignments(self, start: int, count: int) -> list[TrialAssignment]:
-        if count <= 0:
+        if count <= 0 or self.bridge.suggestion is None:
             return []
         reply = self.bridge.suggestion.GetSuggestions(
             pb.GetSuggestionsRequest(

@@ -40,9 +40,18 @@ def parser(bridged: bool = False) -> argparse.ArgumentParser:
     # One process per Suggestion by construction: no leader election.
     running.add_flags(p, SERVICE, probe_port=0 if bridged else 6789, leader_election=False)
     if bridged:
-        from kubetune_suggestion_algorithm import bridge
+        from kubetune_suggestion_algorithm import bridge  # gRPC only where it is used
 
         bridge.add_flags(p)
+    else:
+        p.add_argument(
+            "--early-stopping-endpoint",
+            action=EnvDefault,
+            env="KUBETUNE_BRIDGE_EARLY_STOPPING_ENDPOINT",
+            default="",
+            help="a Katib EarlyStopping image in this pod (katib-config earlyStoppings[]) "
+            "computes the early-stopping rules instead of kubetune",
+        )
     p.add_argument(
         "--suggestion",
         action=EnvDefault,
@@ -126,7 +135,7 @@ def build(args: argparse.Namespace, bridged: bool = False) -> Controller:
         max_bytes=int(args.max_suggestion_bytes),
         keep_named=int(args.kept_trial_names),
         resync=float(args.resync),
-        bridge=_bridge(args) if bridged else None,
+        bridge=_bridge(args, bridged) if bridged or args.early_stopping_endpoint else None,
     )
     key = Key(args.namespace, args.suggestion)
 
@@ -150,9 +159,11 @@ def build(args: argparse.Namespace, bridged: bool = False) -> Controller:
     return controller
 
 
-def _bridge(args: argparse.Namespace) -> syncing.Bridging:
-    from kubetune_suggestion_algorithm import bridge
+def _bridge(args: argparse.Namespace, bridged: bool) -> syncing.Bridging:
+    from kubetune_suggestion_algorithm import bridge  # gRPC only where it is used
 
+    if not bridged:  # kubetune's algorithm, a Katib early-stopping image beside it
+        return bridge.Bridge("", args.early_stopping_endpoint)
     return bridge.from_args(args)
 
 

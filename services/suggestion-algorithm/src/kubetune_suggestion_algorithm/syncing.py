@@ -39,7 +39,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from kubetune import algorithmsettings, conditions, errors, events, naming, nas, observations
 from kubetune.algorithmsettings import Value
@@ -128,7 +128,10 @@ def outcome(experiment: Experiment, trial: Trial) -> studying.Outcome | None:
 
 
 class Bridging(Protocol):
-    """What the pass asks of `bridge.Bridge` (kept abstract: no gRPC import here)."""
+    """What the pass asks of `bridge.Bridge` (kept abstract: no gRPC import here); `searches`
+    False: only a Katib early-stopping image is bridged, kubetune's algorithm searches."""
+
+    searches: bool
 
     def refusal(self, experiment: Experiment) -> str | None: ...
 
@@ -225,14 +228,13 @@ class Syncer:
         if status is not None and conditions.is_true(status.conditions, SuggestionCondition.FAILED):
             return False
         raw_trials = list(trial_objects)
+        search: algorithms.Algorithm | Literal[False] | None = False
         if self.bridge is not None:
-            search = self.bridged(raw, suggestion, experiment, raw_trials)
-            if search is None:
-                return False
-        else:
+            search = self.bridged(suggestion, experiment, raw_trials)
+        if search is False:
             search = self.own_search(suggestion, experiment)
-            if search is None:
-                return False
+        if search is None:
+            return False  # invalid settings, or an image refused them
 
         outcomes: dict[str, studying.Outcome] = {}
         trials: dict[str, Trial] = {}
@@ -254,11 +256,12 @@ class Syncer:
 
         requests = suggestion.spec.requests or 0
         new = search.next_assignments(len(assignments), requests - len(assignments))
+        rules = None
         if new and self.bridge is not None:
             rules = self.bridge.rules(experiment, suggestion, list(trials.values()))
-            if rules:
-                new = [a.model_copy(update={"early_stopping_rules": rules}) for a in new]
-        elif new:
+        if rules:
+            new = [a.model_copy(update={"early_stopping_rules": rules}) for a in new]
+        elif new and rules is None:
             new = self.with_rules(new, experiment, raw_trials)
         current_settings = status.algorithm_settings if status else None
         settings_out = status_settings(current_settings, search.exhausted)
@@ -356,10 +359,11 @@ class Syncer:
         return self._search(experiment, algorithm, settings)
 
     def bridged(
-        self, raw: Obj, suggestion: Suggestion, experiment: Experiment, trials: Sequence[Obj]
-    ) -> algorithms.Algorithm | None:
-        """The Katib image's search through the bridge, or None when the image refused the
-        settings (then the refusal is in `status.algorithmSettings`, once)."""
+        self, suggestion: Suggestion, experiment: Experiment, trials: Sequence[Obj]
+    ) -> algorithms.Algorithm | Literal[False] | None:
+        """The Katib image's search through the bridge (False: kubetune's algorithm searches,
+        only early stopping is bridged), or None when an image refused the settings (then the
+        refusal is in `status.algorithmSettings`)."""
         assert self.bridge is not None
         models = [Trial.model_validate(t) for t in trials]
         refused = self.bridge.refusal(experiment)
@@ -388,6 +392,8 @@ class Syncer:
             )
             return None
         self.bridge.tell_early_stopped(models)
+        if not self.bridge.searches:
+            return False
         return self.bridge.search(experiment, suggestion, models)
 
     def with_rules(

@@ -115,6 +115,23 @@ def _ready_probe(directory: str) -> Obj:
     }
 
 
+def _early_stopping_container(entry: EarlyStoppingConfig) -> Obj:
+    """A Katib early-stopping image as Katib runs it, on 6788."""
+    extra = entry.model_extra or {}
+    container: Obj = {
+        "name": EARLY_STOPPING_CONTAINER,
+        "image": entry.image,
+        "imagePullPolicy": entry.image_pull_policy or "IfNotPresent",
+        "ports": [{"name": EARLY_STOPPING_PORT_NAME, "containerPort": EARLY_STOPPING_PORT}],
+    }
+    for key in ("command", "args", "env"):
+        if extra.get(key):
+            container[key] = copy.deepcopy(extra[key])
+    if entry.resources:
+        container["resources"] = copy.deepcopy(entry.resources)
+    return container
+
+
 def _katib_containers(
     suggestion: Suggestion,
     entry: SuggestionConfig,
@@ -147,18 +164,7 @@ def _katib_containers(
         BRIDGE_DIR,
     ]
     if early_stopping is not None:
-        stopper: Obj = {
-            "name": EARLY_STOPPING_CONTAINER,
-            "image": early_stopping.image,
-            "imagePullPolicy": early_stopping.image_pull_policy or "IfNotPresent",
-            "ports": [{"name": EARLY_STOPPING_PORT_NAME, "containerPort": EARLY_STOPPING_PORT}],
-        }
-        for key in ("command", "args", "env"):
-            if (early_stopping.model_extra or {}).get(key):
-                stopper[key] = copy.deepcopy((early_stopping.model_extra or {})[key])
-        if early_stopping.resources:
-            stopper["resources"] = copy.deepcopy(early_stopping.resources)
-        containers.append(stopper)
+        containers.append(_early_stopping_container(early_stopping))
         args += ["--early-stopping-endpoint", f"localhost:{EARLY_STOPPING_PORT}"]
     containers.append(
         {
@@ -242,6 +248,9 @@ def deployment(
             suggestion, entry, bridge_image or SUGGESTION_IMAGE, early_stopping
         )
         pod_spec["volumes"].append({"name": BRIDGE_VOLUME, "emptyDir": {}})
+    elif early_stopping is not None:  # kubetune's algorithm asks the Katib image for the rules
+        pod_spec["containers"].append(_early_stopping_container(early_stopping))
+        container["args"] += ["--early-stopping-endpoint", f"localhost:{EARLY_STOPPING_PORT}"]
     pod_labels = {**labels(suggestion), naming.ISTIO_INJECT: "false"}
     meta = _meta(suggestion, deployment_name(suggestion))
     meta["labels"][naming.ISTIO_INJECT] = "false"
