@@ -178,3 +178,12 @@ def test_the_deployment_gets_the_experiments_katib_early_stopping_image() -> Non
     (deployment,) = [o for o in decision.create if o["kind"] == "Deployment"]
     names = [c["name"] for c in deployment["spec"]["template"]["spec"]["containers"]]
     assert names == ["suggestion", "early-stopping", "kubetune-bridge"]
+
+
+def test_an_entry_may_name_its_images_port() -> None:
+    cfg = _config(ports=[{"containerPort": 16789}])
+    entry = cfg.suggestion("my-grid")
+    body = composing.deployment(_suggestion(), entry, False, bridge_image="b")
+    algorithm, bridge = body["spec"]["template"]["spec"]["containers"]
+    assert algorithm["ports"] == [{"name": "api", "containerPort": 16789}]
+    assert bridge["args"][3:5] == ["--endpoint", "localhost:16789"]

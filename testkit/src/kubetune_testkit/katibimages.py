@@ -177,7 +177,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="katib-test-algorithm", description="A Katib-protocol grid and early stopping."
     )
     p.add_argument("service", choices=["suggestion", "early-stopping", "both"])
-    p.add_argument("--port", type=int, default=0, help="default: 6789 (6788 for early-stopping)")
+    p.add_argument(
+        "--port",
+        type=int,
+        default=int(os.environ.get("KATIB_TEST_PORT", "0")),
+        help="default: $KATIB_TEST_PORT, else 6789 (6788 for early-stopping)",
+    )
     p.add_argument(
         "--state",
         default=os.environ.get("KATIB_TEST_STATE", "/opt/katib/data"),

@@ -228,14 +228,6 @@ class Syncer:
         if status is not None and conditions.is_true(status.conditions, SuggestionCondition.FAILED):
             return False
         raw_trials = list(trial_objects)
-        search: algorithms.Algorithm | Literal[False] | None = False
-        if self.bridge is not None:
-            search = self.bridged(suggestion, experiment, raw_trials)
-        if search is False:
-            search = self.own_search(suggestion, experiment)
-        if search is None:
-            return False  # invalid settings, or an image refused them
-
         outcomes: dict[str, studying.Outcome] = {}
         trials: dict[str, Trial] = {}
         for obj in raw_trials:
@@ -246,6 +238,13 @@ class Syncer:
             result = outcome(experiment, trial)
             if result is not None:
                 outcomes[trial.metadata.name] = result
+        search: algorithms.Algorithm | Literal[False] | None = False
+        if self.bridge is not None:
+            search = self.bridged(suggestion, experiment, list(trials.values()))
+        if search is False:
+            search = self.own_search(suggestion, experiment)
+        if search is None:
+            return False  # invalid settings, or an image refused them
         kept = (status.suggestions if status else None) or []
         offset = offset_of(len(kept), status.suggestion_count if status else None)
         experiment_name = experiment.metadata.name or self.name
@@ -359,13 +358,12 @@ class Syncer:
         return self._search(experiment, algorithm, settings)
 
     def bridged(
-        self, suggestion: Suggestion, experiment: Experiment, trials: Sequence[Obj]
+        self, suggestion: Suggestion, experiment: Experiment, trials: Sequence[Trial]
     ) -> algorithms.Algorithm | Literal[False] | None:
         """The Katib image's search through the bridge (False: kubetune's algorithm searches,
         only early stopping is bridged), or None when an image refused the settings (then the
         refusal is in `status.algorithmSettings`)."""
         assert self.bridge is not None
-        models = [Trial.model_validate(t) for t in trials]
         refused = self.bridge.refusal(experiment)
         if refused is not None:
             status = suggestion.status
@@ -391,10 +389,10 @@ class Syncer:
                 subresource="status",
             )
             return None
-        self.bridge.tell_early_stopped(models)
+        self.bridge.tell_early_stopped(trials)
         if not self.bridge.searches:
             return False
-        return self.bridge.search(experiment, suggestion, models)
+        return self.bridge.search(experiment, suggestion, trials)
 
     def with_rules(
         self, new: list[TrialAssignment], experiment: Experiment, trials: Sequence[Obj]

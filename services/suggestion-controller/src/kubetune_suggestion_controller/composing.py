@@ -115,6 +115,15 @@ def _ready_probe(directory: str) -> Obj:
     }
 
 
+def image_port(entry: SuggestionConfig) -> int:
+    """The image's gRPC port: Katib's 6789, or (kubetune extension, for images of one's own) the
+    first `ports[].containerPort` of the entry."""
+    for item in (entry.model_extra or {}).get("ports") or []:
+        if isinstance(item, dict) and isinstance(item.get("containerPort"), int):
+            return int(item["containerPort"])
+    return PORT
+
+
 def _early_stopping_container(entry: EarlyStoppingConfig) -> Obj:
     """A Katib early-stopping image as Katib runs it, on 6788."""
     extra = entry.model_extra or {}
@@ -141,11 +150,12 @@ def _katib_containers(
     """The image as Katib runs it (its entrypoint unless the entry sets `command`), the early
     stopping image if any, and the bridge sidecar last."""
     extra = entry.model_extra or {}
+    port = image_port(entry)
     algorithm: Obj = {
         "name": CONTAINER,
         "image": entry.image,
         "imagePullPolicy": entry.image_pull_policy or "IfNotPresent",
-        "ports": [{"name": KATIB_PORT_NAME, "containerPort": PORT}],
+        "ports": [{"name": KATIB_PORT_NAME, "containerPort": port}],
         "volumeMounts": [{"name": naming.SUGGESTION_VOLUME, "mountPath": mount_path(entry)}],
     }
     for key in ("command", "args", "env", "envFrom", "readinessProbe", "livenessProbe"):
@@ -159,7 +169,7 @@ def _katib_containers(
         "--suggestion",
         _name(suggestion),
         "--endpoint",
-        f"localhost:{PORT}",
+        f"localhost:{port}",
         "--data-dir",
         BRIDGE_DIR,
     ]
