@@ -78,9 +78,13 @@ def test_the_katib_image_runs_as_katib_runs_it_beside_the_bridge_sidecar() -> No
     assert bridge["command"] == ["suggestion-algorithm"]
     assert bridge["args"][:5] == ["bridge", "--suggestion", "exp", "--endpoint", "localhost:6789"]
     assert "--early-stopping-endpoint" not in bridge["args"]
-    assert {m["name"] for m in bridge["volumeMounts"]} == {"kubetune-bridge"}
+    assert {m["name"] for m in bridge["volumeMounts"]} == {"kubetune-bridge", "kube-api-access"}
     assert bridge["readinessProbe"]["exec"]["command"][0] == "cat"
-    assert {v["name"] for v in spec["volumes"]} == {"suggestion-volume", "kubetune-bridge"}
+    assert {v["name"] for v in spec["volumes"]} == {
+        "suggestion-volume",
+        "kubetune-bridge",
+        "kube-api-access",
+    }
     assert {"name": "kubetune-bridge", "emptyDir": {}} in spec["volumes"]
 
 
@@ -187,3 +191,26 @@ def test_an_entry_may_name_its_images_port() -> None:
     algorithm, bridge = body["spec"]["template"]["spec"]["containers"]
     assert algorithm["ports"] == [{"name": "api", "containerPort": 16789}]
     assert bridge["args"][3:5] == ["--endpoint", "localhost:16789"]
+
+
+def test_only_the_bridge_gets_the_api_token_not_the_katib_images() -> None:
+    cfg = _config()
+    early = config.EarlyStoppingConfig(algorithm_name="my-stop", image="example.com/stop:1")
+    body = composing.deployment(
+        _suggestion(), cfg.suggestion("my-grid"), False, bridge_image="b", early_stopping=early
+    )
+    spec = body["spec"]["template"]["spec"]
+    assert spec["automountServiceAccountToken"] is False
+    algorithm, stopper, bridge = spec["containers"]
+    token = "/var/run/secrets/kubernetes.io/serviceaccount"
+    assert {"name": "kube-api-access", "mountPath": token, "readOnly": True} in bridge[
+        "volumeMounts"
+    ]
+    for image in (algorithm, stopper):
+        assert all(m["mountPath"] != token for m in image.get("volumeMounts") or [])
+    (access,) = [v for v in spec["volumes"] if v["name"] == "kube-api-access"]
+    sources = access["projected"]["sources"]
+    assert sources[0]["serviceAccountToken"]["path"] == "token"
+    # kubetune's own algorithm pod is left as it was (its one container needs the token)
+    own = composing.deployment(_suggestion("random"), cfg.suggestion("random"), False)
+    assert "automountServiceAccountToken" not in own["spec"]["template"]["spec"]

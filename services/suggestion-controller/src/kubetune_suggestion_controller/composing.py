@@ -10,7 +10,9 @@ A Katib-protocol entry (`SuggestionConfig.katib_grpc`) gets the pod Katib would 
 with its own entrypoint, the entry's command/args/env/resources, port 6789 and the volume at the
 entry's path, and (for a Katib early-stopping image) that image on 6788; plus kubetune's bridge
 sidecar (`suggestion-algorithm bridge`), which calls them on localhost and writes the Suggestion's
-status. The sidecar uses the same ServiceAccount: it needs exactly the algorithm's rights.
+status. The sidecar uses the same ServiceAccount: it needs exactly the algorithm's rights, and
+only it gets the token (the pod's automatic mount is off; a projected token volume goes to the
+sidecar alone), so the Katib images have no API credentials at all.
 """
 
 from __future__ import annotations
@@ -38,6 +40,30 @@ BRIDGE_CONTAINER = "kubetune-bridge"
 BRIDGE_VOLUME = "kubetune-bridge"
 BRIDGE_DIR = "/var/run/kubetune-bridge"
 """The sidecar's own directory (its readiness file), apart from the algorithm's volume."""
+TOKEN_VOLUME = "kube-api-access"
+TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+TOKEN_VOLUME_SOURCE: dict[str, Any] = {
+    "projected": {
+        "sources": [
+            {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+            {
+                "configMap": {
+                    "name": "kube-root-ca.crt",
+                    "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                }
+            },
+            {
+                "downwardAPI": {
+                    "items": [
+                        {"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}
+                    ]
+                }
+            },
+        ]
+    }
+}
+"""The API credentials, mounted into the bridge sidecar only: a Katib image talks gRPC to its
+neighbour and needs none (the pod's automatic token is off, so it gets none)."""
 BRIDGE_RESOURCES: dict[str, Any] = {
     "requests": {"cpu": "20m", "memory": "64Mi"},
     "limits": {"cpu": "500m", "memory": "256Mi"},
@@ -192,7 +218,10 @@ def _katib_containers(
                 {"name": "PYTHONUNBUFFERED", "value": "1"},
             ],
             "resources": copy.deepcopy(BRIDGE_RESOURCES),
-            "volumeMounts": [{"name": BRIDGE_VOLUME, "mountPath": BRIDGE_DIR}],
+            "volumeMounts": [
+                {"name": BRIDGE_VOLUME, "mountPath": BRIDGE_DIR},
+                {"name": TOKEN_VOLUME, "mountPath": TOKEN_PATH, "readOnly": True},
+            ],
             "readinessProbe": _ready_probe(BRIDGE_DIR),
         }
     )
@@ -258,6 +287,8 @@ def deployment(
             suggestion, entry, bridge_image or SUGGESTION_IMAGE, early_stopping
         )
         pod_spec["volumes"].append({"name": BRIDGE_VOLUME, "emptyDir": {}})
+        pod_spec["volumes"].append({"name": TOKEN_VOLUME, **copy.deepcopy(TOKEN_VOLUME_SOURCE)})
+        pod_spec["automountServiceAccountToken"] = False
     elif early_stopping is not None:  # kubetune's algorithm asks the Katib image for the rules
         pod_spec["containers"].append(_early_stopping_container(early_stopping))
         container["args"] += ["--early-stopping-endpoint", f"localhost:{EARLY_STOPPING_PORT}"]
