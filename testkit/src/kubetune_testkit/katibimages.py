@@ -74,7 +74,7 @@ def _points(spec: Any, step: str | None) -> list[str]:
     out = []
     value = low
     while value <= high:
-        out.append(str(int(value)) if spec.parameter_type == 2 else str(value))  # 2 = INT
+        out.append(str(int(value)) if spec.parameter_type == _api()[0].INT else str(value))
         value += inc
     return out
 
