@@ -5,7 +5,8 @@ console scripts, so before it starts, the image map template
 e2e/localcluster/images/kubetune.yaml is rendered with this interpreter's bin directory
 (deploying.render_image_map) and handed to the node agent through LOCALCLUSTER_IMAGE_MAP
 (unless that is set already), with entries that run the real operators' images as the
-binaries `localcluster build-operators` builds (realoperators.py).
+binaries `localcluster build-operators` builds (realoperators.py) and a Katib gRPC algorithm
+image as testkit's `katib-test-algorithm`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from kubetune_testkit.deploying import (
     apply_overlay,
     enable_injection,
     render_image_map,
+    venv_bin,
     wait_available,
 )
 from localcluster.pytest_plugin import ClusterHandle
@@ -36,7 +38,11 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     fd, path = tempfile.mkstemp(prefix="kubetune-image-map-", suffix=".yaml")
     with os.fdopen(fd, "w") as fh:
-        fh.write(render_image_map() + textwrap.indent(image_map_entries(), "  "))
+        fh.write(
+            render_image_map()
+            + textwrap.indent(image_map_entries(), "  ")
+            + textwrap.indent(KATIB_TEST_IMAGES, "  ")
+        )
     os.environ["LOCALCLUSTER_IMAGE_MAP"] = path
     config.stash[_MAP_KEY] = path
 
@@ -49,6 +55,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 _MAP_KEY = pytest.StashKey[str]()
+KATIB_TEST_IMAGES = f"""\
+- match: "example.com/kubetune-tests/katib-grid*"
+  entrypoint: [katib-test-algorithm, suggestion]
+  env: {{PYTHONUNBUFFERED: "1"}}
+  path: ["{venv_bin()}"]
+"""
+"""A Katib gRPC algorithm image (test_algorithms.py): testkit's Katib-protocol grid server."""
 
 
 @pytest.fixture(scope="session")

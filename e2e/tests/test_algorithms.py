@@ -11,6 +11,10 @@ restores its checkpoint from `suggestion_trial_dir`, trains one step and saves i
 Trial of generation g > 0 names a parent of generation g-1 and reports one step more than that
 parent, so the checkpoint went from the parent's directory to the child's through the
 suggestion's volume (copied by the algorithm, mounted by the pod webhook).
+
+A team's own algorithm, a Katib gRPC Suggestion server (testkit's `katib-test-algorithm`),
+configured in katib-config as an image: its refusal of the settings fails the Experiment, and it
+runs a whole FromVolume Experiment through kubetune's bridge sidecar, its pod killed halfway.
 """
 
 from __future__ import annotations
@@ -21,10 +25,13 @@ from typing import Any
 
 import pytest
 import test_local_overlay as overlay
+import yaml
 
 from kubetune import naming
 from kubetune_testkit.conditions import conditions_of
 from kubetune_testkit.kubectl import get_json
+from kubetune_testkit.processes import free_port
+from kubetune_testkit.waiting import wait_for
 from localcluster.pytest_plugin import ClusterHandle
 
 pytestmark = pytest.mark.integration
@@ -280,3 +287,123 @@ def test_pbt_generations_share_checkpoints_through_the_suggestion_volume(
         previous = [t for t, h in generation.items() if h == g - 1]
         worst = min(previous, key=lambda t: metric(t, "accuracy"))
         assert worst not in chosen  # exploited: its successor continues a better member
+
+
+# -- a team's own algorithm as a Katib gRPC image, through kubetune's bridge --------------------
+
+KATIB_GRID_IMAGE = "example.com/kubetune-tests/katib-grid:1"
+"""Run by the node agent as testkit's `katib-test-algorithm suggestion` (conftest's image map):
+a Katib gRPC Suggestion server (the kubeflow-katib package's servicer) handing out a grid in
+order, its position kept under /opt/katib/data (the FromVolume volume)."""
+
+
+def _add_katib_grid(cluster: ClusterHandle) -> None:
+    """katib-config gets the image's entry (modelled on random's, so its volume is the local
+    overlay's hostPath one); the webhook and the suggestion-controller read it at start, so
+    their pods are replaced. The entry only adds an algorithm: later tests are unaffected."""
+    cm = get_json(cluster, "configmap", "-n", "kubeflow", "katib-config")
+    document = yaml.safe_load(cm["data"]["katib-config.yaml"])
+    entries = document["runtime"]["suggestions"]
+    if any(e["algorithmName"] == "katib-grid" for e in entries):
+        return
+    port = free_port()  # the pod shares the host's network: Katib's 6789 may be taken
+    random_entry = next(e for e in entries if e["algorithmName"] == "random")
+    entry = {
+        **{k: v for k, v in random_entry.items() if k not in ("command", "args", "image")},
+        "algorithmName": "katib-grid",
+        "image": KATIB_GRID_IMAGE,
+        "env": [{"name": "KATIB_TEST_PORT", "value": str(port)}],
+        "ports": [{"containerPort": port}],
+    }
+    entries.append(entry)
+    cm["data"]["katib-config.yaml"] = yaml.safe_dump(document, sort_keys=False)
+    cluster.kubectl("replace", "-f", "-", stdin=json.dumps(cm))
+    for service in ("webhook", "suggestion-controller"):
+        selector = f"app.kubernetes.io/name=kubetune-{service}"
+        old = {
+            p["metadata"]["uid"]
+            for p in get_json(cluster, "pods", "-n", "kubeflow", "-l", selector)["items"]
+        }
+        assert old, f"no pod of {service} ({selector})"
+        cluster.kubectl("delete", "pods", "-n", "kubeflow", "-l", selector, "--wait=false")
+
+        def replaced(selector: str = selector, old: set[str] = old) -> bool:
+            pods = get_json(cluster, "pods", "-n", "kubeflow", "-l", selector)["items"]
+            return any(
+                p["metadata"]["uid"] not in old
+                and not p["metadata"].get("deletionTimestamp")
+                and _condition(p, "Ready").get("status") == "True"
+                for p in pods
+            )
+
+        wait_for(f"a new {service} pod", replaced, 180, interval=1)
+
+
+def _grid_experiment(name: str, namespace: str, settings: list[Obj]) -> Obj:
+    experiment = overlay._experiment(name, namespace, "FromVolume")
+    spec = experiment["spec"]
+    spec["algorithm"] = {"algorithmName": "katib-grid", "algorithmSettings": settings}
+    spec["parameters"] = [
+        {"name": "lr", "parameterType": "double", "feasibleSpace": {"min": "0.01", "max": "0.05"}}
+    ]
+    spec["parallelTrialCount"] = 1
+    spec["maxTrialCount"] = 5
+    spec["objective"] = {"type": "maximize", "objectiveMetricName": "accuracy"}
+    return experiment
+
+
+def test_a_katib_grpc_algorithm_image_runs_an_experiment_through_the_bridge(
+    kubetune: ClusterHandle, ns: str
+) -> None:
+    cluster, namespace = kubetune, ns
+    _add_katib_grid(cluster)
+
+    # The image refuses settings it does not know: Suggestion and Experiment Failed, as upstream.
+    refused = _grid_experiment("refused", namespace, [{"name": "bogus", "value": "1"}])
+    cluster.kubectl("create", "-f", "-", stdin=json.dumps(refused))
+
+    def failed() -> Obj | None:
+        exp = get_json(cluster, "experiment", "-n", namespace, "refused")
+        return exp if _condition(exp, "Failed").get("status") == "True" else None
+
+    wait_for("the refused Experiment to fail", failed, overlay.EXPERIMENT_TIMEOUT, interval=1)
+    suggestion = get_json(cluster, "suggestion", "-n", namespace, "refused")
+    assert _condition(suggestion, "Failed")["message"] == (
+        "Validation failed: ValidateAlgorithmSettings Error: unknown setting(s) bogus for the grid"
+    )
+    cluster.kubectl("delete", "experiment", "-n", namespace, "refused")
+
+    # A whole Experiment; the algorithm's pod dies halfway and comes back on its volume.
+    name = "katib-grid"
+    grid = _grid_experiment(name, namespace, [{"name": "step", "value": "0.01"}])
+    cluster.kubectl("create", "-f", "-", stdin=json.dumps(grid))
+    deployment = get_json_when(cluster, "deployment", namespace, f"{name}-katib-grid")
+    containers = [c["name"] for c in deployment["spec"]["template"]["spec"]["containers"]]
+    assert containers == ["suggestion", "kubetune-bridge"]
+    _kill_algorithm_pod_once_assigned(cluster, namespace, name, count=3)
+    exp = overlay.wait_succeeded(cluster, namespace, name)
+    assert exp["status"]["trialsSucceeded"] == 5
+
+    suggestion = get_json(cluster, "suggestion", "-n", namespace, name)
+    order = [s["name"] for s in suggestion["status"]["suggestions"]]
+    trials = {
+        t["metadata"]["name"]: t
+        for t in get_json(cluster, "trial", "-n", namespace)["items"]
+        if t["metadata"]["name"] in order
+    }
+    values = [trials[t]["spec"]["parameterAssignments"][0]["value"] for t in order]
+    # The grid in order, each point once: the restarted image continued from its volume (a
+    # fresh one would have handed out 0.01 again).
+    assert values == ["0.01", "0.02", "0.03", "0.04", "0.05"]
+    settings = {s["name"]: s["value"] for s in suggestion["status"]["algorithmSettings"]}
+    assert settings["handed_out"] == "5"  # the image's own setting, through GetSuggestions
+
+
+def get_json_when(cluster: ClusterHandle, kind: str, namespace: str, name: str) -> Obj:
+    """The object once it exists."""
+
+    def found() -> Obj | None:
+        out = cluster.kubectl("get", kind, "-n", namespace, name, "-o", "json", check=False)
+        return json.loads(out.stdout) if out.returncode == 0 else None
+
+    return wait_for(f"{kind} {name}", found, overlay.EXPERIMENT_TIMEOUT, interval=1)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kubetune import config
+from kubetune import config, earlystopping
 
 
 def test_defaults_cover_every_algorithm_and_collector() -> None:
@@ -76,3 +76,51 @@ def test_from_config_map() -> None:
     assert config.from_config_map(cm) == config.default()
     with pytest.raises(config.ConfigError, match="has no key"):
         config.from_config_map({"data": {}})
+
+
+def test_katib_protocol_entries_are_marked_or_detected() -> None:
+    cfg = config.parse(
+        """
+runtime:
+  suggestions:
+    - {algorithmName: random, image: ghcr.io/kubetune/suggestion-algorithm:1}
+    - {algorithmName: my-grid, image: example.com/grid:1}
+    - {algorithmName: tpe, image: docker.io/kubeflowkatib/suggestion-hyperopt:v0.19.0}
+    - {algorithmName: cmaes, image: example.com/cmaes:1, protocol: katib-grpc}
+    - {algorithmName: my-own, image: example.com/own:1, protocol: kubetune}
+  earlyStoppings:
+    - {algorithmName: medianstop, image: docker.io/kubeflowkatib/earlystopping-medianstop:v0.19.0}
+    - {algorithmName: my-stop, image: example.com/stop:1}
+    - {algorithmName: optuna-median, image: ghcr.io/kubetune/suggestion-algorithm:1}
+"""
+    )
+    marked = {e.algorithm_name: e.katib_grpc() for e in cfg.runtime.suggestions}
+    assert marked == {
+        "random": False,
+        "my-grid": True,
+        "tpe": True,
+        "cmaes": True,
+        "my-own": False,
+    }
+    assert cfg.bridge_image(cfg.suggestion("my-grid")) == "ghcr.io/kubetune/suggestion-algorithm:1"
+    assert cfg.bridged_early_stopping("medianstop") is not None
+    assert cfg.bridged_early_stopping("my-stop") is not None
+    assert cfg.bridged_early_stopping("optuna-median") is None  # kubetune computes it
+    assert cfg.bridged_early_stopping("optuna-percentile") is None  # no entry: kubetune's
+    assert (
+        config.default().bridge_image(
+            config.SuggestionConfig(algorithm_name="x", image="y", bridge_image="z")
+        )
+        == "z"
+    )
+
+
+def test_an_unknown_protocol_names_the_field_and_the_choices() -> None:
+    with pytest.raises(config.ConfigError) as e:
+        config.parse("runtime: {suggestions: [{algorithmName: x, image: y, protocol: grpc}]}")
+    assert "runtime.suggestions[0].protocol" in str(e.value)
+    assert "katib-grpc" in str(e.value) and "kubetune" in str(e.value)
+
+
+def test_the_config_knows_kubetunes_own_early_stopping_names() -> None:
+    assert config.EARLY_STOPPINGS == earlystopping.ALGORITHMS

@@ -1214,3 +1214,35 @@ def test_nas_problems_are_refused_with_upstreams_message(
         lambda ns, key, name: "",
     )
     assert expected in problems and all("nasConfig" not in p for p in problems if p != expected)
+
+
+CONFIG_WITH_KATIB_IMAGES = katib_config.parse(
+    """
+runtime:
+  suggestions:
+    - {algorithmName: random, image: docker.io/kubeflowkatib/suggestion-hyperopt:v0.19.0}
+    - {algorithmName: my-grid, image: example.com/grid:1}
+  metricsCollectors: [{kind: StdOut, image: c:1}]
+  earlyStoppings: [{algorithmName: my-stop, image: example.com/stop:1}]
+"""
+)
+
+
+def test_a_katib_image_judges_its_own_settings() -> None:
+    exp = _with(
+        "spec.algorithm",
+        {"algorithmName": "random", "algorithmSettings": [{"name": "hyperopt_only", "value": "1"}]},
+    )
+    assert _problems(exp, config=CONFIG_WITH_KATIB_IMAGES) == []
+    assert any("hyperopt_only" in p for p in _problems(exp))  # kubetune's own random refuses
+
+
+def test_an_early_stopping_algorithm_with_a_katib_image_is_allowed() -> None:
+    exp = _with(
+        "spec.earlyStopping",
+        {"algorithmName": "my-stop", "algorithmSettings": [{"name": "min_value", "value": "1"}]},
+    )
+    exp = _with("spec.algorithm", {"algorithmName": "my-grid"}, exp)
+    assert _problems(exp, config=CONFIG_WITH_KATIB_IMAGES) == []
+    problems = _problems(exp, config=CONFIG_WITH_EARLY_STOPPING)
+    assert any("spec.earlyStopping.algorithmName: 'my-stop' is unknown" in p for p in problems)

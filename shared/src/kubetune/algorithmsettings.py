@@ -45,7 +45,11 @@ Value = int | float | str | bool | None
 
 SEARCH_EXHAUSTED = "search_exhausted"
 """Status-only entry written by the algorithm when the search space is used up (value "true")."""
-STATUS_ONLY = frozenset({SEARCH_EXHAUSTED})
+VALIDATION_FAILED = "kubetune_validation_failed"
+"""Status-only entry written by the bridge sidecar when a Katib-protocol image refuses the
+settings (its value: upstream's message, "ValidateAlgorithmSettings Error: ..."); the
+suggestion-controller turns it into Failed, "Validation failed: <value>", as upstream."""
+STATUS_ONLY = frozenset({SEARCH_EXHAUSTED, VALIDATION_FAILED})
 
 GRID_LIMIT = 1_000_000
 """Largest grid kubetune enumerates; a bigger one is a settings problem, not an out-of-memory."""
@@ -481,6 +485,14 @@ def parse(
         setting = table[item.name]
         values[setting.name], _ = _check_setting(algorithm_name, setting, item.name, item.value)
     return values
+
+
+def validation_failure(status_settings: Sequence[AlgorithmSetting] | None) -> str | None:
+    """The refusal a Katib-protocol image gave (through the bridge), or None."""
+    for s in status_settings or ():
+        if s.name == VALIDATION_FAILED:
+            return str(s.value)
+    return None
 
 
 def search_exhausted(status_settings: Sequence[AlgorithmSetting] | None) -> bool:

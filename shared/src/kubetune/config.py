@@ -6,6 +6,16 @@ stopping). Every service reads the same file, mounted from the ConfigMap `katib-
 `katib-config.yaml`); with no file, `default()` gives a configuration that works out of the box
 with kubetune's own images. Lookups fail with upstream's messages.
 
+Katib-protocol images (`protocol`): a `runtime.suggestions[]` or `runtime.earlyStoppings[]`
+entry whose image is a Katib gRPC service (Katib's own `kubeflowkatib/suggestion-*` images, or a
+team's custom algorithm) runs through kubetune's bridge: the suggestion-controller puts that image
+in the algorithm pod as Katib would and adds kubetune's `suggestion-algorithm bridge` sidecar,
+which calls the image on localhost and writes the Suggestion's status. `protocol: katib-grpc`
+says so explicitly and `protocol: kubetune` says the opposite; unset, an entry is Katib-protocol
+when its algorithm is not one kubetune implements or its image is one of Katib's
+(`kubeflowkatib/`). `bridgeImage` names the sidecar's image (default: the image of the
+`random` entry when that entry is kubetune's, else kubetune's stock algorithm image).
+
 Default suggestion resources: the algorithm keeps every finished trial in memory (Optuna's
 study, scikit-optimize's model), and Katib's 100Mi limit OOM-kills Bayesian optimization after a
 few dozen trials. kubetune asks for 128Mi and allows 1Gi, measured to hold TPE and GP-based
@@ -18,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from kubetune.api.base import FreeForm, WireModel
 from kubetune.api.errors import describe
@@ -43,6 +53,8 @@ ALGORITHMS = (
     "darts",
     "enas",
 )
+EARLY_STOPPINGS = ("medianstop", "optuna-median", "optuna-percentile", "optuna-successive-halving")
+"""kubetune's own early-stopping algorithms (`kubetune.earlystopping`, same layer: not imported)."""
 COLLECTOR_KINDS = ("StdOut", "File", "TensorFlowEvent", "PrometheusMetric")
 DEFAULT_TRIAL_RESOURCES = (
     "Job.v1.batch",
@@ -53,6 +65,22 @@ DEFAULT_TRIAL_RESOURCES = (
     "TrainJob.v1alpha1.trainer.kubeflow.org",
     "Workflow.v1alpha1.argoproj.io",
 )
+
+
+KUBETUNE_PROTOCOL = "kubetune"
+KATIB_GRPC = "katib-grpc"
+PROTOCOLS = (KUBETUNE_PROTOCOL, KATIB_GRPC)
+KATIB_IMAGE_MARKER = "kubeflowkatib/"
+"""Katib's published images (`docker.io/kubeflowkatib/suggestion-hyperopt`, ...) speak gRPC."""
+
+
+def _protocol(value: str | None) -> str | None:
+    if value is not None and value not in PROTOCOLS:
+        raise ValueError(
+            f"unknown protocol {value!r}; use katib-grpc (a Katib gRPC image, run through "
+            "kubetune's bridge) or kubetune (kubetune's own suggestion-algorithm)"
+        )
+    return value
 
 
 class ConfigError(ValueError):
@@ -92,6 +120,14 @@ class SuggestionConfig(_Open):
     persistent_volume_claim_spec: FreeForm | None = None
     persistent_volume_spec: FreeForm | None = None
     persistent_volume_labels: dict[str, str] | None = None
+    protocol: str | None = None
+    bridge_image: str | None = None
+
+    _check_protocol = field_validator("protocol")(_protocol)
+
+    def katib_grpc(self) -> bool:
+        """Whether the image speaks Katib's gRPC Suggestion API (so it runs through the bridge)."""
+        return _katib_grpc(self.protocol, self.image, self.algorithm_name in ALGORITHMS)
 
 
 class EarlyStoppingConfig(_Open):
@@ -99,6 +135,20 @@ class EarlyStoppingConfig(_Open):
     image: str = ""
     image_pull_policy: str | None = None
     resources: FreeForm | None = None
+    protocol: str | None = None
+
+    _check_protocol = field_validator("protocol")(_protocol)
+
+    def katib_grpc(self) -> bool:
+        """Whether the image speaks Katib's gRPC EarlyStopping API (kubetune's own early-stopping
+        algorithms need no entry: the suggestion-algorithm computes their rules)."""
+        return _katib_grpc(self.protocol, self.image, self.algorithm_name in EARLY_STOPPINGS)
+
+
+def _katib_grpc(protocol: str | None, image: str, ours: bool) -> bool:
+    if protocol:
+        return protocol == KATIB_GRPC
+    return not ours or KATIB_IMAGE_MARKER in image
 
 
 class RuntimeConfig(_Open):
@@ -124,6 +174,26 @@ class KatibConfig(_Open):
             raise ConfigError(f"failed to find suggestion config for algorithm {algorithm}")
         if not found[-1].image:
             raise ConfigError(f"required value for image configuration of algorithm {algorithm}")
+        return found[-1]
+
+    def bridge_image(self, entry: SuggestionConfig) -> str:
+        """The image of the bridge sidecar next to a Katib-protocol image: the entry's
+        `bridgeImage`, else kubetune's own algorithm image as this config names it."""
+        if entry.bridge_image:
+            return entry.bridge_image
+        for own in reversed(self.runtime.suggestions):
+            if own.algorithm_name == "random" and own.image and not own.katib_grpc():
+                return own.image
+        return SUGGESTION_IMAGE
+
+    def bridged_early_stopping(self, algorithm: str | None) -> EarlyStoppingConfig | None:
+        """The Katib-protocol `earlyStoppings[]` entry for an algorithm, or None (no entry,
+        no image, or one of kubetune's own algorithms without a Katib image)."""
+        if not algorithm:
+            return None
+        found = [e for e in self.runtime.early_stoppings if e.algorithm_name == algorithm]
+        if not found or not found[-1].image or not found[-1].katib_grpc():
+            return None
         return found[-1]
 
     def metrics_collector(self, kind: str) -> MetricsCollectorConfig:

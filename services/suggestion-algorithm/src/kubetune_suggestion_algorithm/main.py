@@ -4,6 +4,10 @@ A one-key controller of `kubetune.runtime` (`reconciling`): its Suggestion, its 
 the Experiment's Trials are watched, and every change (and a periodic resync) wakes one
 `syncing.Syncer.sync` pass. /healthz and /readyz are served on `--probe-port` (the Service's
 6789). SIGTERM ends the process with 0 after the pass in progress.
+
+`suggestion-algorithm bridge ...` is the same process beside a Katib gRPC algorithm image
+(`bridge`): the image computes, this process keeps the Suggestion's status. Its probes are off by
+default (port 0), since the image owns 6789.
 """
 
 from __future__ import annotations
@@ -24,13 +28,30 @@ log = logging.getLogger("kubetune_suggestion_algorithm")
 SERVICE = "suggestion-algorithm"
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(bridged: bool = False) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog=SERVICE,
-        description="Fill a Suggestion's status with assignments from a search algorithm.",
+        prog=f"{SERVICE} bridge" if bridged else SERVICE,
+        description="Fill a Suggestion's status with assignments from a Katib gRPC algorithm "
+        "image in the same pod."
+        if bridged
+        else "Fill a Suggestion's status with assignments from a search algorithm "
+        f"('{SERVICE} bridge --help': beside a Katib gRPC image).",
     )
     # One process per Suggestion by construction: no leader election.
-    running.add_flags(p, SERVICE, probe_port=6789, leader_election=False)
+    running.add_flags(p, SERVICE, probe_port=0 if bridged else 6789, leader_election=False)
+    if bridged:
+        from kubetune_suggestion_algorithm import bridge  # gRPC only where it is used
+
+        bridge.add_flags(p)
+    else:
+        p.add_argument(
+            "--early-stopping-endpoint",
+            action=EnvDefault,
+            env="KUBETUNE_BRIDGE_EARLY_STOPPING_ENDPOINT",
+            default="",
+            help="a Katib EarlyStopping image in this pod (katib-config earlyStoppings[]) "
+            "computes the early-stopping rules instead of kubetune",
+        )
     p.add_argument(
         "--suggestion",
         action=EnvDefault,
@@ -105,7 +126,7 @@ def data_dir(path: str) -> Path | None:
         return fallback
 
 
-def build(args: argparse.Namespace) -> Controller:
+def build(args: argparse.Namespace, bridged: bool = False) -> Controller:
     """The reconciler and its one-key controller, wired: every change of the Suggestion, its
     Experiment or the Experiment's Trials wakes the pass of the one Suggestion."""
     reconciler = reconciling.Reconciler(
@@ -114,6 +135,7 @@ def build(args: argparse.Namespace) -> Controller:
         max_bytes=int(args.max_suggestion_bytes),
         keep_named=int(args.kept_trial_names),
         resync=float(args.resync),
+        bridge=_bridge(args, bridged) if bridged or args.early_stopping_endpoint else None,
     )
     key = Key(args.namespace, args.suggestion)
 
@@ -137,9 +159,19 @@ def build(args: argparse.Namespace) -> Controller:
     return controller
 
 
+def _bridge(args: argparse.Namespace, bridged: bool) -> syncing.Bridging:
+    from kubetune_suggestion_algorithm import bridge  # gRPC only where it is used
+
+    if not bridged:  # kubetune's algorithm, a Katib early-stopping image beside it
+        return bridge.Bridge("", args.early_stopping_endpoint)
+    return bridge.from_args(args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    controller = build(args)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    bridged = argv[:1] == ["bridge"]
+    args = parser(bridged).parse_args(argv[1:] if bridged else argv)
+    controller = build(args, bridged)
     # Pods sharing one network (the local cluster) all want 6789: its readiness is a file.
     return running.run([controller], args, probes_required=False)
 

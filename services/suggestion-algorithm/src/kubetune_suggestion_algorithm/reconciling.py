@@ -31,12 +31,14 @@ class Reconciler:
         max_bytes: int = syncing.DEFAULT_MAX_BYTES,
         keep_named: int = syncing.DEFAULT_KEEP_NAMED,
         resync: float = 30.0,
+        bridge: syncing.Bridging | None = None,
     ) -> None:
         self.algorithm = algorithm
         self.directory = directory
         self.max_bytes = max_bytes
         self.keep_named = keep_named
         self.resync = resync
+        self.bridge = bridge
         self.syncer: syncing.Syncer | None = None
         self.marker = (directory or Path(tempfile.gettempdir())) / READY_FILE
         self.marker.unlink(missing_ok=True)
@@ -53,6 +55,7 @@ class Reconciler:
                 self.directory,
                 max_bytes=self.max_bytes,
                 keep_named=self.keep_named,
+                bridge=self.bridge,
             )
         trials = ctx.list(TRIALS, key.namespace)
         again = self.syncer.sync(trials)

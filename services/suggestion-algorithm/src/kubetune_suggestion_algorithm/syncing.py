@@ -25,6 +25,11 @@ the assignment sequence, its first entry at index `suggestionCount - len(suggest
 dropped entries are exactly recoverable: the name of index i is `naming.trial_name(experiment,
 i)` (every algorithm names them so; checked before an entry is dropped) and its parameters are
 in its Trial, which is how a restart without the volume replays them.
+
+With a `bridge` (`suggestion-algorithm bridge`, beside a Katib gRPC image) the same pass runs,
+but the image validates the settings (its refusal is written as the status-only setting
+`kubetune_validation_failed` for the suggestion-controller), computes the assignments and, with
+an early-stopping image, the rules.
 """
 
 from __future__ import annotations
@@ -34,11 +39,11 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Protocol
 
 from kubetune import algorithmsettings, conditions, errors, events, naming, nas, observations
 from kubetune.algorithmsettings import Value
-from kubetune.api.common import AlgorithmSetting, ObjectiveType
+from kubetune.api.common import AlgorithmSetting, EarlyStoppingRule, ObjectiveType
 from kubetune.api.experiment import Experiment
 from kubetune.api.suggestion import Suggestion, TrialAssignment
 from kubetune.api.trial import Trial
@@ -122,6 +127,27 @@ def outcome(experiment: Experiment, trial: Trial) -> studying.Outcome | None:
     return None
 
 
+class Bridging(Protocol):
+    """What the pass asks of `bridge.Bridge` (kept abstract: no gRPC import here); `searches`
+    False: only a Katib early-stopping image is bridged, kubetune's algorithm searches."""
+
+    searches: bool
+
+    def refusal(self, experiment: Experiment) -> str | None: ...
+
+    def search(
+        self, experiment: Experiment, suggestion: Suggestion, trials: Sequence[Trial]
+    ) -> algorithms.Algorithm: ...
+
+    def settings(self, current: list[AlgorithmSetting]) -> list[AlgorithmSetting]: ...
+
+    def rules(
+        self, experiment: Experiment, suggestion: Suggestion, trials: Sequence[Trial]
+    ) -> list[EarlyStoppingRule] | None: ...
+
+    def tell_early_stopped(self, trials: Sequence[Trial]) -> None: ...
+
+
 def status_settings(
     current: Sequence[AlgorithmSetting] | None, exhausted: bool
 ) -> list[AlgorithmSetting]:
@@ -146,6 +172,7 @@ class Syncer:
     max_bytes: int = DEFAULT_MAX_BYTES
     keep_named: int = DEFAULT_KEEP_NAMED
     reported: set[str] = field(default_factory=set)
+    bridge: Bridging | None = None
     _names: list[str] = field(default_factory=list)
     _names_of: str = ""
 
@@ -200,36 +227,9 @@ class Syncer:
         status = suggestion.status
         if status is not None and conditions.is_true(status.conditions, SuggestionCondition.FAILED):
             return False
-        spec_algorithm = suggestion.spec.algorithm or experiment.spec.algorithm
-        algorithm = (spec_algorithm.algorithm_name if spec_algorithm else "") or self.algorithm
-        if algorithm != self.algorithm:
-            log.warning(
-                "Suggestion asks for %s, this process was started for %s; using %s",
-                algorithm,
-                self.algorithm,
-                algorithm,
-            )
-        settings_list = spec_algorithm.algorithm_settings if spec_algorithm else None
-        parameters = experiment.spec.parameters or []
-        problems = algorithmsettings.validate(
-            algorithm, settings_list, parameters, experiment.spec.parallel_trial_count
-        )
-        problems[:0] = [
-            p.message for p in nas.validate_config(algorithm, experiment.spec.nas_config)
-        ]
-        if problems:
-            problem = "; ".join(problems)
-            if problem != self.last_problem:
-                log.error("invalid algorithm settings, waiting for a change: %s", problem)
-                self.last_problem = problem
-            return False
-        self.last_problem = ""
-        settings = algorithmsettings.parse(algorithm, settings_list, parameters)
-        search = self._search(experiment, algorithm, settings)
-
+        raw_trials = list(trial_objects)
         outcomes: dict[str, studying.Outcome] = {}
         trials: dict[str, Trial] = {}
-        raw_trials = list(trial_objects)
         for obj in raw_trials:
             trial = Trial.model_validate(obj)
             if not trial.metadata.name:
@@ -238,6 +238,13 @@ class Syncer:
             result = outcome(experiment, trial)
             if result is not None:
                 outcomes[trial.metadata.name] = result
+        search: algorithms.Algorithm | Literal[False] | None = False
+        if self.bridge is not None:
+            search = self.bridged(suggestion, experiment, list(trials.values()))
+        if search is False:
+            search = self.own_search(suggestion, experiment)
+        if search is None:
+            return False  # invalid settings, or an image refused them
         kept = (status.suggestions if status else None) or []
         offset = offset_of(len(kept), status.suggestion_count if status else None)
         experiment_name = experiment.metadata.name or self.name
@@ -248,10 +255,17 @@ class Syncer:
 
         requests = suggestion.spec.requests or 0
         new = search.next_assignments(len(assignments), requests - len(assignments))
-        if new:
+        rules = None
+        if new and self.bridge is not None:
+            rules = self.bridge.rules(experiment, suggestion, list(trials.values()))
+        if rules:
+            new = [a.model_copy(update={"early_stopping_rules": rules}) for a in new]
+        elif new and rules is None:
             new = self.with_rules(new, experiment, raw_trials)
         current_settings = status.algorithm_settings if status else None
         settings_out = status_settings(current_settings, search.exhausted)
+        if self.bridge is not None:
+            settings_out = self.bridge.settings(settings_out)
         if not new and [s.to_wire() for s in settings_out] == [
             s.to_wire() for s in current_settings or []
         ]:
@@ -311,6 +325,74 @@ class Syncer:
         if new:
             log.info("assigned %s", ", ".join(a.name for a in new))
         return True
+
+    def own_search(
+        self, suggestion: Suggestion, experiment: Experiment
+    ) -> algorithms.Algorithm | None:
+        """kubetune's algorithm for the Suggestion, or None while its settings are invalid."""
+        spec_algorithm = suggestion.spec.algorithm or experiment.spec.algorithm
+        algorithm = (spec_algorithm.algorithm_name if spec_algorithm else "") or self.algorithm
+        if algorithm != self.algorithm:
+            log.warning(
+                "Suggestion asks for %s, this process was started for %s; using %s",
+                algorithm,
+                self.algorithm,
+                algorithm,
+            )
+        settings_list = spec_algorithm.algorithm_settings if spec_algorithm else None
+        parameters = experiment.spec.parameters or []
+        problems = algorithmsettings.validate(
+            algorithm, settings_list, parameters, experiment.spec.parallel_trial_count
+        )
+        problems[:0] = [
+            p.message for p in nas.validate_config(algorithm, experiment.spec.nas_config)
+        ]
+        if problems:
+            problem = "; ".join(problems)
+            if problem != self.last_problem:
+                log.error("invalid algorithm settings, waiting for a change: %s", problem)
+                self.last_problem = problem
+            return None
+        self.last_problem = ""
+        settings = algorithmsettings.parse(algorithm, settings_list, parameters)
+        return self._search(experiment, algorithm, settings)
+
+    def bridged(
+        self, suggestion: Suggestion, experiment: Experiment, trials: Sequence[Trial]
+    ) -> algorithms.Algorithm | Literal[False] | None:
+        """The Katib image's search through the bridge (False: kubetune's algorithm searches,
+        only early stopping is bridged), or None when an image refused the settings (then the
+        refusal is in `status.algorithmSettings`)."""
+        assert self.bridge is not None
+        refused = self.bridge.refusal(experiment)
+        if refused is not None:
+            status = suggestion.status
+            current = [
+                s.to_wire()
+                for s in (status.algorithm_settings if status else None) or []
+                if s.name != algorithmsettings.VALIDATION_FAILED
+            ]
+            log.error("the algorithm image refused the settings: %s", refused)
+            self.kube.patch(
+                SUGGESTIONS,
+                self.name,
+                {
+                    "metadata": {"resourceVersion": suggestion.metadata.resource_version},
+                    "status": {
+                        "algorithmSettings": [
+                            *current,
+                            {"name": algorithmsettings.VALIDATION_FAILED, "value": refused},
+                        ]
+                    },
+                },
+                self.namespace,
+                subresource="status",
+            )
+            return None
+        self.bridge.tell_early_stopped(trials)
+        if not self.bridge.searches:
+            return False
+        return self.bridge.search(experiment, suggestion, trials)
 
     def with_rules(
         self, new: list[TrialAssignment], experiment: Experiment, trials: Sequence[Obj]

@@ -5,6 +5,14 @@ come from `kubetune.naming`, image, resources, command and volume settings from 
 `kubetune.config` entry (reference §4.3, §5). The algorithm process talks to the API server (not
 gRPC), so its pods run as a ServiceAccount bound (per namespace) to the ClusterRole
 `kubetune-suggestion-algorithm` unless the config entry names its own `serviceAccountName`.
+
+A Katib-protocol entry (`SuggestionConfig.katib_grpc`) gets the pod Katib would run: the image
+with its own entrypoint, the entry's command/args/env/resources, port 6789 and the volume at the
+entry's path, and (for a Katib early-stopping image) that image on 6788; plus kubetune's bridge
+sidecar (`suggestion-algorithm bridge`), which calls them on localhost and writes the Suggestion's
+status. The sidecar uses the same ServiceAccount: it needs exactly the algorithm's rights, and
+only it gets the token (the pod's automatic mount is off; a projected token volume goes to the
+sidecar alone), so the Katib images have no API credentials at all.
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ from typing import Any
 
 from kubetune import naming
 from kubetune.api.suggestion import Suggestion
-from kubetune.config import SuggestionConfig
+from kubetune.config import SUGGESTION_IMAGE, EarlyStoppingConfig, SuggestionConfig
 
 Obj = dict[str, Any]
 
@@ -24,6 +32,42 @@ CONTAINER = "suggestion"
 ALGORITHM_SA = "kubetune-suggestion-algorithm"
 ALGORITHM_CLUSTER_ROLE = "kubetune-suggestion-algorithm"
 DEFAULT_COMMAND = ["suggestion-algorithm"]
+KATIB_PORT_NAME = "api"
+EARLY_STOPPING_PORT = 6788
+EARLY_STOPPING_PORT_NAME = "earlystop-api"
+EARLY_STOPPING_CONTAINER = "early-stopping"
+BRIDGE_CONTAINER = "kubetune-bridge"
+BRIDGE_VOLUME = "kubetune-bridge"
+BRIDGE_DIR = "/var/run/kubetune-bridge"
+"""The sidecar's own directory (its readiness file), apart from the algorithm's volume."""
+TOKEN_VOLUME = "kube-api-access"
+TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+TOKEN_VOLUME_SOURCE: dict[str, Any] = {
+    "projected": {
+        "sources": [
+            {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+            {
+                "configMap": {
+                    "name": "kube-root-ca.crt",
+                    "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                }
+            },
+            {
+                "downwardAPI": {
+                    "items": [
+                        {"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}
+                    ]
+                }
+            },
+        ]
+    }
+}
+"""The API credentials, mounted into the bridge sidecar only: a Katib image talks gRPC to its
+neighbour and needs none (the pod's automatic token is off, so it gets none)."""
+BRIDGE_RESOURCES: dict[str, Any] = {
+    "requests": {"cpu": "20m", "memory": "64Mi"},
+    "limits": {"cpu": "500m", "memory": "256Mi"},
+}
 READY_FILE = "ready"
 """Written by the algorithm under its data directory after its first pass (readiness)."""
 CREATED_DIR = "kubetune.kubeflow.org/host-path"
@@ -90,7 +134,109 @@ def mount_path(entry: SuggestionConfig) -> str:
     return entry.volume_mount_path or naming.DEFAULT_SUGGESTION_VOLUME_PATH
 
 
-def deployment(suggestion: Suggestion, entry: SuggestionConfig, volume: bool) -> Obj:
+def _ready_probe(directory: str) -> Obj:
+    return {
+        "exec": {"command": ["cat", f"{directory.rstrip('/')}/{READY_FILE}"]},
+        "periodSeconds": 2,
+    }
+
+
+def image_port(entry: SuggestionConfig) -> int:
+    """The image's gRPC port: Katib's 6789, or (kubetune extension, for images of one's own) the
+    first `ports[].containerPort` of the entry."""
+    for item in (entry.model_extra or {}).get("ports") or []:
+        if isinstance(item, dict) and isinstance(item.get("containerPort"), int):
+            return int(item["containerPort"])
+    return PORT
+
+
+def _early_stopping_container(entry: EarlyStoppingConfig) -> Obj:
+    """A Katib early-stopping image as Katib runs it, on 6788."""
+    extra = entry.model_extra or {}
+    container: Obj = {
+        "name": EARLY_STOPPING_CONTAINER,
+        "image": entry.image,
+        "imagePullPolicy": entry.image_pull_policy or "IfNotPresent",
+        "ports": [{"name": EARLY_STOPPING_PORT_NAME, "containerPort": EARLY_STOPPING_PORT}],
+    }
+    for key in ("command", "args", "env"):
+        if extra.get(key):
+            container[key] = copy.deepcopy(extra[key])
+    if entry.resources:
+        container["resources"] = copy.deepcopy(entry.resources)
+    return container
+
+
+def _katib_containers(
+    suggestion: Suggestion,
+    entry: SuggestionConfig,
+    bridge_image: str,
+    early_stopping: EarlyStoppingConfig | None,
+) -> list[Obj]:
+    """The image as Katib runs it (its entrypoint unless the entry sets `command`), the early
+    stopping image if any, and the bridge sidecar last."""
+    extra = entry.model_extra or {}
+    port = image_port(entry)
+    algorithm: Obj = {
+        "name": CONTAINER,
+        "image": entry.image,
+        "imagePullPolicy": entry.image_pull_policy or "IfNotPresent",
+        "ports": [{"name": KATIB_PORT_NAME, "containerPort": port}],
+        "volumeMounts": [{"name": naming.SUGGESTION_VOLUME, "mountPath": mount_path(entry)}],
+    }
+    for key in ("command", "args", "env", "envFrom", "readinessProbe", "livenessProbe"):
+        if extra.get(key):
+            algorithm[key] = copy.deepcopy(extra[key])
+    if entry.resources:
+        algorithm["resources"] = copy.deepcopy(entry.resources)
+    containers = [algorithm]
+    args = [
+        "bridge",
+        "--suggestion",
+        _name(suggestion),
+        "--endpoint",
+        f"localhost:{port}",
+        "--data-dir",
+        BRIDGE_DIR,
+    ]
+    if early_stopping is not None:
+        containers.append(_early_stopping_container(early_stopping))
+        args += ["--early-stopping-endpoint", f"localhost:{EARLY_STOPPING_PORT}"]
+    containers.append(
+        {
+            "name": BRIDGE_CONTAINER,
+            "image": bridge_image,
+            "imagePullPolicy": entry.image_pull_policy or "IfNotPresent",
+            "command": list(DEFAULT_COMMAND),
+            "args": args,
+            "env": [
+                {"name": "KUBETUNE_SUGGESTION", "value": _name(suggestion)},
+                {
+                    "name": "KUBETUNE_NAMESPACE",
+                    "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+                },
+                {"name": "PYTHONUNBUFFERED", "value": "1"},
+            ],
+            "resources": copy.deepcopy(BRIDGE_RESOURCES),
+            "volumeMounts": [
+                {"name": BRIDGE_VOLUME, "mountPath": BRIDGE_DIR},
+                {"name": TOKEN_VOLUME, "mountPath": TOKEN_PATH, "readOnly": True},
+            ],
+            "readinessProbe": _ready_probe(BRIDGE_DIR),
+        }
+    )
+    return containers
+
+
+def deployment(
+    suggestion: Suggestion,
+    entry: SuggestionConfig,
+    volume: bool,
+    *,
+    bridge_image: str | None = None,
+    early_stopping: EarlyStoppingConfig | None = None,
+) -> Obj:
+    """The algorithm's Deployment; `bridge_image` (for a Katib-protocol entry) is the sidecar's."""
     name, algorithm = _name(suggestion), algorithm_of(suggestion)
     extra = entry.model_extra or {}
     path = mount_path(entry)
@@ -120,8 +266,7 @@ def deployment(suggestion: Suggestion, entry: SuggestionConfig, volume: bool) ->
         "ports": [{"name": PORT_NAME, "containerPort": PORT}],
         # A file, not an HTTP probe: the process writes it after its first pass, and it works
         # where pods share the host network (the local cluster) and 6789 is taken twice.
-        "readinessProbe": extra.get("readinessProbe")
-        or {"exec": {"command": ["cat", f"{path.rstrip('/')}/{READY_FILE}"]}, "periodSeconds": 2},
+        "readinessProbe": extra.get("readinessProbe") or _ready_probe(path),
     }
     if extra.get("livenessProbe"):
         container["livenessProbe"] = extra["livenessProbe"]
@@ -137,6 +282,16 @@ def deployment(suggestion: Suggestion, entry: SuggestionConfig, volume: bool) ->
     if volume:
         source = {"persistentVolumeClaim": {"claimName": pvc_name(suggestion)}}
     pod_spec["volumes"] = [{"name": naming.SUGGESTION_VOLUME, **source}]
+    if entry.katib_grpc():
+        pod_spec["containers"] = _katib_containers(
+            suggestion, entry, bridge_image or SUGGESTION_IMAGE, early_stopping
+        )
+        pod_spec["volumes"].append({"name": BRIDGE_VOLUME, "emptyDir": {}})
+        pod_spec["volumes"].append({"name": TOKEN_VOLUME, **copy.deepcopy(TOKEN_VOLUME_SOURCE)})
+        pod_spec["automountServiceAccountToken"] = False
+    elif early_stopping is not None:  # kubetune's algorithm asks the Katib image for the rules
+        pod_spec["containers"].append(_early_stopping_container(early_stopping))
+        container["args"] += ["--early-stopping-endpoint", f"localhost:{EARLY_STOPPING_PORT}"]
     pod_labels = {**labels(suggestion), naming.ISTIO_INJECT: "false"}
     meta = _meta(suggestion, deployment_name(suggestion))
     meta["labels"][naming.ISTIO_INJECT] = "false"

@@ -19,7 +19,9 @@ code wins, as upstream):
   every Suggestion's record starts with Created (the state machine's only first move).
 * Not Created yet: Created and startTime, alone (as upstream; its event brings the next pass).
 * Invalid algorithm settings or no katib-config entry for the algorithm: Failed, "Validation
-  failed: <problems>".
+  failed: <problems>". A Katib-protocol image judges its own settings: kubetune's rules are
+  skipped, and the refusal its bridge sidecar wrote (`status.algorithmSettings`
+  `kubetune_validation_failed`) fails the Suggestion with upstream's message.
 * FromVolume with a PV in the config: the finalizer first, alone (a metadata write; its event
   brings the next pass), because only the finalizer deletes a cluster-scoped PV.
 * Then whatever is missing is created (PV, PVC, the algorithm's ServiceAccount and RoleBinding
@@ -182,6 +184,12 @@ def problems_of(
 ) -> list[str]:
     """Why the algorithm cannot run: bad settings, or no katib-config entry for it."""
     algorithm = composing.algorithm_of(suggestion)
+    try:
+        bridged = config.suggestion(algorithm).katib_grpc()
+    except ConfigError:
+        bridged = False
+    if bridged:
+        return []  # the image's ValidateAlgorithmSettings decides (through the bridge)
     problems = algorithmsettings.validate(
         algorithm,
         suggestion.spec.algorithm.algorithm_settings if suggestion.spec.algorithm else None,
@@ -231,7 +239,10 @@ def decide(suggestion: Suggestion, seen: Seen, config: KatibConfig, *, now: str)
         st.created()
         return Decision(status=st.patch())
 
-    problems = problems_of(suggestion, seen.experiment, config)
+    refusal = algorithmsettings.validation_failure(
+        suggestion.status.algorithm_settings if suggestion.status else None
+    )
+    problems = [refusal] if refusal else problems_of(suggestion, seen.experiment, config)
     if problems:
         st.put(S.FAILED, TRUE, R.FAILED, MSG_VALIDATION + "; ".join(problems))
         return Decision(status=st.patch(), note="failed validation")
@@ -256,7 +267,20 @@ def decide(suggestion: Suggestion, seen: Seen, config: KatibConfig, *, now: str)
     if not seen.service:
         create.append(composing.service(suggestion))
     if seen.deployment is None:
-        create.append(composing.deployment(suggestion, entry, volume))
+        early = None
+        if seen.experiment is not None and seen.experiment.spec.early_stopping is not None:
+            early = config.bridged_early_stopping(
+                seen.experiment.spec.early_stopping.algorithm_name
+            )
+        create.append(
+            composing.deployment(
+                suggestion,
+                entry,
+                volume,
+                bridge_image=config.bridge_image(entry),
+                early_stopping=early,
+            )
+        )
 
     if not deployment_available(seen.deployment):
         st.put(S.DEPLOYMENT_READY, FALSE, R.DEPLOYMENT_NOT_READY, MSG_DEPLOYMENT_NOT_READY)

@@ -308,14 +308,17 @@ def validate_algorithm(spec: ExperimentSpec, config: KatibConfig) -> list[str]:
         problems.append("spec.algorithm.algorithmName: required; e.g. random, tpe, grid")
     else:
         try:
-            config.suggestion(algorithm.algorithm_name)
+            entry = config.suggestion(algorithm.algorithm_name)
         except ConfigError as e:
             known = ", ".join(s.algorithm_name for s in config.runtime.suggestions if s.image)
             problems.append(
                 f"spec.algorithm.algorithmName: {e}; use one of: {known or '(none configured)'}"
             )
         else:
-            problems += validate_algorithm_settings(spec)
+            # A Katib gRPC image judges its own settings (ValidateAlgorithmSettings, through
+            # kubetune's bridge in its pod), as upstream's suggestion controller has it do.
+            if not entry.katib_grpc():
+                problems += validate_algorithm_settings(spec)
     early = spec.early_stopping
     if early is not None:
         if not early.algorithm_name:
@@ -323,8 +326,9 @@ def validate_algorithm(spec: ExperimentSpec, config: KatibConfig) -> list[str]:
                 "spec.earlyStopping.algorithmName: required; use one of "
                 + ", ".join(earlystopping.ALGORITHMS)
             )
-        else:
+        elif config.bridged_early_stopping(early.algorithm_name) is None:
             # kubetune computes these rules itself (suggestion-algorithm): no katib-config entry.
+            # A Katib early-stopping image (earlyStoppings[]) validates its own settings.
             problems += earlystopping.validate(early.algorithm_name, early.algorithm_settings)
     return problems
 
