@@ -15,7 +15,19 @@ trials' own run times.
 
     python bench/experiment_controller.py --kubeconfig $KUBECONFIG [--trials 1000 10000]
         [--overhead-trials 500] [--parallel 50] [--run-time 0.2] [--skip-scale] [--skip-overhead]
-        [--kept-names 1000]
+        [--kept-names 1000] [--grow] [--create-threads 16] [--run-spec] [--trial-controller]
+        [--no-old-get] [--keep-namespace] [--time-get NAMESPACE/EXPERIMENT --repeat 5]
+
+The curve (issue 18): `--skip-overhead --grow --trials 10000 30000 100000 --touches 5
+--trial-controller` grows one Experiment and measures at each size, so 100,000 Trials are
+created once (two writes each, `--create-threads` at once; the API server's CPU is the limit:
+~25-50 Trials/s on this machine). At each size it also times `kubetune get EXPERIMENT` (the
+default view: the Experiment's status and its active Trials) and `--sort-by created` (the old
+default, every Trial listed), with their CPU time and the floor of starting Python and importing
+the CLI (the kubernetes client, pydantic): on a loaded machine the wall time is mostly waiting
+for a core. `--trial-controller` adds the trial-controller's RSS with the namespace's Trials in
+its cache. `--run-spec` gives every Trial its rendered Job, as the controller creates them
+(bigger objects, about half the creation rate).
 
 Needs the CRDs installed and `experiment-controller` (services/experiment-controller) on PATH or
 importable by this Python. Targets (issue 8): overhead p50 < 300 ms; Experiment and Suggestion
