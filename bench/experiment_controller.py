@@ -172,13 +172,20 @@ def cli_floor() -> tuple[float, float]:
 
 
 def time_get(kubeconfig: str | None, target: str, repeat: int, old: bool) -> None:
-    """Medians over `repeat` runs of `kubetune get` on an existing Experiment (NAMESPACE/NAME),
-    the new default view and (`old`) the whole sorted table, against the import floor."""
+    """Medians over `repeat` runs of `kubetune get` on an existing Experiment (NAMESPACE/NAME):
+    the default view, the first 20 of `--all` and (`old`) the whole sorted table, against the
+    import floor."""
     namespace, _, name = target.partition("/")
-    runs: dict[str, list[tuple[float, float]]] = {"floor": [], "get": [], "old-get": []}
+    runs: dict[str, list[tuple[float, float]]] = {
+        "floor": [],
+        "get": [],
+        "all-limit-20": [],
+        "old-get": [],
+    }
     for _ in range(repeat):
         runs["floor"].append(cli_floor())
         runs["get"].append(cli_get(kubeconfig, namespace, name))
+        runs["all-limit-20"].append(cli_get(kubeconfig, namespace, name, "--all", "--limit", "20"))
         if old:
             runs["old-get"].append(cli_get(kubeconfig, namespace, name, "--sort-by", "created"))
     status = (Kube(connect(kubeconfig)).get(EXPERIMENTS, name, namespace).get("status")) or {}
