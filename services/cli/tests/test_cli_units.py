@@ -24,6 +24,22 @@ def test_table_columns_line_up() -> None:
     assert lines[1].index("Succeeded") == lines[0].index("STATE")
 
 
+def test_a_streamed_table_keeps_the_first_pages_columns() -> None:
+    """`get --all` prints each page as it arrives; later pages line up under the first."""
+    table = tables.StreamedTable("accuracy")
+    first = table.lines([_row("a", 0.5), _row("bbbbbb", None, "Running")])
+    later = table.lines([_row("cc", 0.25)])
+    assert (
+        first
+        == tables.trial_table(
+            [_row("a", 0.5), _row("bbbbbb", None, "Running")], "accuracy"
+        ).splitlines()
+    )
+    assert later[0].split() == ["cc", "Succeeded", "0.1", "0.25"]
+    assert later[0].index("Succeeded") == first[0].index("STATE")
+    assert later[0].index("0.25") == first[0].index("ACCURACY")
+
+
 def test_sort_by_metric_puts_missing_values_last() -> None:
     rows = [_row("a", 0.2), _row("b", None), _row("c", 0.9)]
     assert [r.name for r in tables.sort_rows(rows, "metric", True)] == ["c", "a", "b"]

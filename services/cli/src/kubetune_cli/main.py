@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +17,16 @@ from kubetune import api, errors, metrichistory
 from kubetune.api.experiment import Experiment
 from kubetune.api.trial import Trial
 from kubetune.kube import EXPERIMENTS, PODS, TRIALS, Kube, connect
-from kubetune_cli import tables
+from kubetune_cli import overview, tables
 from kubetune_cli.plotting import plot, plot_history
 from kubetune_cli.reading import (
     UserError,
     best,
+    counts,
     experiment_state,
     get_experiment,
     list_trials,
+    trial_pages,
 )
 
 FINISHED = {"Succeeded", "Failed"}
@@ -41,6 +44,16 @@ def _kube(args: argparse.Namespace) -> Kube:
         return Kube(connect(path))
     except Exception as e:
         raise UserError(f"cannot load the cluster configuration: {e}") from e
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return value
 
 
 def _namespace(args: argparse.Namespace) -> str:
@@ -86,25 +99,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _summary(kube: Kube, name: str, namespace: str) -> tuple[Experiment, str]:
-    experiment = get_experiment(kube, name, namespace)
-    rows = list_trials(kube, experiment)
-    metric = experiment.spec.objective.objective_metric_name if experiment.spec.objective else ""
-    state = experiment_state(experiment)
-    text = f"experiment {namespace}/{name}: {state}, {len(rows)} trials\n"
-    text += tables.trial_table(rows, metric or "objective")
-    optimal = best(experiment)
-    if optimal:
-        text += f"\nbest: {optimal['bestTrialName']}"
-    return experiment, text
-
-
 def watch(kube: Kube, name: str, namespace: str, interval: float = 2.0) -> None:
-    """Redraw the trial table until the experiment finishes (on a terminal), else print changes."""
+    """Redraw the experiment's overview until it finishes (on a terminal), else print changes.
+
+    The overview, not every Trial: each refresh costs the same at 10 trials as at 100,000."""
     last = ""
     tty = sys.stdout.isatty()
     while True:
-        experiment, text = _summary(kube, name, namespace)
+        experiment = get_experiment(kube, name, namespace)
+        text = overview.text(overview.read(kube, experiment))
         if text != last:
             print(("\x1b[2J\x1b[H" if tty else "") + text + ("" if tty else "\n"), flush=True)
             last = text
@@ -113,35 +116,81 @@ def watch(kube: Kube, name: str, namespace: str, interval: float = 2.0) -> None:
         time.sleep(interval)
 
 
+def _experiments_table(kube: Kube, namespace: str) -> str:
+    rows = []
+    for obj in kube.list_all(EXPERIMENTS, namespace):
+        experiment = Experiment.model_validate(obj)
+        status = experiment.status
+        rows.append(
+            [
+                experiment.metadata.name or "",
+                experiment_state(experiment),
+                str((status.trials if status else None) or 0),
+                str((status.trials_succeeded if status else None) or 0),
+                (status.current_optimal_trial.best_trial_name or "-")
+                if status and status.current_optimal_trial
+                else "-",
+            ]
+        )
+    return tables.render(["EXPERIMENT", "STATE", "TRIALS", "SUCCEEDED", "BEST"], rows)
+
+
+def _cut_note(shown: int, limit: int | None, experiment: Experiment) -> str | None:
+    """Said under a table `--limit` cut short (the total is the Experiment status's count)."""
+    total = counts(experiment)["trials"]
+    if limit is None or shown < limit or total <= shown:
+        return None
+    return f"(the first {shown} of {total} trials: --limit to show more)"
+
+
+def _every_trial(kube: Kube, experiment: Experiment, args: argparse.Namespace) -> int:
+    """The whole table (`--all`, `--sort-by`): sorted, it needs every Trial first; unsorted,
+    pages print as they arrive and `--limit` stops the reading early."""
+    metric = experiment.spec.objective.objective_metric_name if experiment.spec.objective else ""
+    limit: int | None = args.limit
+    if args.sort_by is None and args.output == "table":
+        table = tables.StreamedTable(metric or "objective")
+        shown = 0
+        for page in trial_pages(kube, experiment, limit):
+            shown += len(page)
+            for line in table.lines(page):
+                print(line)
+            sys.stdout.flush()
+        note = _cut_note(shown, limit, experiment)
+        if note:
+            print(note)
+        return 0
+    if args.sort_by is None:
+        rows = [row for page in trial_pages(kube, experiment, limit) for row in page]
+    else:
+        rows = tables.sort_rows(list_trials(kube, experiment), args.sort_by, args.descending)
+        rows = rows[:limit] if limit is not None else rows
+    if args.output == "json":
+        print(json.dumps([asdict(row) for row in rows], indent=2))
+        return 0
+    print(tables.trial_table(rows, metric or "objective"))
+    note = _cut_note(len(rows), limit, experiment)
+    if note:
+        print(note)
+    return 0
+
+
 def cmd_get(args: argparse.Namespace) -> int:
     kube = _kube(args)
     namespace = _namespace(args)
     if not args.experiment:
-        items = kube.list_all(EXPERIMENTS, namespace)
-        rows = []
-        for obj in items:
-            experiment = Experiment.model_validate(obj)
-            status = experiment.status
-            rows.append(
-                [
-                    experiment.metadata.name or "",
-                    experiment_state(experiment),
-                    str((status.trials if status else None) or 0),
-                    str((status.trials_succeeded if status else None) or 0),
-                    (status.current_optimal_trial.best_trial_name or "-")
-                    if status and status.current_optimal_trial
-                    else "-",
-                ]
-            )
-        print(tables.render(["EXPERIMENT", "STATE", "TRIALS", "SUCCEEDED", "BEST"], rows))
+        print(_experiments_table(kube, namespace))
         return 0
     experiment = get_experiment(kube, args.experiment, namespace)
-    trials = tables.sort_rows(list_trials(kube, experiment), args.sort_by, args.descending)
+    if args.descending and args.sort_by is None:
+        args.sort_by = "created"
+    if args.all or args.sort_by is not None:
+        return _every_trial(kube, experiment, args)
+    view = overview.read(kube, experiment, args.limit or overview.DEFAULT_LIMIT)
     if args.output == "json":
-        print(json.dumps([row.__dict__ for row in trials], indent=2))
-        return 0
-    metric = experiment.spec.objective.objective_metric_name if experiment.spec.objective else ""
-    print(tables.trial_table(trials, metric or "objective"))
+        print(json.dumps(overview.as_json(view), indent=2))
+    else:
+        print(overview.text(view))
     return 0
 
 
@@ -269,10 +318,28 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--watch", action="store_true", help="follow until the experiment ends")
     run.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
     run.set_defaults(func=cmd_run)
-    get = sub.add_parser("get", help="list experiments, or the trials of one")
+    get = sub.add_parser(
+        "get",
+        help="list experiments; or one experiment's state, counts, best and active trials",
+        description="Without --all or --sort-by, answers from the Experiment's status and its "
+        "running and pending trials (an experiment of at most --limit trials is listed whole).",
+    )
     get.add_argument("experiment", nargs="?")
-    get.add_argument("--sort-by", choices=tables.SORT_KEYS, default="created")
-    get.add_argument("--descending", action="store_true")
+    get.add_argument(
+        "--all", action="store_true", help="every trial of the experiment, as pages arrive"
+    )
+    get.add_argument(
+        "--sort-by",
+        choices=tables.SORT_KEYS,
+        help="every trial, sorted (reads them all before printing)",
+    )
+    get.add_argument("--descending", action="store_true", help="with --sort-by (default created)")
+    get.add_argument(
+        "--limit",
+        type=_positive,
+        help=f"at most this many trial rows (default: {overview.DEFAULT_LIMIT} in the default "
+        "view, all with --all or --sort-by)",
+    )
     get.add_argument("-o", "--output", choices=["table", "json"], default="table")
     get.set_defaults(func=cmd_get)
     best_cmd = sub.add_parser("best", help="the best trial of an experiment")

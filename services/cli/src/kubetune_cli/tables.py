@@ -22,21 +22,53 @@ def format_value(value: float | None) -> str:
     return "-" if value is None else f"{value:.6g}"
 
 
-def trial_table(rows: Sequence[TrialRow], metric: str) -> str:
-    parameter_names: list[str] = []
+def _parameter_names(rows: Sequence[TrialRow]) -> list[str]:
+    names: list[str] = []
     for row in rows:
-        parameter_names += [p for p in row.parameters if p not in parameter_names]
-    header = ["TRIAL", "STATE", *(p.upper() for p in parameter_names), metric.upper()]
-    body = [
-        [
-            row.name,
-            row.state,
-            *(row.parameters.get(p, "") for p in parameter_names),
-            format_value(row.objective),
-        ]
-        for row in rows
+        names += [p for p in row.parameters if p not in names]
+    return names
+
+
+def _cells(row: TrialRow, parameter_names: Sequence[str]) -> list[str]:
+    return [
+        row.name,
+        row.state,
+        *(row.parameters.get(p, "") for p in parameter_names),
+        format_value(row.objective),
     ]
-    return render(header, body)
+
+
+def trial_table(rows: Sequence[TrialRow], metric: str) -> str:
+    parameter_names = _parameter_names(rows)
+    header = ["TRIAL", "STATE", *(p.upper() for p in parameter_names), metric.upper()]
+    return render(header, [_cells(row, parameter_names) for row in rows])
+
+
+class StreamedTable:
+    """A trial table printed a page at a time: the first page fixes the columns and their
+    widths (a longer cell later only widens its own line), so rows show before all are read."""
+
+    def __init__(self, metric: str) -> None:
+        self.metric = metric
+        self.parameter_names: list[str] | None = None
+        self.widths: list[int] = []
+
+    def lines(self, rows: Sequence[TrialRow]) -> list[str]:
+        out: list[str] = []
+        if self.parameter_names is None:
+            self.parameter_names = _parameter_names(rows)
+            header = ["TRIAL", "STATE", *(p.upper() for p in self.parameter_names)]
+            header.append(self.metric.upper())
+            self.widths = [len(cell) for cell in header]
+            for row in rows:
+                cells = _cells(row, self.parameter_names)
+                self.widths = [max(w, len(c)) for w, c in zip(self.widths, cells, strict=True)]
+            out.append(self._line(header))
+        out += [self._line(_cells(row, self.parameter_names)) for row in rows]
+        return out
+
+    def _line(self, cells: Sequence[str]) -> str:
+        return "   ".join(c.ljust(w) for c, w in zip(cells, self.widths, strict=True)).rstrip()
 
 
 SORT_KEYS = ("created", "name", "state", "metric")
