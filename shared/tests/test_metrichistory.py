@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from hypothesis import given, settings
@@ -132,3 +133,22 @@ def test_any_sequence_stays_bounded_ascending_and_ends_on_the_latest(
         assert steps[-1] == counts[name] - 1
         assert points[-1][1] == f"{name}{counts[name] - 1}"
         assert all(value == f"{name}{step}" for step, value, _ in points)
+
+
+def test_drop_history_removes_the_history_while_a_list_is_parsed() -> None:
+    """The informers of Trials parse with this hook: no page is held with its histories."""
+    full = mh.History()
+    full.extend("loss", [str(i) for i in range(5_000)], T)
+    trial = {
+        "metadata": {"name": "t", "labels": {mh.FIELD: "a-label"}},
+        "spec": {"runSpec": {"metadata": {}, "status": {mh.FIELD: "a job's own field"}}},
+        "status": {"observation": {"metrics": []}, mh.FIELD: full.to_wire()},
+    }
+    text = json.dumps({"items": [trial, trial], "metadata": {"continue": ""}})
+    parsed = json.loads(text, object_hook=mh.drop_history)
+    for item in parsed["items"]:
+        assert item["status"] == {"observation": {"metrics": []}}
+        assert item["metadata"]["labels"] == {mh.FIELD: "a-label"}
+        assert item["spec"]["runSpec"]["status"] == {mh.FIELD: "a job's own field"}
+    watch_event = json.loads(json.dumps({"type": "MODIFIED", "object": trial}), object_hook=mh.drop_history)
+    assert mh.FIELD not in watch_event["object"]["status"]
