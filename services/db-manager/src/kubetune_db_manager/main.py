@@ -39,8 +39,13 @@ def parser() -> argparse.ArgumentParser:
     flag("address", default="0.0.0.0:6789", help="listen address (Katib's port: 6789)")
     flag("namespace", default=None, help="serve the Trials of this namespace only (default: all)")
     flag("max-message-bytes", type=int, default=4 * 1024 * 1024, help="largest gRPC message")
-    flag("max-concurrent-rpcs", type=int, default=64, help="RPCs in progress")
-    flag("workers", type=int, default=16, help="threads serving RPCs")
+    flag("max-concurrent-rpcs", type=int, default=256, help="RPCs in progress")
+    flag(
+        "workers",
+        type=int,
+        default=64,
+        help="threads serving RPCs (a report waiting for its Trial's write holds one)",
+    )
     flag("max-deadline", type=float, default=30.0, help="seconds an RPC may take")
     flag("grace", type=float, default=10.0, help="seconds in-flight RPCs get at shutdown")
     return p
@@ -65,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     limits = serving.Limits(
         args.max_message_bytes, args.max_concurrent_rpcs, args.workers, args.max_deadline
     )
-    # One API connection per worker: each RPC makes one or two API calls.
+    # At most one API connection per worker (only the thread writing a Trial calls the API).
     kube = Kube(connect(args.kubeconfig, pool_size=args.workers))
     store = storing.Store(kube, args.namespace or None)
     try:
