@@ -243,6 +243,30 @@ def test_reports_queued_for_one_trial_are_merged_into_few_writes(
     assert 1 <= len(writes) <= CONCURRENT // 4, f"{len(writes)} writes for {CONCURRENT} reports"
 
 
+def test_a_write_by_someone_else_between_reports_is_kept(
+    kube: Kube, namespace: str, start: Callable[..., Server]
+) -> None:
+    """db-manager bases a report on its own last write (no read): a change made meanwhile
+    (another replica, DeleteObservationLog elsewhere, a collector) must not be overwritten."""
+    trial(kube, namespace)
+    server = start()
+    report(server.stub, "t1", ("loss", "0.5"))
+    other = metrichistory.History()
+    other.append("loss", "0.5", T0)
+    other.append("loss", "0.4", T0)
+    kube.patch(
+        TRIALS,
+        "t1",
+        {"status": {metrichistory.FIELD: other.to_wire()}},
+        namespace,
+        subresource="status",
+    )
+    report(server.stub, "t1", ("loss", "0.3"))
+    status = kube.get(TRIALS, "t1", namespace)["status"]
+    assert [v for _, v, _ in metrichistory.read(status)["loss"]] == ["0.5", "0.4", "0.3"]
+    assert metrichistory.reports(status, "loss") == 3
+
+
 def test_killed_mid_stream_loses_no_acknowledged_value(
     kube: Kube, namespace: str, start: Callable[..., Server]
 ) -> None:

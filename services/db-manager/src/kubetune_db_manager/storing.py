@@ -22,6 +22,7 @@ import math
 import random
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -186,9 +187,15 @@ class _Queue:
 class Store:
     """The three operations on Trials through one API client (safe to share among threads)."""
 
-    def __init__(self, kube: Kube, namespace: str | None = None) -> None:
+    def __init__(self, kube: Kube, namespace: str | None = None, recent: int = 100) -> None:
         self.kube = kube
         self.namespace = namespace
+        # With one namespace: the last written state of up to `recent` Trials, the base of
+        # their next report instead of a GET (a stale one only costs a conflict and a read).
+        # Across namespaces every report looks the name up, so a Trial of the same name made
+        # in another namespace is still reported as ambiguous.
+        self._recent: OrderedDict[str, Obj] = OrderedDict()
+        self._recent_max = recent if namespace else 0
         # Trial name -> its queue while one of this process's threads writes it; the reports
         # of other replicas are resolved by the resourceVersion precondition and a retry.
         self._queues: dict[str, _Queue] = {}
@@ -280,14 +287,17 @@ class Store:
                 error: StoreError | None = None
                 try:
                     latest = max(entry.deadline for entry in batch)
-                    stored = queue.stored or self.find(trial, latest)
+                    stored = queue.stored or self._recall(trial) or self.find(trial, latest)
                     namespace = stored["metadata"]["namespace"]
                     logs = [log for entry in batch for log in entry.logs]
                     result = queue.stored = self._report(trial, namespace, stored, logs, latest)
+                    self._remember(trial, result)
                 except StoreError as e:
                     queue.stored, error = None, e
+                    self._forget(trial)
                 except BaseException as e:
                     queue.stored = None
+                    self._forget(trial)
                     error = StoreError(Code.UNAVAILABLE, f"cannot write trial {trial}: {e!r}")
                     raise
                 finally:
@@ -302,6 +312,23 @@ class Store:
                     queue.pending[0].wake.set()
                 else:
                     del self._queues[trial]
+
+    def _recall(self, trial: str) -> Obj | None:
+        with self._queues_lock:
+            return self._recent.get(trial)
+
+    def _remember(self, trial: str, stored: Obj) -> None:
+        if not self._recent_max:
+            return
+        with self._queues_lock:
+            self._recent[trial] = stored
+            self._recent.move_to_end(trial)
+            while len(self._recent) > self._recent_max:
+                self._recent.popitem(last=False)
+
+    def _forget(self, trial: str) -> None:
+        with self._queues_lock:
+            self._recent.pop(trial, None)
 
     def _report(
         self, trial: str, namespace: str, stored: Obj, checked: list[Log], deadline: float
