@@ -150,5 +150,7 @@ def test_drop_history_removes_the_history_while_a_list_is_parsed() -> None:
         assert item["status"] == {"observation": {"metrics": []}}
         assert item["metadata"]["labels"] == {mh.FIELD: "a-label"}
         assert item["spec"]["runSpec"]["status"] == {mh.FIELD: "a job's own field"}
-    watch_event = json.loads(json.dumps({"type": "MODIFIED", "object": trial}), object_hook=mh.drop_history)
+    watch_event = json.loads(
+        json.dumps({"type": "MODIFIED", "object": trial}), object_hook=mh.drop_history
+    )
     assert mh.FIELD not in watch_event["object"]["status"]

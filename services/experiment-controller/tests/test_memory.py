@@ -25,7 +25,9 @@ def full_history() -> dict[str, object]:
     """Three metrics of 10,000 reports each, thinned to the 64 KiB bound."""
     history = metrichistory.History()
     for name in ("loss", "accuracy", "val-loss"):
-        history.extend(name, [f"{0.5 + i * 1e-6:.6f}" for i in range(10_000)], "2026-01-01T00:00:00Z")
+        history.extend(
+            name, [f"{0.5 + i * 1e-6:.6f}" for i in range(10_000)], "2026-01-01T00:00:00Z"
+        )
     return history.to_wire()
 
 

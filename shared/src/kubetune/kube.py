@@ -290,13 +290,25 @@ class Kube:
         return result
 
     def list_all(
-        self, res: Resource, namespace: str | None = None, **selectors: str
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> builtins.list[Obj]:
         """Every item, following `continue` pages of 500."""
         items: builtins.list[Obj] = []
         token: str | None = None
         while True:
-            page = self.list(res, namespace, limit=500, continue_token=token, **selectors)
+            page = self.list(
+                res,
+                namespace,
+                limit=500,
+                continue_token=token,
+                label_selector=label_selector,
+                field_selector=field_selector,
+            )
             items.extend(page.get("items") or [])
             token = (page.get("metadata") or {}).get("continue")
             if not token:
