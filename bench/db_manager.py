@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 
 import grpc
 from kubeflow.katib import katib_api_pb2 as pb
@@ -129,7 +130,7 @@ def at_rate(stub: pb_grpc.DBManagerStub, trials: list[str], rate: float, seconds
         f"at {rate:g} reports/s for {seconds:g} s over {len(trials)} trials: "
         f"{len(latencies) / elapsed:.1f} acknowledged/s until the last answer; "
         f"p50 {statistics.median(ms):.1f} ms  p99 {percentile(ms, 0.99):.1f} ms  "
-        f"max {max(ms):.1f} ms  errors {len(errors)} of {total}  "
+        f"max {max(ms):.1f} ms  errors {len(errors)} of {total} {dict(Counter(errors))}  "
         f"(sent up to {late * 1000:.0f} ms late; load "
         f"{' '.join(f'{x:.1f}' for x in os.getloadavg())})",
         flush=True,

@@ -39,12 +39,13 @@ def parser() -> argparse.ArgumentParser:
     flag("address", default="0.0.0.0:6789", help="listen address (Katib's port: 6789)")
     flag("namespace", default=None, help="serve the Trials of this namespace only (default: all)")
     flag("max-message-bytes", type=int, default=4 * 1024 * 1024, help="largest gRPC message")
-    flag("max-concurrent-rpcs", type=int, default=256, help="RPCs in progress")
+    flag("max-concurrent-rpcs", type=int, default=512, help="RPCs in progress")
     flag(
         "workers",
         type=int,
-        default=64,
-        help="threads serving RPCs (a report waiting for its Trial's write holds one)",
+        default=512,
+        help="threads serving RPCs, made as needed: a report waits for its Trial's write in "
+        "one, so fewer than --max-concurrent-rpcs cap how many reports a write can merge",
     )
     flag(
         "recent-trials",
