@@ -28,6 +28,7 @@ import uuid
 from collections import Counter
 
 import grpc
+import psutil
 from kubeflow.katib import katib_api_pb2 as pb
 from kubeflow.katib import katib_api_pb2_grpc as pb_grpc
 
@@ -162,8 +163,16 @@ def main() -> int:
         channel = grpc.insecure_channel(f"127.0.0.1:{port}")
         grpc.channel_ready_future(channel).result(timeout=600)  # the SDK import is slow
         stub = pb_grpc.DBManagerStub(channel)
-        throughput(stub, trials, args.clients, args.seconds)
-        at_rate(stub, trials, args.rate, args.seconds)
+        server = psutil.Process(process.pid)
+        for phase in (
+            lambda: throughput(stub, trials, args.clients, args.seconds),
+            lambda: at_rate(stub, trials, args.rate, args.seconds),
+        ):
+            before = server.cpu_times()
+            phase()
+            after = server.cpu_times()
+            used = (after.user - before.user) + (after.system - before.system)
+            print(f"  db-manager CPU in that phase: {used:.1f} s", flush=True)
     finally:
         if process is not None:
             process.terminate()
