@@ -164,12 +164,12 @@ def main() -> int:
         grpc.channel_ready_future(channel).result(timeout=600)  # the SDK import is slow
         stub = pb_grpc.DBManagerStub(channel)
         server = psutil.Process(process.pid)
-        for phase in (
-            lambda: throughput(stub, trials, args.clients, args.seconds),
-            lambda: at_rate(stub, trials, args.rate, args.seconds),
-        ):
+        for closed_loop in (True, False):
             before = server.cpu_times()
-            phase()
+            if closed_loop:
+                throughput(stub, trials, args.clients, args.seconds)
+            else:
+                at_rate(stub, trials, args.rate, args.seconds)
             after = server.cpu_times()
             used = (after.user - before.user) + (after.system - before.system)
             print(f"  db-manager CPU in that phase: {used:.1f} s", flush=True)
