@@ -143,3 +143,24 @@ def test_json_length_is_the_serialized_length(text: str) -> None:
 def test_json_length_of_quotes_escapes_and_non_ascii() -> None:
     for text in ('a"b', "a\\b", "tab\there", "\x7f", "é", "💡", "2026-12-01T15:00:00Z", "0.25"):
         assert mh.json_length(text) == len(json.dumps(text).encode()), text
+
+
+def test_drop_history_removes_the_history_while_a_list_is_parsed() -> None:
+    """The informers of Trials parse with this hook: no page is held with its histories."""
+    full = mh.History()
+    full.extend("loss", [str(i) for i in range(5_000)], T)
+    trial = {
+        "metadata": {"name": "t", "labels": {mh.FIELD: "a-label"}},
+        "spec": {"runSpec": {"metadata": {}, "status": {mh.FIELD: "a job's own field"}}},
+        "status": {"observation": {"metrics": []}, mh.FIELD: full.to_wire()},
+    }
+    text = json.dumps({"items": [trial, trial], "metadata": {"continue": ""}})
+    parsed = json.loads(text, object_hook=mh.drop_history)
+    for item in parsed["items"]:
+        assert item["status"] == {"observation": {"metrics": []}}
+        assert item["metadata"]["labels"] == {mh.FIELD: "a-label"}
+        assert item["spec"]["runSpec"]["status"] == {mh.FIELD: "a job's own field"}
+    watch_event = json.loads(
+        json.dumps({"type": "MODIFIED", "object": trial}), object_hook=mh.drop_history
+    )
+    assert mh.FIELD not in watch_event["object"]["status"]

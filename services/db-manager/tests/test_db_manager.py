@@ -22,6 +22,7 @@ from kubetune_testkit.waiting import wait_for
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("crds")]
 
 T0 = "2026-12-01T15:00:00Z"
+CONCURRENT = 48
 
 
 class Server:
@@ -196,6 +197,74 @@ def test_two_replicas_reporting_at_once_lose_nothing(
     assert metrichistory.reports(status, "loss") == 60
     values = sorted(v for _, v, _ in metrichistory.read(status)["loss"])
     assert values == sorted(f"{w}.{i}" for w in range(6) for i in range(10))
+
+
+def test_reports_queued_for_one_trial_are_merged_into_few_writes(
+    kube: Kube, namespace: str, start: Callable[..., Server]
+) -> None:
+    """Reports arriving together for one Trial share one read-modify-patch (issue 15's 200
+    reports/s: one write per report was the bottleneck), and every value is kept."""
+    trial(kube, namespace)
+    server = start()
+    rv = kube.get(TRIALS, "t1", namespace)["metadata"]["resourceVersion"]
+    writes: list[str] = []
+
+    def watch() -> None:
+        for event in kube.watch(TRIALS, namespace, resource_version=rv, timeout_seconds=90):
+            if event.get("type") == "MODIFIED":
+                writes.append(event["object"]["metadata"]["resourceVersion"])
+                status = event["object"].get("status")
+                if metrichistory.reports(status, "loss") == CONCURRENT:
+                    return
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    barrier = threading.Barrier(CONCURRENT)
+    errors: list[BaseException] = []
+
+    def push(i: int) -> None:
+        barrier.wait()
+        try:
+            report(server.stub, "t1", ("loss", f"0.{i:03d}"))
+        except BaseException as e:  # noqa: BLE001 - collected for the assertion
+            errors.append(e)
+
+    threads = [threading.Thread(target=push, args=(i,)) for i in range(CONCURRENT)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    status = kube.get(TRIALS, "t1", namespace)["status"]
+    assert metrichistory.reports(status, "loss") == CONCURRENT
+    kept = sorted(v for _, v, _ in metrichistory.read(status)["loss"])
+    assert kept == sorted(f"0.{i:03d}" for i in range(CONCURRENT))
+    watcher.join(60)
+    assert 1 <= len(writes) <= CONCURRENT // 4, f"{len(writes)} writes for {CONCURRENT} reports"
+
+
+def test_a_write_by_someone_else_between_reports_is_kept(
+    kube: Kube, namespace: str, start: Callable[..., Server]
+) -> None:
+    """db-manager bases a report on its own last write (no read): a change made meanwhile
+    (another replica, DeleteObservationLog elsewhere, a collector) must not be overwritten."""
+    trial(kube, namespace)
+    server = start()
+    report(server.stub, "t1", ("loss", "0.5"))
+    other = metrichistory.History()
+    other.append("loss", "0.5", T0)
+    other.append("loss", "0.4", T0)
+    kube.patch(
+        TRIALS,
+        "t1",
+        {"status": {metrichistory.FIELD: other.to_wire()}},
+        namespace,
+        subresource="status",
+    )
+    report(server.stub, "t1", ("loss", "0.3"))
+    status = kube.get(TRIALS, "t1", namespace)["status"]
+    assert [v for _, v, _ in metrichistory.read(status)["loss"]] == ["0.5", "0.4", "0.3"]
+    assert metrichistory.reports(status, "loss") == 3
 
 
 def test_killed_mid_stream_loses_no_acknowledged_value(

@@ -11,7 +11,7 @@ import builtins
 import json
 import re
 import urllib.parse
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,9 @@ from kubernetes.client.exceptions import ApiException
 from kubetune import errors
 
 Obj = dict[str, Any]
+ObjectHook = Callable[[dict[str, Any]], Any]
+"""A `json.loads` object_hook: called on every JSON object as it is parsed, innermost first,
+so a big field can be dropped while one object is parsed rather than after a whole list."""
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -204,7 +207,11 @@ class Kube:
         content_type: str = "application/json",
         timeout: float | tuple[float, float] | None = 30,
         stream: bool = False,
+        object_hook: ObjectHook | None = None,
+        sizes: builtins.list[int] | None = None,
     ) -> Any:
+        """One request; the JSON answer parsed (`object_hook` as in `json.loads`), its size
+        in bytes appended to `sizes` when given; with `stream` the raw response."""
         params = [(k, v) for k, v in (query or {}).items() if v is not None]
         try:
             _, url, headers, payload, _ = self.api.param_serialize(
@@ -227,7 +234,9 @@ class Kube:
             return raw
         data = raw.data
         raw.release_conn()
-        return json.loads(data) if data else {}
+        if sizes is not None:
+            sizes.append(len(data or b""))
+        return json.loads(data, object_hook=object_hook) if data else {}
 
     def get(
         self,
@@ -261,7 +270,10 @@ class Kube:
         limit: int | None = None,
         continue_token: str | None = None,
         resource_version: str | None = None,
+        object_hook: ObjectHook | None = None,
+        sizes: builtins.list[int] | None = None,
     ) -> Obj:
+        """One page (`limit`, `continue_token`); `object_hook` and `sizes` as in `_call`."""
         result: Obj = self._call(
             "GET",
             res.path(namespace),
@@ -272,17 +284,31 @@ class Kube:
                 "continue": continue_token,
                 "resourceVersion": resource_version,
             },
+            object_hook=object_hook,
+            sizes=sizes,
         )
         return result
 
     def list_all(
-        self, res: Resource, namespace: str | None = None, **selectors: str
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> builtins.list[Obj]:
         """Every item, following `continue` pages of 500."""
         items: builtins.list[Obj] = []
         token: str | None = None
         while True:
-            page = self.list(res, namespace, limit=500, continue_token=token, **selectors)
+            page = self.list(
+                res,
+                namespace,
+                limit=500,
+                continue_token=token,
+                label_selector=label_selector,
+                field_selector=field_selector,
+            )
             items.extend(page.get("items") or [])
             token = (page.get("metadata") or {}).get("continue")
             if not token:
@@ -297,8 +323,10 @@ class Kube:
         timeout_seconds: int = 300,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        object_hook: ObjectHook | None = None,
     ) -> Iterator[Obj]:
-        """Watch events (`{"type", "object"}`) with bookmarks; ends when the server closes it."""
+        """Watch events (`{"type", "object"}`) with bookmarks; ends when the server closes it.
+        Each event is parsed with `object_hook` (see `ObjectHook`)."""
         response = self._call(
             "GET",
             res.path(namespace),
@@ -320,7 +348,7 @@ class Kube:
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
-                        yield json.loads(line)
+                        yield json.loads(line, object_hook=object_hook)
         finally:
             response.release_conn()
 

@@ -39,8 +39,21 @@ def parser() -> argparse.ArgumentParser:
     flag("address", default="0.0.0.0:6789", help="listen address (Katib's port: 6789)")
     flag("namespace", default=None, help="serve the Trials of this namespace only (default: all)")
     flag("max-message-bytes", type=int, default=4 * 1024 * 1024, help="largest gRPC message")
-    flag("max-concurrent-rpcs", type=int, default=64, help="RPCs in progress")
-    flag("workers", type=int, default=16, help="threads serving RPCs")
+    flag("max-concurrent-rpcs", type=int, default=512, help="RPCs in progress")
+    flag(
+        "workers",
+        type=int,
+        default=512,
+        help="threads serving RPCs, made as needed: a report waits for its Trial's write in "
+        "one, so fewer than --max-concurrent-rpcs cap how many reports a write can merge",
+    )
+    flag(
+        "recent-trials",
+        type=int,
+        default=100,
+        help="with --namespace: Trials whose last write is kept as the base of the next "
+        "(saves a read per report; 0 = read every time)",
+    )
     flag("max-deadline", type=float, default=30.0, help="seconds an RPC may take")
     flag("grace", type=float, default=10.0, help="seconds in-flight RPCs get at shutdown")
     return p
@@ -53,6 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, name) <= 0:
             log.error("--%s must be positive, got %s", name.replace("_", "-"), getattr(args, name))
             return 2
+    if args.recent_trials < 0:
+        log.error("--recent-trials must be 0 or more, got %s", args.recent_trials)
+        return 2
     # Probes first: importing the Kubernetes client and Katib's SDK takes seconds (minutes on
     # a loaded node), and a liveness probe must not kill the process meanwhile.
     serving_now = threading.Event()
@@ -65,9 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     limits = serving.Limits(
         args.max_message_bytes, args.max_concurrent_rpcs, args.workers, args.max_deadline
     )
-    # One API connection per worker: each RPC makes one or two API calls.
+    # At most one API connection per worker (only the thread writing a Trial calls the API).
     kube = Kube(connect(args.kubeconfig, pool_size=args.workers))
-    store = storing.Store(kube, args.namespace or None)
+    store = storing.Store(kube, args.namespace or None, recent=args.recent_trials)
     try:
         server, port = serving.server(store, args.address, limits)
     except (OSError, RuntimeError) as e:

@@ -45,8 +45,8 @@ STATUS = {
 @dataclass(frozen=True)
 class Limits:
     max_message_bytes: int = 4 * 1024 * 1024
-    max_concurrent_rpcs: int = 64
-    workers: int = 16
+    max_concurrent_rpcs: int = 512
+    workers: int = 512
     max_deadline: float = 30.0
 
 

@@ -3,9 +3,13 @@
 A report is read-modify-write of one Trial's status (the bounded `metricHistory` and the
 `observation` min/max/latest, as the collector computes them), patched with the Trial's
 resourceVersion as precondition: two replicas reporting for one Trial at once conflict, and
-the loser reads again and re-applies, so nothing is lost and nothing is counted twice. The
-caller is told "done" only after the API server accepted the patch. Nothing is held between
-requests, so any number of replicas may serve.
+the loser reads again and re-applies, so nothing is lost and nothing is counted twice.
+Reports for one Trial that arrive while its write is in flight queue up and go out together in
+the next write (one read-modify-patch for all of them, in arrival order); each caller is told
+"done" only after the API server accepted the patch holding its values. While a Trial's queue
+keeps filling, the answer to one patch is the base of the next (no read in between; a stale
+base only costs a conflict and a read). Nothing is held once a Trial's queue is empty, so any
+number of replicas may serve.
 
 Katib's requests name a trial but no namespace (its trial names are unique in its database):
 the Trial is found by name across the namespaces this process may see (`--namespace` narrows
@@ -18,6 +22,7 @@ import math
 import random
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -142,6 +147,13 @@ def merged_observation(
     return observations.summarise(objective, [*old, *new]).to_wire()
 
 
+def _answer(entry: _Pending) -> Obj:
+    if entry.error is not None:
+        raise entry.error
+    assert entry.result is not None
+    return entry.result
+
+
 def parse_time_or(text: str, default: float = -math.inf) -> float:
     try:
         return parse_time(text, "time")
@@ -149,22 +161,45 @@ def parse_time_or(text: str, default: float = -math.inf) -> float:
         return default
 
 
+@dataclass(eq=False)
+class _Pending:
+    """One report waiting for the write that holds it. `wake` is set once: when it is answered
+    (`finished`) or when it is handed the writing (`lead`)."""
+
+    logs: list[Log]
+    deadline: float
+    wake: threading.Event
+    taken: bool = False
+    lead: bool = False
+    finished: bool = False
+    result: Obj | None = None
+    error: StoreError | None = None
+
+
+@dataclass(eq=False)
+class _Queue:
+    """The reports of one Trial not yet written, and the last write's answer while busy."""
+
+    pending: list[_Pending]
+    stored: Obj | None = None
+
+
 class Store:
     """The three operations on Trials through one API client (safe to share among threads)."""
 
-    def __init__(self, kube: Kube, namespace: str | None = None) -> None:
+    def __init__(self, kube: Kube, namespace: str | None = None, recent: int = 100) -> None:
         self.kube = kube
         self.namespace = namespace
-        # Reports for one Trial take turns within this process (they would only conflict);
-        # other replicas' are resolved by the resourceVersion precondition and a retry.
-        self._locks: dict[str, threading.Lock] = {}
-        self._locks_lock = threading.Lock()
-
-    def _lock(self, key: str) -> threading.Lock:
-        with self._locks_lock:
-            if len(self._locks) > 10_000:
-                self._locks = {k: v for k, v in self._locks.items() if v.locked()}
-            return self._locks.setdefault(key, threading.Lock())
+        # With one namespace: the last written state of up to `recent` Trials, the base of
+        # their next report instead of a GET (a stale one only costs a conflict and a read).
+        # Across namespaces every report looks the name up, so a Trial of the same name made
+        # in another namespace is still reported as ambiguous.
+        self._recent: OrderedDict[str, Obj] = OrderedDict()
+        self._recent_max = recent if namespace else 0
+        # Trial name -> its queue while one of this process's threads writes it; the reports
+        # of other replicas are resolved by the resourceVersion precondition and a retry.
+        self._queues: dict[str, _Queue] = {}
+        self._queues_lock = threading.Lock()
 
     def _timeout(self, deadline: float) -> float:
         left = deadline - time.monotonic()
@@ -216,10 +251,84 @@ class Store:
                 values as stored.
         """
         checked = checked_logs(trial, logs, time.time())
-        stored = self.find(trial, deadline)
-        namespace = stored["metadata"]["namespace"]
-        with self._lock(f"{namespace}/{trial}"):
-            return self._report(trial, namespace, stored, checked, deadline)
+        mine = _Pending(checked, deadline, threading.Event())
+        with self._queues_lock:
+            queue = self._queues.get(trial)
+            if queue is None:
+                queue = self._queues[trial] = _Queue([])
+                mine.lead = True
+            queue.pending.append(mine)
+        while not mine.lead:
+            # Taken into a write: its answer comes whatever the deadline (the patch's own
+            # timeout bounds it). Not taken by the deadline: withdrawn, nothing written.
+            timeout = None if mine.taken else max(0.0, deadline - time.monotonic())
+            woke = mine.wake.wait(timeout)
+            with self._queues_lock:
+                if mine.finished:
+                    return _answer(mine)
+                if not woke and not mine.taken and not mine.lead:
+                    queue.pending.remove(mine)
+                    raise StoreError(
+                        Code.DEADLINE, "the request's deadline passed; nothing was written"
+                    )
+        self._write(trial, queue, mine)
+        return _answer(mine)
+
+    def _write(self, trial: str, queue: _Queue, mine: _Pending) -> None:
+        """Write batches of the queue until `mine` is answered, then hand the writing to the
+        next waiting report (its thread goes on), or drop the queue when none is left."""
+        try:
+            while not mine.finished:
+                with self._queues_lock:
+                    batch, queue.pending = queue.pending, []
+                    for entry in batch:
+                        entry.taken = True
+                result: Obj | None = None
+                error: StoreError | None = None
+                try:
+                    latest = max(entry.deadline for entry in batch)
+                    stored = queue.stored or self._recall(trial) or self.find(trial, latest)
+                    namespace = stored["metadata"]["namespace"]
+                    logs = [log for entry in batch for log in entry.logs]
+                    result = queue.stored = self._report(trial, namespace, stored, logs, latest)
+                    self._remember(trial, result)
+                except StoreError as e:
+                    queue.stored, error = None, e
+                    self._forget(trial)
+                except BaseException as e:
+                    queue.stored = None
+                    self._forget(trial)
+                    error = StoreError(Code.UNAVAILABLE, f"cannot write trial {trial}: {e!r}")
+                    raise
+                finally:
+                    with self._queues_lock:
+                        for entry in batch:
+                            entry.result, entry.error, entry.finished = result, error, True
+                            entry.wake.set()
+        finally:
+            with self._queues_lock:
+                if queue.pending:
+                    queue.pending[0].lead = True
+                    queue.pending[0].wake.set()
+                else:
+                    del self._queues[trial]
+
+    def _recall(self, trial: str) -> Obj | None:
+        with self._queues_lock:
+            return self._recent.get(trial)
+
+    def _remember(self, trial: str, stored: Obj) -> None:
+        if not self._recent_max:
+            return
+        with self._queues_lock:
+            self._recent[trial] = stored
+            self._recent.move_to_end(trial)
+            while len(self._recent) > self._recent_max:
+                self._recent.popitem(last=False)
+
+    def _forget(self, trial: str) -> None:
+        with self._queues_lock:
+            self._recent.pop(trial, None)
 
     def _report(
         self, trial: str, namespace: str, stored: Obj, checked: list[Log], deadline: float

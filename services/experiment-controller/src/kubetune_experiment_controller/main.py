@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from kubetune import config, flags, naming
+from kubetune import config, flags, metrichistory, naming
 from kubetune.kube import EXPERIMENTS, SUGGESTIONS, TRIALS
 from kubetune.runtime import Controller, owner_keys, running
 from kubetune_experiment_controller import planning, reconciling, summaries
@@ -71,6 +71,9 @@ def build(args: argparse.Namespace) -> Controller:
         namespace=namespace,
         label_selector=naming.LABEL_EXPERIMENT,
         transform=summaries.cached,
+        # Dropped while parsing: 64 KiB a Trial would otherwise pass through memory whole
+        # pages at a time (the summary never reads it).
+        object_hook=metrichistory.drop_history,
     )
     return controller
 

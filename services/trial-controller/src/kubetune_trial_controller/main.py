@@ -71,8 +71,8 @@ def build(args: argparse.Namespace) -> Controller:
     namespace = args.watch_namespace or None
     controller = Controller(SERVICE, reconciler.reconcile, namespace=namespace)
     # The metric history (up to 64 KiB a Trial) is the collector's; this controller never
-    # reads it, so its cache does not hold it.
-    controller.watch(TRIALS, namespace=namespace, transform=metrichistory.without_history)
+    # reads it, so it is dropped while each Trial is parsed and never reaches the cache.
+    controller.watch(TRIALS, namespace=namespace, object_hook=metrichistory.drop_history)
     refused = refusals.event_keys(k.kind for k in allowed)
     for reason in refusals.REASONS:
         controller.watch(EVENTS, refused, namespace=namespace, field_selector=f"reason={reason}")

@@ -24,7 +24,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from kubetune import errors
 from kubetune.clock import SYSTEM, Clock
-from kubetune.kube import Kube, Obj, Resource
+from kubetune.kube import Kube, Obj, ObjectHook, Resource
 from kubetune.runtime.context import (
     Context,
     Key,
@@ -73,6 +73,7 @@ class Watch:
     label_selector: str | None = None
     field_selector: str | None = None
     transform: Callable[[Obj], Obj] | None = None
+    object_hook: ObjectHook | None = None
 
 
 @dataclass
@@ -107,11 +108,15 @@ class Controller:
         label_selector: str | None = None,
         field_selector: str | None = None,
         transform: Callable[[Obj], Obj] | None = None,
+        object_hook: ObjectHook | None = None,
     ) -> None:
-        """Watch `resource` from the start; `transform` slims objects before they are cached
-        (see Informer). One resource may be watched several times (other selectors)."""
+        """Watch `resource` from the start; `transform` slims objects before they are cached,
+        `object_hook` while they are parsed (see Informer). One resource may be watched
+        several times (other selectors)."""
         self.watches.append(
-            Watch(resource, mapper, namespace, label_selector, field_selector, transform)
+            Watch(
+                resource, mapper, namespace, label_selector, field_selector, transform, object_hook
+            )
         )
 
     def _enqueue(self, mapper: Mapper) -> Callable[[Event], None]:
@@ -135,6 +140,7 @@ class Controller:
                 field_selector=w.field_selector,
                 resync_period=self.resync_period,
                 transform=w.transform,
+                object_hook=w.object_hook,
             )
             self.informers.append(informer)
             informer.start(stop)

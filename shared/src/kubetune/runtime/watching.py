@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from prometheus_client import Counter
 
 from kubetune import errors
-from kubetune.kube import Kube, Obj, Resource
+from kubetune.kube import Kube, Obj, ObjectHook, Resource
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,19 @@ class Event:
 
 
 Handler = Callable[[Event], None]
+
+PAGE_BYTES = 4 * 1024 * 1024
+"""The JSON a list page should hold: small objects still come 500 a page."""
+FIRST_PAGE = 50
+"""The first page's limit, before the objects' size is known."""
+
+
+def next_limit(count: int, page_bytes: int, most: int, budget: int) -> int:
+    """The next page's limit: as many objects as fit `budget` at the average size of the
+    last page's `count` objects, between 1 and `most`."""
+    if page_bytes <= 0:
+        return most
+    return max(1, min(most, count * budget // page_bytes))
 
 
 def object_key(obj: Obj) -> tuple[str, str]:
@@ -59,6 +72,9 @@ class Informer:
         watch_timeout: int = 300,
         resume_from: str | None = None,
         transform: Callable[[Obj], Obj] | None = None,
+        object_hook: ObjectHook | None = None,
+        page_size: int = 500,
+        page_bytes: int = PAGE_BYTES,
     ) -> None:
         self.kube = kube
         self.resource = resource
@@ -72,6 +88,14 @@ class Informer:
         # Applied to every object before it is cached and handed on: a controller that needs a
         # few fields of many objects (10,000 Trials) keeps only those in memory.
         self.transform = transform
+        # Applied while each list page and watch event is parsed (see kube.ObjectHook): a field
+        # no reader needs (a Trial's 64 KiB metric history) is dropped before the next object
+        # is parsed, so a page never exists whole in memory with it.
+        self.object_hook = object_hook
+        # List pages hold at most `page_size` objects and, once the objects' size is known,
+        # about `page_bytes` of JSON: 500 Trials with full histories are 35 MiB of text.
+        self.page_size = page_size
+        self.page_bytes = page_bytes
         self.cache: dict[tuple[str, str], Obj] = {}
         # The cache again by namespace and by (namespace, label, value): `select` then costs
         # the objects asked for, not all of them (one Experiment's Trials among 100,000).
@@ -92,22 +116,29 @@ class Informer:
         """Replace the cache with a fresh list and emit what changed against the old cache."""
         items: list[Obj] = []
         token: str | None = None
+        limit = max(1, min(self.page_size, FIRST_PAGE))
         while True:
+            sizes: list[int] = []
             page = self.kube.list(
                 self.resource,
                 self.namespace,
                 label_selector=self.label_selector,
                 field_selector=self.field_selector,
-                limit=500,
+                limit=limit,
                 continue_token=token,
+                object_hook=self.object_hook,
+                sizes=sizes,
             )
             page_items = page.get("items") or []
+            count = len(page_items)
             if self.transform is not None:
                 page_items = [self.transform(item) for item in page_items]
             items.extend(page_items)
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 break
+            if count and sizes:
+                limit = next_limit(count, sizes[0], self.page_size, self.page_bytes)
         fresh = {object_key(item): item for item in items}
         with self._lock:
             old = self.cache
@@ -215,6 +246,7 @@ class Informer:
                     timeout_seconds=self.watch_timeout,
                     label_selector=self.label_selector,
                     field_selector=self.field_selector,
+                    object_hook=self.object_hook,
                 ):
                     self._apply(event)
                     if stop.is_set():
