@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from kubetune import config, flags, metrichistory
 from kubetune.kube import EVENTS, TRIALS
 from kubetune.runtime import Controller, running
-from kubetune_trial_controller import kinds, reconciling, refusals
+from kubetune_trial_controller import caching, kinds, reconciling, refusals
 
 log = logging.getLogger(__name__)
 SERVICE = "trial-controller"
@@ -71,8 +71,11 @@ def build(args: argparse.Namespace) -> Controller:
     namespace = args.watch_namespace or None
     controller = Controller(SERVICE, reconciler.reconcile, namespace=namespace)
     # The metric history (up to 64 KiB a Trial) is the collector's; this controller never
-    # reads it, so it is dropped while each Trial is parsed and never reaches the cache.
-    controller.watch(TRIALS, namespace=namespace, object_hook=metrichistory.drop_history)
+    # reads it, so it is dropped while each Trial is parsed and never reaches the cache; a
+    # finished Trial is cached slim (`caching`).
+    controller.watch(
+        TRIALS, namespace=namespace, object_hook=metrichistory.drop_history, transform=caching.slim
+    )
     refused = refusals.event_keys(k.kind for k in allowed)
     for reason in refusals.REASONS:
         controller.watch(EVENTS, refused, namespace=namespace, field_selector=f"reason={reason}")
