@@ -33,9 +33,7 @@ def trial(*conditions: tuple[str, str]) -> dict[str, Any]:
             "retainRun": False,
         },
         "status": {
-            "conditions": [
-                {"type": t, "status": s, "reason": f"Trial{t}"} for t, s in conditions
-            ],
+            "conditions": [{"type": t, "status": s, "reason": f"Trial{t}"} for t, s in conditions],
             "observation": {"metrics": [{"name": "loss", "latest": "0.1"}]},
         },
     }

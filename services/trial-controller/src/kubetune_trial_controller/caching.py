@@ -47,9 +47,7 @@ def slim(obj: Obj) -> Obj:
     run_spec = spec.get("runSpec")
     kept_spec: Obj = {}
     if isinstance(run_spec, dict):
-        kept_spec["runSpec"] = {
-            k: run_spec[k] for k in ("apiVersion", "kind") if k in run_spec
-        }
+        kept_spec["runSpec"] = {k: run_spec[k] for k in ("apiVersion", "kind") if k in run_spec}
     if "retainRun" in spec:
         kept_spec["retainRun"] = spec["retainRun"]
     kept: Obj = {k: obj[k] for k in ("apiVersion", "kind") if k in obj}
