@@ -6,6 +6,8 @@ import copy
 import json
 from typing import Any
 
+import pytest
+
 from kubetune.api.trial import Trial
 from kubetune_trial_controller import caching, deciding, kinds, main
 from kubetune_trial_controller.building import is_owned_by
@@ -67,7 +69,19 @@ def test_a_finished_trial_keeps_what_its_reconcile_reads_and_is_much_smaller() -
         job = {"metadata": {"ownerReferences": [{"kind": "Trial", "uid": "u-1"}]}}
         assert is_owned_by(job, cached)
         assert cached["metadata"]["resourceVersion"] == "7"
-        assert len(json.dumps(cached)) * 4 < len(json.dumps(full)), final
+        assert len(json.dumps(cached, default=dict)) * 4 < len(json.dumps(full)), final
+
+
+def test_what_finished_trials_share_cannot_be_changed_through_one_of_them() -> None:
+    one = caching.slim(trial(("Created", "True"), ("Succeeded", "True")))
+    other = caching.slim(trial(("Created", "True"), ("Succeeded", "True")))
+    assert one["status"] is other["status"]
+    assert one["spec"]["runSpec"] is other["spec"]["runSpec"]
+    with pytest.raises(TypeError):
+        one["status"]["conditions"] = []  # type: ignore[index]
+    with pytest.raises(TypeError):
+        one["spec"]["runSpec"]["kind"] = "Widget"  # type: ignore[index]
+    assert one["metadata"] is not other["metadata"]
 
 
 def test_the_controller_caches_trials_slimmed() -> None:
