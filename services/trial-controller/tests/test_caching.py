@@ -78,9 +78,9 @@ def test_what_finished_trials_share_cannot_be_changed_through_one_of_them() -> N
     assert one["status"] is other["status"]
     assert one["spec"]["runSpec"] is other["spec"]["runSpec"]
     with pytest.raises(TypeError):
-        one["status"]["conditions"] = []  # type: ignore[index]
+        one["status"]["conditions"] = []
     with pytest.raises(TypeError):
-        one["spec"]["runSpec"]["kind"] = "Widget"  # type: ignore[index]
+        one["spec"]["runSpec"]["kind"] = "Widget"
     assert one["metadata"] is not other["metadata"]
 
 
