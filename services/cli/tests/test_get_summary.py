@@ -13,42 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubetune_cli import main
 
 from kubetune import errors
 from kubetune.kube import EXPERIMENTS, ROLES, SERVICE_ACCOUNTS, TRIALS, Kube, connect
 from kubetune_testkit.accounts import bind_role, service_account_token, token_kubeconfig
-from kubetune_testkit.builders import trial
+from kubetune_testkit.builders import experiment, trial
 from kubetune_testkit.standins.services import trial_status
 from kubetune_testkit.waiting import wait_for
 from localcluster.pytest_plugin import ClusterHandle
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("crds")]
-
-EXPERIMENT = """
-apiVersion: kubeflow.org/v1beta1
-kind: Experiment
-metadata: {name: big}
-spec:
-  objective: {type: maximize, objectiveMetricName: accuracy}
-  algorithm: {algorithmName: random}
-  maxTrialCount: 100
-  parameters:
-    - {name: lr, parameterType: double, feasibleSpace: {min: "0.01", max: "0.1"}}
-  trialTemplate:
-    primaryContainerName: training
-    trialParameters: [{name: lr, reference: lr}]
-    trialSpec:
-      apiVersion: batch/v1
-      kind: Job
-      spec:
-        template:
-          spec:
-            containers:
-              - {name: training, image: python:3.11, command: [echo, "${trialParameters.lr}"]}
-            restartPolicy: Never
-"""
 
 # name, lr, state, accuracy
 TRIALS_OF_BIG = [
@@ -90,9 +65,9 @@ STATUS = {
 @pytest.fixture
 def big(kube: Kube, namespace: str) -> str:
     """Experiment `big` with five Trials and the status the experiment-controller writes."""
-    kube.create(EXPERIMENTS, yaml.safe_load(EXPERIMENT), namespace)
+    kube.create(EXPERIMENTS, experiment("big", maxTrialCount=100), namespace)
     for name, lr, state, accuracy in TRIALS_OF_BIG:
-        body = trial(name, experiment="big", assignments={"lr": lr}, primary_container="training")
+        body = trial(name, experiment="big", assignments={"lr": lr})
         kube.create(TRIALS, body, namespace)
         status = trial_status(state, accuracy)
         kube.patch(TRIALS, name, {"status": status}, namespace, subresource="status")
