@@ -207,7 +207,9 @@ def test_early_stopped_mark_survives_the_wrapper_and_is_not_a_failure(
     wait_registered(log_dir, p.pid)
     procwait.mark_early_stopped(log_dir, p.pid)
     deadline = time.monotonic() + 5
-    while not (children := psutil.Process(p.pid).children()):
+    # The training command itself: a child seen earlier may be the registration's short-lived
+    # `mv`, and stopping that would leave `sleep 30` running past the wait below.
+    while not (children := _descendants_named(p.pid, "sleep")):
         assert time.monotonic() < deadline
         time.sleep(0.01)
     for child in children:
@@ -317,3 +319,14 @@ def test_sigterm_to_the_wrapper_reaches_the_command(
     p.send_signal(signal.SIGTERM)
     assert p.wait(10) == 7
     assert procwait.read_record(log_dir, p.pid) == parse_record("exit 7")
+
+
+def _descendants_named(pid: int, name: str) -> list[psutil.Process]:
+    found: list[psutil.Process] = []
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            if child.name() == name:
+                found.append(child)
+        except psutil.NoSuchProcess:
+            continue
+    return found

@@ -720,6 +720,26 @@ def test_exec_runs_in_the_container_and_returns_output_and_exit_code(
     _wait(
         "execd running", lambda: _pod(cluster, namespace, "execd")["status"]["phase"] == "Running"
     )
+    # Running means the process started, not that it has written its file yet.
+    _wait(
+        "execd's file",
+        lambda: (
+            cluster.kubectl(
+                "exec",
+                "-n",
+                namespace,
+                "execd",
+                "-c",
+                "main",
+                "--",
+                "test",
+                "-e",
+                f"{workdir}/here",
+                check=False,
+            ).returncode
+            == 0
+        ),
+    )
     script = f"ls {workdir}; echo $GREETING; echo oops >&2; exit 3"
     out = cluster.kubectl(
         "exec", "-n", namespace, "execd", "-c", "main", "--", "sh", "-c", script, check=False
