@@ -103,14 +103,6 @@ def test_continuing_a_stored_history_matches_one_kept_in_memory() -> None:
     assert reloaded.to_wire() == kept.to_wire()
 
 
-def test_without_history_drops_only_the_history() -> None:
-    trial = {"metadata": {"name": "t"}, "status": {"observation": {}, mh.FIELD: {"metrics": []}}}
-    slim = mh.without_history(trial)
-    assert slim == {"metadata": {"name": "t"}, "status": {"observation": {}}}
-    assert mh.FIELD in trial["status"]  # the informer's event object is not changed
-    assert mh.without_history({"metadata": {}}) == {"metadata": {}}
-
-
 @settings(max_examples=60, deadline=None)
 @given(
     runs=st.lists(

@@ -273,15 +273,6 @@ def reports(trial_status: Mapping[str, Any] | None, name: str) -> int:
     return int(_wire_metric(trial_status, name).get("reports") or 0)
 
 
-def without_history(obj: dict[str, Any]) -> dict[str, Any]:
-    """An informer transform: the Trial without `status.metricHistory` (a controller that
-    does not read the history then does not hold up to 64 KiB per Trial in memory)."""
-    status = obj.get("status")
-    if isinstance(status, dict) and FIELD in status:
-        obj = {**obj, "status": {k: v for k, v in status.items() if k != FIELD}}
-    return obj
-
-
 def drop_history(obj: dict[str, Any]) -> dict[str, Any]:
     """A `json.loads` object_hook (kube.ObjectHook): an object with `metadata` loses
     `status.metricHistory` as soon as it is parsed, so a page of 500 Trials is never held
@@ -304,5 +295,4 @@ __all__: Sequence[str] = [
     "reports",
     "rfc3339",
     "serialized_size",
-    "without_history",
 ]

@@ -1,7 +1,7 @@
 """The gRPC server: Katib's `api.v1.beta1.DBManager` on port 6789, bounded.
 
 The message and service types are the generated modules `kubeflow-katib` ships
-(`kubeflow.katib.katib_api_pb2`, `_pb2_grpc`, imported by `katibapi` without the SDK).
+(`kubeflow.katib.katib_api_pb2`, `_pb2_grpc`, imported by `kubetune.katibapi` without the SDK).
 Bounds: a maximum message size, a maximum number
 of RPCs in progress (more are refused with RESOURCE_EXHAUSTED rather than queued without
 limit), a worker pool, and a deadline on every RPC (the caller's, capped by `--max-deadline`).
@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import grpc
 from prometheus_client import Histogram
 
-from kubetune_db_manager.katibapi import pb, pb_grpc
+from kubetune.katibapi import pb, pb_grpc
 from kubetune_db_manager.storing import Code, Store, StoreError
 
 log = logging.getLogger(__name__)
