@@ -104,37 +104,35 @@ def _text(value: object) -> str:
     return "" if value is None else str(value)
 
 
+def _set(settings: list[AlgorithmSetting], name: str, value: str) -> None:
+    """Upstream's rule for settings (updateAlgorithmSettings): the same name is replaced in
+    place, a new one appended."""
+    for i, old in enumerate(settings):
+        if old.name == name:
+            settings[i] = AlgorithmSetting(name=name, value=value)
+            return
+    settings.append(AlgorithmSetting(name=name, value=value))
+
+
 def overlaid(
     settings: Sequence[AlgorithmSetting] | None, status: Sequence[AlgorithmSetting] | None
 ) -> list[AlgorithmSetting]:
-    """The Experiment's settings with the Suggestion status's laid over them (same name:
-    replaced in place, new: appended), kubetune's status-only entries left out."""
-    out = [s.model_copy() for s in settings or ()]
+    """The Experiment's settings with the Suggestion status's laid over them, kubetune's
+    status-only entries left out."""
+    out = list(settings or ())
     for setting in status or ():
-        if setting.name in algorithmsettings.STATUS_ONLY:
-            continue
-        for i, old in enumerate(out):
-            if old.name == setting.name:
-                out[i] = old.model_copy(update={"value": setting.value})
-                break
-        else:
-            out.append(setting)
+        if setting.name not in algorithmsettings.STATUS_ONLY:
+            _set(out, setting.name, setting.value)
     return out
 
 
 def merged(
     current: Sequence[AlgorithmSetting], reply: Sequence[Any] | None
 ) -> list[AlgorithmSetting]:
-    """`status.algorithmSettings` after a reply's `algorithm.algorithm_settings` (upstream's
-    updateAlgorithmSettings: same name replaced in place, new appended)."""
+    """`status.algorithmSettings` after a reply's `algorithm.algorithm_settings`."""
     out = list(current)
     for setting in reply or ():
-        for i, old in enumerate(out):
-            if old.name == setting.name:
-                out[i] = AlgorithmSetting(name=old.name, value=setting.value)
-                break
-        else:
-            out.append(AlgorithmSetting(name=setting.name, value=setting.value))
+        _set(out, setting.name, setting.value)
     return out
 
 
@@ -319,6 +317,22 @@ class Bridge:
         self.validated = ""
         self.told: set[str] = set()
         self.reply_settings: list[Any] = []
+        self._pass: tuple[Suggestion, Any, list[Any]] | None = None
+
+    def _messages(
+        self, experiment: Experiment, suggestion: Suggestion, trials: Sequence[Trial]
+    ) -> tuple[Any, list[Any]]:
+        """The Experiment and Trials as sent, built once per pass (the pass hands the same
+        Suggestion to `search` and `rules`): GetSuggestions and GetEarlyStoppingRules send the
+        same, and converting 1,000 Trials is most of a pass (bench/bridge.py)."""
+        if self._pass is None or self._pass[0] is not suggestion:
+            status = suggestion.status
+            self._pass = (
+                suggestion,
+                experiment_message(experiment, status.algorithm_settings if status else None),
+                trial_messages(trials),
+            )
+        return self._pass[1], self._pass[2]
 
     def _validate(self, call: Any, request: Any, what: str) -> str | None:
         try:
@@ -360,11 +374,11 @@ class Bridge:
     def search(
         self, experiment: Experiment, suggestion: Suggestion, trials: Sequence[Trial]
     ) -> KatibSearch:
-        status = suggestion.status
+        experiment_sent, trials_sent = self._messages(experiment, suggestion, trials)
         return KatibSearch(
             self,
-            experiment_message(experiment, status.algorithm_settings if status else None),
-            trial_messages(trials),
+            experiment_sent,
+            trials_sent,
             experiment.metadata.name or "",
             suggestion.spec.requests or 0,
         )
@@ -378,12 +392,10 @@ class Bridge:
         """The image's rules for the new assignments; None without an early-stopping image."""
         if self.early is None or experiment.spec.early_stopping is None:
             return None
-        status = suggestion.status
+        experiment_sent, trials_sent = self._messages(experiment, suggestion, trials)
         request = pb.GetEarlyStoppingRulesRequest(
-            experiment=experiment_message(
-                experiment, status.algorithm_settings if status else None
-            ),
-            trials=trial_messages(trials),
+            experiment=experiment_sent,
+            trials=trials_sent,
             db_manager_address=self.db_manager_address,
         )
         reply = self.early.GetEarlyStoppingRules(request, timeout=self.timeout)
