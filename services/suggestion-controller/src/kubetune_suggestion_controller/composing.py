@@ -150,21 +150,37 @@ def image_port(entry: SuggestionConfig) -> int:
     return PORT
 
 
-def _early_stopping_container(entry: EarlyStoppingConfig) -> Obj:
-    """A Katib early-stopping image as Katib runs it, on 6788."""
+def _image_container(
+    name: str,
+    entry: SuggestionConfig | EarlyStoppingConfig,
+    port: tuple[str, int],
+    keys: tuple[str, ...],
+) -> Obj:
+    """A Katib image's container as Katib runs it: its own entrypoint unless the entry sets
+    `command`, the entry's `keys` and resources copied."""
     extra = entry.model_extra or {}
     container: Obj = {
-        "name": EARLY_STOPPING_CONTAINER,
+        "name": name,
         "image": entry.image,
         "imagePullPolicy": entry.image_pull_policy or "IfNotPresent",
-        "ports": [{"name": EARLY_STOPPING_PORT_NAME, "containerPort": EARLY_STOPPING_PORT}],
+        "ports": [{"name": port[0], "containerPort": port[1]}],
     }
-    for key in ("command", "args", "env"):
+    for key in keys:
         if extra.get(key):
             container[key] = copy.deepcopy(extra[key])
     if entry.resources:
         container["resources"] = copy.deepcopy(entry.resources)
     return container
+
+
+def _early_stopping_container(entry: EarlyStoppingConfig) -> Obj:
+    """A Katib early-stopping image as Katib runs it, on 6788."""
+    return _image_container(
+        EARLY_STOPPING_CONTAINER,
+        entry,
+        (EARLY_STOPPING_PORT_NAME, EARLY_STOPPING_PORT),
+        ("command", "args", "env"),
+    )
 
 
 def _katib_containers(
@@ -175,20 +191,14 @@ def _katib_containers(
 ) -> list[Obj]:
     """The image as Katib runs it (its entrypoint unless the entry sets `command`), the early
     stopping image if any, and the bridge sidecar last."""
-    extra = entry.model_extra or {}
     port = image_port(entry)
-    algorithm: Obj = {
-        "name": CONTAINER,
-        "image": entry.image,
-        "imagePullPolicy": entry.image_pull_policy or "IfNotPresent",
-        "ports": [{"name": KATIB_PORT_NAME, "containerPort": port}],
-        "volumeMounts": [{"name": naming.SUGGESTION_VOLUME, "mountPath": mount_path(entry)}],
-    }
-    for key in ("command", "args", "env", "envFrom", "readinessProbe", "livenessProbe"):
-        if extra.get(key):
-            algorithm[key] = copy.deepcopy(extra[key])
-    if entry.resources:
-        algorithm["resources"] = copy.deepcopy(entry.resources)
+    algorithm = _image_container(
+        CONTAINER,
+        entry,
+        (KATIB_PORT_NAME, port),
+        ("command", "args", "env", "envFrom", "readinessProbe", "livenessProbe"),
+    )
+    algorithm["volumeMounts"] = [{"name": naming.SUGGESTION_VOLUME, "mountPath": mount_path(entry)}]
     containers = [algorithm]
     args = [
         "bridge",
