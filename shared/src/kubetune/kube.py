@@ -289,6 +289,37 @@ class Kube:
         )
         return result
 
+    def pages(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = 500,
+        limit: int | None = None,
+    ) -> Iterator[builtins.list[Obj]]:
+        """The items a page at a time (each read only when the previous one was used), at
+        most `limit` in all, following `continue`."""
+        token: str | None = None
+        left = limit
+        while left is None or left > 0:
+            page = self.list(
+                res,
+                namespace,
+                limit=page_size if left is None else min(page_size, left),
+                continue_token=token,
+                label_selector=label_selector,
+                field_selector=field_selector,
+            )
+            items: builtins.list[Obj] = page.get("items") or []
+            yield items
+            if left is not None:
+                left -= len(items)
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return
+
     def list_all(
         self,
         res: Resource,
@@ -298,21 +329,10 @@ class Kube:
         field_selector: str | None = None,
     ) -> builtins.list[Obj]:
         """Every item, following `continue` pages of 500."""
-        items: builtins.list[Obj] = []
-        token: str | None = None
-        while True:
-            page = self.list(
-                res,
-                namespace,
-                limit=500,
-                continue_token=token,
-                label_selector=label_selector,
-                field_selector=field_selector,
-            )
-            items.extend(page.get("items") or [])
-            token = (page.get("metadata") or {}).get("continue")
-            if not token:
-                return items
+        pages = self.pages(
+            res, namespace, label_selector=label_selector, field_selector=field_selector
+        )
+        return [item for page in pages for item in page]
 
     def watch(
         self,

@@ -90,24 +90,14 @@ def trial_pages(
     """The experiment's Trials a page at a time in the API server's order (by name), at most
     `limit`: the first rows print while the rest are still being read."""
     objective = experiment.spec.objective
-    token: str | None = None
-    left = limit
-    while left is None or left > 0:
-        size = PAGE if left is None else min(PAGE, left)
-        page = kube.list(
-            TRIALS,
-            experiment.metadata.namespace,
-            label_selector=_selector(experiment),
-            limit=size,
-            continue_token=token,
-        )
-        items = page.get("items") or []
-        yield [row_of(obj, objective) for obj in items]
-        if left is not None:
-            left -= len(items)
-        token = (page.get("metadata") or {}).get("continue")
-        if not token:
-            return
+    for page in kube.pages(
+        TRIALS,
+        experiment.metadata.namespace,
+        label_selector=_selector(experiment),
+        page_size=PAGE,
+        limit=limit,
+    ):
+        yield [row_of(obj, objective) for obj in page]
 
 
 def list_trials(kube: Kube, experiment: Experiment) -> list[TrialRow]:
