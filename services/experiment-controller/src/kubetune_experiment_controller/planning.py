@@ -193,7 +193,7 @@ def assignments_ahead(experiment: Experiment) -> int:
     """How many assignments to ask for beyond the Trials that may start now: `parallel` for
     random and grid, whose points do not depend on results, so a finished Trial's successor is
     created by the pass that sees it finish instead of after a round trip through the algorithm
-    (about half a second on a busy node). None for the algorithms that learn from results
+    (about half a second on a busy node). 0 for the algorithms that learn from results
     (sobol too: Optuna's QMC sampler draws at random until a Trial has completed), nor with
     `spec.earlyStopping` (an assignment's rules are those of the moment it is handed out)."""
     algorithm = experiment.spec.algorithm

@@ -18,8 +18,7 @@ from types import MappingProxyType
 from typing import Any
 
 from kubetune.conditions import TrialCondition
-
-Obj = dict[str, Any]
+from kubetune.kube import Obj
 
 FINAL = frozenset(
     {
