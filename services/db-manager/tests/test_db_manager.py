@@ -173,26 +173,35 @@ def test_unknown_trial_and_bad_values_are_errors_that_name_them(
     assert metrichistory.FIELD not in (kube.get(TRIALS, "t1", namespace).get("status") or {})
 
 
+def in_threads(work: Callable[[int], None], count: int) -> list[BaseException]:
+    """`work(0)` ... `work(count - 1)` in threads at once; what they raised."""
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            work(i)
+        except BaseException as e:  # noqa: BLE001 - collected for the caller's assertion
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
+
 def test_two_replicas_reporting_at_once_lose_nothing(
     kube: Kube, namespace: str, start: Callable[..., Server]
 ) -> None:
     trial(kube, namespace)
     stubs = [start().stub, start().stub]
-    errors: list[BaseException] = []
 
     def push(worker: int) -> None:
-        try:
-            for i in range(10):
-                report(stubs[worker % 2], "t1", ("loss", f"{worker}.{i}"))
-        except BaseException as e:  # noqa: BLE001 - collected for the assertion
-            errors.append(e)
+        for i in range(10):
+            report(stubs[worker % 2], "t1", ("loss", f"{worker}.{i}"))
 
-    threads = [threading.Thread(target=push, args=(w,)) for w in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    assert not in_threads(push, 6)
     status = kube.get(TRIALS, "t1", namespace)["status"]
     assert metrichistory.reports(status, "loss") == 60
     values = sorted(v for _, v, _ in metrichistory.read(status)["loss"])
@@ -220,21 +229,12 @@ def test_reports_queued_for_one_trial_are_merged_into_few_writes(
     watcher = threading.Thread(target=watch)
     watcher.start()
     barrier = threading.Barrier(CONCURRENT)
-    errors: list[BaseException] = []
 
     def push(i: int) -> None:
         barrier.wait()
-        try:
-            report(server.stub, "t1", ("loss", f"0.{i:03d}"))
-        except BaseException as e:  # noqa: BLE001 - collected for the assertion
-            errors.append(e)
+        report(server.stub, "t1", ("loss", f"0.{i:03d}"))
 
-    threads = [threading.Thread(target=push, args=(i,)) for i in range(CONCURRENT)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    assert not in_threads(push, CONCURRENT)
     status = kube.get(TRIALS, "t1", namespace)["status"]
     assert metrichistory.reports(status, "loss") == CONCURRENT
     kept = sorted(v for _, v, _ in metrichistory.read(status)["loss"])
