@@ -254,6 +254,16 @@ def _finish(kube: Kube, namespace: str, entry: dict[str, Any], acc: str, state: 
     kube.patch(TRIALS, entry["name"], {"status": status}, namespace, subresource="status")
 
 
+def _restart(
+    bridge: ServiceProcess, start_bridge: Callable[..., ServiceProcess], *args: Any
+) -> ServiceProcess:
+    """A new bridge in place of `bridge`, so its next pass sees every Trial change made so far:
+    a running one watches Trials and its Suggestion separately and may take a request before a
+    Trial's change (as upstream's cache may); a new one lists the Trials before its first pass."""
+    bridge.stop()
+    return start_bridge(*args)
+
+
 @pytest.mark.integration
 def test_a_katib_grpc_algorithm_drives_the_suggestion_and_survives_a_restart_on_its_volume(
     kube: Kube,
@@ -275,11 +285,7 @@ def test_a_katib_grpc_algorithm_drives_the_suggestion_and_survives_a_restart_on_
 
     _finish(kube, namespace, first[0], "0.7", "Succeeded")
     _finish(kube, namespace, first[1], "0.2", "Failed")
-    # A running bridge may take the next request before its Trial cache has these changes (it
-    # watches Trials and its Suggestion separately, as upstream's cache does); a new one lists
-    # the Trials before its first pass, so the request below surely carries both outcomes.
-    bridge.stop()
-    start_bridge(port)
+    _restart(bridge, start_bridge, port)  # the request below surely carries both outcomes
     _request(kube, namespace, 4)
     both = wait_for("4 assignments", lambda: _assigned(kube, namespace, 4))
     assert [_values(e) for e in both[2:]] == GRID[2:4]
@@ -361,11 +367,8 @@ def test_a_katib_early_stopping_image_gives_the_rules_and_hears_of_early_stops(
     (first,) = wait_for("1 assignment", lambda: _assigned(kube, namespace, 1))
     assert "earlyStoppingRules" not in first  # no Succeeded Trial yet: no rule
     _finish(kube, namespace, first, "0.9", "Succeeded")
-    # The bridge watches Trials and its Suggestion separately, so a running one may take the
-    # next request before the Trial's change (as upstream's cache may). A new one lists the
-    # Trials before its first pass: the image's rules then surely count the Succeeded Trial.
-    bridge.stop()
-    start_bridge(port, "--early-stopping-endpoint", f"127.0.0.1:{port}")
+    # the image's rules then surely count the Succeeded Trial
+    _restart(bridge, start_bridge, port, "--early-stopping-endpoint", f"127.0.0.1:{port}")
     _request(kube, namespace, 3)
     entries = wait_for("3 assignments", lambda: _assigned(kube, namespace, 3))
     rule = {"name": "acc", "value": "0.6", "comparison": "less", "startStep": 2}
