@@ -692,13 +692,13 @@ class PageRecordingKube(Kube):
 
     def __init__(self, kube: Kube) -> None:
         super().__init__(kube.api)
-        self.pages: list[tuple[int, int]] = []
+        self.recorded: list[tuple[int, int]] = []
 
     def list(self, res: Resource, namespace: str | None = None, **kw: Any) -> Obj:
         sizes: list[int] = kw.pop("sizes", None)
         sizes = [] if sizes is None else sizes
         page = super().list(res, namespace, sizes=sizes, **kw)
-        self.pages.append((sizes[-1], len(page.get("items") or [])))
+        self.recorded.append((sizes[-1], len(page.get("items") or [])))
         return page
 
 
@@ -717,7 +717,7 @@ def test_list_pages_of_large_objects_stay_near_the_byte_budget(
     assert informer.synced.wait(30)
     names = {obj["metadata"]["name"] for obj in informer.select(namespace, {})}
     assert {f"big-{i:02d}" for i in range(16)} <= names
-    (first_size, first_count), *rest = recording.pages
+    (first_size, first_count), *rest = recording.recorded
     assert first_count == 8 and first_size > 800_000
     assert rest, "one page"
     for size, count in rest:
