@@ -3,11 +3,14 @@ observation in place of the metrics collector."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from kubetune.kube import JOBS, PODS, ROLE_BINDINGS, TRIALS, Kube
+from kubetune import errors
+from kubetune.kube import JOBS, PODS, ROLE_BINDINGS, TRIALS, Kube, Resource
 from kubetune_testkit.builders import batch_job, trial
 from kubetune_testkit.conditions import conditions_of, is_true
 from kubetune_testkit.standins.services import observe
@@ -162,3 +165,109 @@ def test_a_job_is_decided_by_its_interim_condition(
     assert conditions_of(done)[outcome]["reason"].endswith(f"Job reason: {reason}")
     job_conditions = kube.get(JOBS, "interim", namespace)["status"]["conditions"]
     assert [c["type"] for c in job_conditions] == [condition]  # no terminal condition yet
+
+
+_ADMISSION = "admissionregistration.k8s.io"
+POLICIES = Resource(
+    _ADMISSION, "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy", namespaced=False
+)
+POLICY_BINDINGS = Resource(
+    _ADMISSION,
+    "v1",
+    "validatingadmissionpolicybindings",
+    "ValidatingAdmissionPolicyBinding",
+    namespaced=False,
+)
+
+
+WITHHELD = "the test withholds the Job controller's verdict"
+
+
+def _refused(kube: Kube, ns: str, name: str) -> bool:
+    try:
+        _decide_job(kube, ns, name, "SuccessCriteriaMet", "CompletionsReached")
+    except errors.ApiError as e:
+        if WITHHELD in str(e):
+            return True
+        raise
+    return False
+
+
+@contextlib.contextmanager
+def withheld_job_verdicts(kube: Kube, ns: str) -> Iterator[None]:
+    """A ValidatingAdmissionPolicy refusing, in `ns` only, every Job status that says the Job
+    succeeded: the Job controller's verdict is withheld while it lasts (then it lands)."""
+    name = f"kubetune-test-withhold-{ns}"
+    only_ns = {"matchLabels": {"kubernetes.io/metadata.name": ns}}
+    kube.create(
+        POLICIES,
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "namespaceSelector": only_ns,
+                    "resourceRules": [
+                        {
+                            "apiGroups": ["batch"],
+                            "apiVersions": ["v1"],
+                            "operations": ["UPDATE"],
+                            "resources": ["jobs/status"],
+                        }
+                    ],
+                },
+                "validations": [
+                    {
+                        "expression": "!has(object.status.conditions) || "
+                        "!object.status.conditions.exists(c, "
+                        "c.type in ['SuccessCriteriaMet', 'Complete'])",
+                        "message": WITHHELD,
+                    }
+                ],
+            },
+        },
+    )
+    try:
+        kube.create(
+            POLICY_BINDINGS,
+            {
+                "metadata": {"name": name},
+                "spec": {
+                    "policyName": name,
+                    "validationActions": ["Deny"],
+                    "matchResources": {"namespaceSelector": only_ns},
+                },
+            },
+        )
+        # The policy takes effect a moment after it is stored: probe it on a Job of nobody's.
+        probe = batch_job("true", name="probe")
+        probe["spec"]["managedBy"] = "kubetune.test/nobody"
+        kube.create(JOBS, probe, ns)
+        wait_for("the policy in force", lambda: _refused(kube, ns, "probe"), 30)
+        yield
+    finally:
+        for resource in (POLICY_BINDINGS, POLICIES):
+            with contextlib.suppress(errors.NotFound):
+                kube.delete(resource, name)
+
+
+def test_a_trial_ends_on_its_jobs_succeeded_pod_without_the_job_controllers_verdict(
+    kube: Kube, namespace: str, controller: Any
+) -> None:
+    """The Job controller writes SuccessCriteriaMet a second after the pod event that woke it;
+    the trial-controller reads the Job's pods instead. With that verdict withheld, the Trial
+    still ends Succeeded, in the Job controller's words (podverdict)."""
+    with withheld_job_verdicts(kube, namespace):
+        controller()
+        kube.create(TRIALS, trial("pods", batch_job("true"), retain=True), namespace)
+        wait_for("the job", lambda: kube.get_or_none(JOBS, "pods", namespace))
+        observe(kube, namespace, "pods", "0.9")
+        done = wait_for(
+            "Succeeded",
+            lambda: is_true(t := _trial(kube, namespace, "pods"), "Succeeded") and t,
+            90,
+        )
+        assert conditions_of(done)["Succeeded"]["reason"].endswith("Job reason: CompletionsReached")
+        job_status = kube.get(JOBS, "pods", namespace)["status"]
+        withheld = {"SuccessCriteriaMet", "Complete"}
+        assert not withheld & {c["type"] for c in job_status.get("conditions") or []}

@@ -13,10 +13,10 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from kubetune import config, flags, metrichistory
-from kubetune.kube import EVENTS, TRIALS
-from kubetune.runtime import Controller, running
-from kubetune_trial_controller import caching, kinds, reconciling, refusals
+from kubetune import config, flags, metrichistory, naming
+from kubetune.kube import EVENTS, PODS, TRIALS
+from kubetune.runtime import Controller, owner_keys, running
+from kubetune_trial_controller import caching, kinds, podverdict, reconciling, refusals
 
 log = logging.getLogger(__name__)
 SERVICE = "trial-controller"
@@ -67,7 +67,10 @@ def build(args: argparse.Namespace) -> Controller:
     """The reconciler and its controller, wired: Trials and the Events of refused pods (one
     server-filtered watch per reason) are watched at start, job kinds when first needed."""
     allowed = allowed_kinds(args)
-    reconciler = reconciling.TrialReconciler(allowed, metrics_timeout=float(args.metrics_timeout))
+    pods = reconciling.BATCH_JOB in allowed
+    reconciler = reconciling.TrialReconciler(
+        allowed, metrics_timeout=float(args.metrics_timeout), pods=pods
+    )
     namespace = args.watch_namespace or None
     controller = Controller(SERVICE, reconciler.reconcile, namespace=namespace)
     # The metric history (up to 64 KiB a Trial) is the collector's; this controller never
@@ -76,6 +79,16 @@ def build(args: argparse.Namespace) -> Controller:
     controller.watch(
         TRIALS, namespace=namespace, object_hook=metrichistory.drop_history, transform=caching.slim
     )
+    if pods:
+        # A batch/v1 Job's success is read from its pods a second before the Job controller
+        # writes it (`podverdict`); only pods carrying the trial label, kept slim.
+        controller.watch(
+            PODS,
+            owner_keys("Job", "batch/v1"),
+            namespace=namespace,
+            label_selector=naming.LABEL_TRIAL,
+            transform=podverdict.slim,
+        )
     refused = refusals.event_keys(k.kind for k in allowed)
     for reason in refusals.REASONS:
         controller.watch(EVENTS, refused, namespace=namespace, field_selector=f"reason={reason}")

@@ -25,9 +25,9 @@ from kubetune import conditions, errors, jobstatus, naming
 from kubetune.api.trial import Trial
 from kubetune.conditions import TrialCondition
 from kubetune.jobstatus import JobPhase
-from kubetune.kube import EVENTS, ROLE_BINDINGS, TRIALS, Kube, Obj, Resource
+from kubetune.kube import EVENTS, PODS, ROLE_BINDINGS, TRIALS, Kube, Obj, Resource
 from kubetune.runtime import Context, Key, OnDemand, Result, owner_keys
-from kubetune_trial_controller import building, deciding, kinds, refusals
+from kubetune_trial_controller import building, deciding, kinds, podverdict, refusals
 from kubetune_trial_controller.kinds import JobKind
 
 JOB_PROPAGATION = "Foreground"
@@ -45,14 +45,20 @@ JOB_REJECTED = "JobRejected"
 
 # A job kind is watched from the first Trial that uses it, only the jobs this controller made.
 JOBS = OnDemand(owner_keys("Trial", "kubeflow.org/v1beta1"), naming.LABEL_TRIAL)
+BATCH_JOB = JobKind("Job", "v1", "batch")
 
 
 class TrialReconciler:
     """Reconciles Trials of the allowed job kinds."""
 
-    def __init__(self, allowed: frozenset[JobKind], *, metrics_timeout: float = 600.0) -> None:
+    def __init__(
+        self, allowed: frozenset[JobKind], *, metrics_timeout: float = 600.0, pods: bool = False
+    ) -> None:
         self.allowed = allowed
         self.metrics_timeout = metrics_timeout
+        # Whether the controller watches the trial pods (`main.build`), so that a batch/v1
+        # Job's success can be read from them (`podverdict`).
+        self.pods = pods
         self._resources: dict[JobKind, Resource] = {}
 
     # --- reading ------------------------------------------------------------------------------
@@ -175,6 +181,9 @@ class TrialReconciler:
             state = jobstatus.evaluate_job(job, rules, kind.kind, kind.api_version)
         except jobstatus.ConditionError as e:
             return deciding.Seen(problem=INVALID_CONDITION, message=str(e))
+        if state.phase is JobPhase.RUNNING and self._reads_pods(kind, rules):
+            pods = ctx.list(PODS, namespace, {naming.LABEL_TRIAL: naming.label_value(name)})
+            state = podverdict.success(job, pods, ctx.clock.now().timestamp())
         if state.phase is JobPhase.RUNNING:
             refused = refusals.find(ctx.list(EVENTS), job["metadata"].get("uid") or "")
             if refused is not None and refused.persistent:
@@ -189,6 +198,11 @@ class TrialReconciler:
             waiting_for=f"waiting for {kind.kind} {name} to match successCondition "
             f"{rules.success_condition!r} or failureCondition {rules.failure_condition!r}",
         )
+
+    def _reads_pods(self, kind: JobKind, rules: jobstatus.ConditionRules) -> bool:
+        """Whether a running job's pods may decide it: a batch/v1 Job judged by Katib's
+        default rules (custom rules are the user's), when the pods are watched."""
+        return self.pods and kind == BATCH_JOB and rules == jobstatus.BATCH_JOB_CONDITIONS
 
     def _delete_job(self, ctx: Context, raw: Obj) -> None:
         """After the Trial finished with retainRun false: delete its job (and so its pods)."""
