@@ -309,6 +309,20 @@ def loadavg() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def cpu_times() -> tuple[float, float]:
+    """(busy, total) jiffies of the whole machine since boot, from /proc/stat."""
+    fields = [float(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def busy_share(before: tuple[float, float], after: tuple[float, float]) -> float:
+    """The share of the machine's CPU time that was busy between two `cpu_times`: near 1.0
+    means every stage waited for a core, not for the others."""
+    total = after[1] - before[1]
+    return (after[0] - before[0]) / total if total else 0.0
+
+
 def measure(kube: Kube, args: argparse.Namespace) -> Obj:
     namespace = f"bench-e2e-{uuid.uuid4().hex[:6]}"
     kube.create(
@@ -338,6 +352,7 @@ def measure(kube: Kube, args: argparse.Namespace) -> Obj:
     time.sleep(0.5)  # the watches are open before the first Trial
     name = "bench"
     before = loadavg()
+    cpu_before = cpu_times()
     t0 = time.time()
     kube.create(
         EXPERIMENTS,
@@ -359,6 +374,8 @@ def measure(kube: Kube, args: argparse.Namespace) -> Obj:
         raise SystemExit(f"the Experiment did not finish within {args.timeout} s")
     wall = time.time() - t0
     after = loadavg()
+    busy = busy_share(cpu_before, cpu_times())
+    print(f"machine CPU busy during the run: {busy:.0%} of {os.cpu_count()} cores")
     time.sleep(0.5)
     stop.set()
     result = report(stamps, args, wall, (before, after), t0)

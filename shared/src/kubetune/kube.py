@@ -9,17 +9,25 @@ from __future__ import annotations
 
 import builtins
 import json
+import os
 import re
 import urllib.parse
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import kubernetes.client
-import kubernetes.config
-from kubernetes.client.exceptions import ApiException
+import urllib3
 
 from kubetune import errors
+from kubetune.incluster import InCluster, NotInCluster
+
+if TYPE_CHECKING:
+    import kubernetes.client
+
+# The `kubernetes` package is imported only where a kubeconfig or its typed models are used:
+# its import costs about 0.35 s of CPU, which a trial pod's collector should not pay
+# (`kubetune.incluster`).
 
 Obj = dict[str, Any]
 ObjectHook = Callable[[dict[str, Any]], Any]
@@ -156,12 +164,21 @@ CUSTOM_RESOURCE_DEFINITIONS = Resource(
 
 def connect(
     kubeconfig: str | None = None, context: str | None = None, *, pool_size: int | None = None
-) -> kubernetes.client.ApiClient:
-    """A client from the kubeconfig given, else `$KUBECONFIG`/`~/.kube/config`, else in-cluster.
+) -> kubernetes.client.ApiClient | InCluster:
+    """A client from the kubeconfig given, else `$KUBECONFIG`/`~/.kube/config`, else in-cluster
+    (then without the `kubernetes` package, `kubetune.incluster`).
 
     `pool_size`: connections kept open to the API server, at least the number of threads that
     call it at once (beyond the pool each call opens and drops a TLS connection).
     """
+    if not kubeconfig and not _default_kubeconfig():
+        try:
+            return InCluster.from_environment(pool_size=pool_size)
+        except NotInCluster:
+            pass  # the client's loader says what is missing, as before
+    import kubernetes.client
+    import kubernetes.config
+
     configuration = kubernetes.client.Configuration()
     if pool_size is not None:
         configuration.connection_pool_maxsize = pool_size
@@ -173,6 +190,48 @@ def connect(
         except kubernetes.config.ConfigException:
             kubernetes.config.load_incluster_config(configuration)  # type: ignore[no-untyped-call]
     return kubernetes.client.ApiClient(configuration)
+
+
+def _default_kubeconfig() -> bool:
+    """Whether the kubernetes client would find a kubeconfig without being given one."""
+    return bool(os.environ.get("KUBECONFIG")) or (Path.home() / ".kube" / "config").exists()
+
+
+class _Client:
+    """Requests prepared by a `kubernetes` client: its kubeconfig's auth (token refresh of
+    exec plugins included), proxy and default headers."""
+
+    def __init__(self, api: kubernetes.client.ApiClient) -> None:
+        self.api = api
+        self.pool: urllib3.PoolManager = api.rest_client.pool_manager
+
+    def prepare(
+        self,
+        method: str,
+        path: str,
+        query: builtins.list[tuple[str, str]],
+        headers: Mapping[str, str],
+    ) -> tuple[str, urllib3.HTTPHeaderDict]:
+        _, url, sent, _, _ = self.api.param_serialize(
+            method,
+            path,
+            query_params=query,
+            header_params=dict(headers),
+            auth_settings=["BearerToken"],
+        )
+        return url, urllib3.HTTPHeaderDict(sent)
+
+
+def _query_value(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def _timeout(timeout: float | tuple[float, float] | None) -> urllib3.Timeout | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, tuple):
+        return urllib3.Timeout(connect=timeout[0], read=timeout[1])
+    return urllib3.Timeout(total=timeout)
 
 
 def _error_from_body(status: int, reason: str, text: str) -> errors.ApiError:
@@ -187,15 +246,49 @@ def _error_from_body(status: int, reason: str, text: str) -> errors.ApiError:
     return errors.from_status(status, reason, message)
 
 
-def _api_error(e: ApiException) -> errors.ApiError:
-    return _error_from_body(int(e.status or 0), str(e.reason or ""), str(e.body or ""))
-
-
 class Kube:
     """Typed-enough access to any resource, returning and taking plain JSON dicts."""
 
-    def __init__(self, api: kubernetes.client.ApiClient) -> None:
+    def __init__(self, api: kubernetes.client.ApiClient | InCluster) -> None:
         self.api = api
+        self._transport = api if isinstance(api, InCluster) else _Client(api)
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        headers: Mapping[str, str],
+        extra_headers: Sequence[tuple[str, str]] = (),
+        timeout: float | tuple[float, float] | None = 30,
+    ) -> urllib3.BaseHTTPResponse:
+        """One request, its response unread. Connection failures raise urllib3's errors."""
+        params = [(k, _query_value(v)) for k, v in (query or {}).items() if v is not None]
+        url, sent = self._transport.prepare(method, path, params, headers)
+        for name, value in extra_headers:
+            sent.add(name, value)
+        data = None if body is None else json.dumps(body)
+        return self._transport.pool.request(
+            method, url, headers=sent, body=data, timeout=_timeout(timeout), preload_content=False
+        )
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        content_type: str = "application/json",
+        extra_headers: Sequence[tuple[str, str]] = (),
+    ) -> Obj:
+        """One request to any path with headers of the caller's (the UI's impersonated
+        writes); its JSON answer. An error answer raises `errors.ApiError`."""
+        result: Obj = self._call(
+            method, path, body=body, content_type=content_type, extra_headers=extra_headers
+        )
+        return result
 
     def _call(
         self,
@@ -209,23 +302,19 @@ class Kube:
         stream: bool = False,
         object_hook: ObjectHook | None = None,
         sizes: builtins.list[int] | None = None,
+        extra_headers: Sequence[tuple[str, str]] = (),
     ) -> Any:
         """One request; the JSON answer parsed (`object_hook` as in `json.loads`), its size
         in bytes appended to `sizes` when given; with `stream` the raw response."""
-        params = [(k, v) for k, v in (query or {}).items() if v is not None]
-        try:
-            _, url, headers, payload, _ = self.api.param_serialize(
-                method,
-                path,
-                query_params=params,
-                header_params={"Accept": "application/json", "Content-Type": content_type},
-                body=body,
-                auth_settings=["BearerToken"],
-            )
-            response = self.api.call_api(method, url, headers, payload, _request_timeout=timeout)
-        except ApiException as e:
-            raise _api_error(e) from e
-        raw = response.response
+        raw = self._send(
+            method,
+            path,
+            query=query,
+            body=body,
+            headers={"Accept": "application/json", "Content-Type": content_type},
+            extra_headers=extra_headers,
+            timeout=timeout,
+        )
         if raw.status >= 300:
             text = raw.data.decode(errors="replace")
             raw.release_conn()
@@ -444,20 +533,12 @@ class Kube:
         tail_lines: int | None = None,
     ) -> str:
         """A container's log as text (the kubelet's answer, proxied by the API server)."""
-        params = [("container", container), ("tailLines", tail_lines)]
-        query = [(k, v) for k, v in params if v is not None]
-        try:
-            _, url, headers, _, _ = self.api.param_serialize(
-                "GET",
-                PODS.path(namespace, name, "log"),
-                query_params=query,
-                header_params={"Accept": "*/*"},
-                auth_settings=["BearerToken"],
-            )
-            response = self.api.call_api("GET", url, headers, _request_timeout=30)
-        except ApiException as e:
-            raise _api_error(e) from e
-        raw = response.response
+        raw = self._send(
+            "GET",
+            PODS.path(namespace, name, "log"),
+            query={"container": container, "tailLines": tail_lines},
+            headers={"Accept": "*/*"},
+        )
         text = raw.data.decode(errors="replace")
         raw.release_conn()
         if raw.status >= 300:
@@ -491,6 +572,8 @@ def unknown_fields(model: str, obj: Any, path: str = "") -> builtins.list[str]:
     by round-tripping a batch/v1 Job through the typed struct; this walks the client's model
     descriptions (`openapi_types`, `attribute_map`) to the same effect.
     """
+    import kubernetes.client
+
     cls: Any = getattr(kubernetes.client, model, None)
     if not hasattr(cls, "attribute_map") or not isinstance(obj, dict):
         return []
@@ -520,6 +603,8 @@ def _unknown_in(type_name: str, value: Any, path: str) -> builtins.list[str]:
         for key, item in entries.items():
             out += _unknown_in(inner, item, f"{path}[{key}]")
         return out
+    import kubernetes.client
+
     if hasattr(getattr(kubernetes.client, type_name, None), "attribute_map"):
         return unknown_fields(type_name, value, path)
     return []

@@ -9,15 +9,11 @@ them. Without such a header a write is refused before anything is sent.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from urllib3 import HTTPHeaderDict
-
-from kubetune import errors
 from kubetune.kube import EXPERIMENTS, Kube
 
 Obj = dict[str, Any]
@@ -83,30 +79,13 @@ class Writer:
         content_type: str = "application/json",
     ) -> Obj:
         """One API request; impersonating `user` unless None. API errors raise ApiError."""
-        api = self.kube.api
-        _, url, headers, payload, _ = api.param_serialize(
-            method,
-            path,
-            header_params={"Accept": "application/json", "Content-Type": content_type},
-            body=body,
-            auth_settings=["BearerToken"],
-        )
-        sent = HTTPHeaderDict(headers)
+        impersonation: list[tuple[str, str]] = []
         if user is not None:
-            sent["Impersonate-User"] = user.name
-            for group in user.groups:
-                sent.add("Impersonate-Group", group)
-        data = payload if isinstance(payload, (str, bytes)) or payload is None else None
-        if data is None:
-            data = json.dumps(payload)
-        response = api.rest_client.pool_manager.request(
-            method, url, headers=sent, body=data, timeout=30.0, preload_content=True
+            impersonation.append(("Impersonate-User", user.name))
+            impersonation += [("Impersonate-Group", group) for group in user.groups]
+        return self.kube.request(
+            method, path, body=body, content_type=content_type, extra_headers=impersonation
         )
-        text = response.data.decode(errors="replace")
-        if response.status >= 300:
-            raise _error(response.status, str(response.reason or ""), text)
-        result: Obj = json.loads(text) if text else {}
-        return result
 
     def create(self, user: User | None, experiment: Obj, namespace: str) -> Obj:
         return self.call(user, "POST", EXPERIMENTS.path(namespace), experiment)
@@ -124,14 +103,3 @@ class Writer:
             patch,
             "application/merge-patch+json",
         )
-
-
-def _error(status: int, reason: str, text: str) -> errors.ApiError:
-    message = text
-    try:
-        body = json.loads(text)
-        reason = body.get("reason") or reason
-        message = body.get("message") or message
-    except (ValueError, AttributeError):
-        pass
-    return errors.from_status(status, reason, message)

@@ -2,48 +2,39 @@
 
 `load(manifest)` picks the model by `kind` and turns schema problems into a `ManifestError`
 whose lines name the field path, never a traceback.
+
+The three kinds' models and `load` are imported on first use (PEP 562): building pydantic
+models costs CPU, and the metrics collector, started in every trial pod, needs only `common`.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic import ValidationError
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from kubetune.api.base import API_VERSION, GROUP, VERSION, Condition, ObjectMeta, WireModel
 from kubetune.api.errors import ManifestError, describe
-from kubetune.api.experiment import Experiment
-from kubetune.api.suggestion import Suggestion
-from kubetune.api.trial import Trial
 
-KINDS: dict[str, type[WireModel]] = {
-    "Experiment": Experiment,
-    "Suggestion": Suggestion,
-    "Trial": Trial,
+if TYPE_CHECKING:
+    from kubetune.api.experiment import Experiment
+    from kubetune.api.loading import KINDS, load
+    from kubetune.api.suggestion import Suggestion
+    from kubetune.api.trial import Trial
+
+_LAZY = {
+    "Experiment": "kubetune.api.experiment",
+    "Suggestion": "kubetune.api.suggestion",
+    "Trial": "kubetune.api.trial",
+    "KINDS": "kubetune.api.loading",
+    "load": "kubetune.api.loading",
 }
 
 
-def load(manifest: Any) -> Experiment | Suggestion | Trial:
-    """Validate a manifest (a dict as parsed from YAML/JSON) into its model.
-
-    Raises:
-        ManifestError: the manifest is not an object, names an unknown kind, or has bad fields.
-    """
-    if not isinstance(manifest, dict):
-        raise ManifestError(
-            "manifest", [f"(root): expected an object, got {type(manifest).__name__}"]
-        )
-    kind = manifest.get("kind")
-    model = KINDS.get(kind) if isinstance(kind, str) else None
-    if model is None:
-        known = ", ".join(KINDS)
-        raise ManifestError("manifest", [f"kind: {kind!r} is not one of {known}"])
-    try:
-        loaded = model.model_validate(manifest)
-    except ValidationError as e:
-        raise ManifestError(str(kind), describe(e)) from e
-    assert isinstance(loaded, Experiment | Suggestion | Trial)
-    return loaded
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
 
 
 __all__ = [
