@@ -27,6 +27,9 @@ class WireModel(BaseModel):
         populate_by_name=True,
         extra="forbid",
         validate_assignment=True,
+        # Each model's validator is built on its first use, not at import: a process uses a
+        # few of the models (the trial pod's collector: the objective and the observation).
+        defer_build=True,
     )
 
     def to_wire(self) -> dict[str, Any]:
