@@ -12,10 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubetune import clock
-from kubetune.api.base import Condition
+
+if TYPE_CHECKING:
+    # Imported where a Condition is made (`set_condition`): the names and `trial_state` of
+    # raw dicts serve the trial pod's collector, which does not load pydantic.
+    from kubetune.api.base import Condition
 
 TRUE = "True"
 FALSE = "False"
@@ -121,11 +125,11 @@ def trial_state(conds: Iterable[Condition | Mapping[str, Any]] | None) -> TrialS
     """
     true_types: set[object] = set()
     for condition in conds or ():
-        if isinstance(condition, Condition):
-            if condition.status == TRUE:
-                true_types.add(condition.type)
-        elif condition.get("status") == TRUE:
-            true_types.add(condition.get("type"))
+        if isinstance(condition, Mapping):
+            if condition.get("status") == TRUE:
+                true_types.add(condition.get("type"))
+        elif condition.status == TRUE:
+            true_types.add(condition.type)
     for type_ in _TRIAL_STATE_ORDER:
         if type_ in true_types:
             return TrialState(type_.value)
@@ -174,6 +178,8 @@ def set_condition(
     now: str | None = None,
 ) -> tuple[list[Condition], bool]:
     """Return the new list and whether anything changed (a same status+reason set is a no-op)."""
+    from kubetune.api.base import Condition
+
     current = list(conditions or ())
     existing = find(current, type_)
     if existing is not None and existing.status == status and existing.reason == reason:

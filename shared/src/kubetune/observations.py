@@ -3,23 +3,102 @@
 The collector (and, for collector kinds without a sidecar, the trial-controller) summarises the
 reported values of each metric with its strategy; the experiment-controller reads the objective
 back to rank trials. Both sides live here so they agree (reference §4.2, §7.5).
+
+Without pydantic: the functions read any objective and observation of the API's shape (the
+models, or `Objective` and `ObservationSummary` here), and `summarise` makes the light one, so
+the collector, started in every trial pod, never loads the models.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-from kubetune.api.common import (
-    Metric,
-    MetricStrategyType,
-    ObjectiveSpec,
-    ObjectiveType,
-    Observation,
-)
+from kubetune.api.enums import MetricStrategyType, ObjectiveType
 
 UNAVAILABLE = "unavailable"
+
+
+class StrategyLike(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def value(self) -> MetricStrategyType: ...
+
+
+class ObjectiveLike(Protocol):
+    """What is read of an objective (`kubetune.api.common.ObjectiveSpec` or `Objective`)."""
+
+    @property
+    def type(self) -> ObjectiveType | None: ...
+    @property
+    def goal(self) -> float | None: ...
+    @property
+    def objective_metric_name(self) -> str: ...
+    @property
+    def additional_metric_names(self) -> Sequence[str] | None: ...
+    @property
+    def metric_strategies(self) -> Sequence[StrategyLike] | None: ...
+
+
+class MetricLike(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def min(self) -> str | None: ...
+    @property
+    def max(self) -> str | None: ...
+    @property
+    def latest(self) -> str | None: ...
+
+
+class ObservationLike(Protocol):
+    """What is read of an observation (`kubetune.api.common.Observation` or a summary)."""
+
+    @property
+    def metrics(self) -> Sequence[MetricLike] | None: ...
+
+
+@dataclass(frozen=True)
+class Strategy:
+    name: str
+    value: MetricStrategyType
+
+
+@dataclass(frozen=True)
+class Objective:
+    """An objective as the collector has it from its flags."""
+
+    objective_metric_name: str
+    type: ObjectiveType | None = None
+    goal: float | None = None
+    additional_metric_names: tuple[str, ...] = ()
+    metric_strategies: tuple[Strategy, ...] = ()
+
+
+@dataclass
+class MetricSummary:
+    name: str
+    min: str | None = None
+    max: str | None = None
+    latest: str | None = None
+
+
+@dataclass
+class ObservationSummary:
+    """`summarise`'s answer; `to_wire` is `status.observation` as the API stores it."""
+
+    metrics: list[MetricSummary] = field(default_factory=list)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "metrics": [
+                {"name": m.name, "min": m.min, "max": m.max, "latest": m.latest}
+                for m in self.metrics
+            ]
+        }
 
 
 @dataclass(frozen=True)
@@ -47,7 +126,7 @@ def parse_number(value: str) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def strategies(objective: ObjectiveSpec) -> dict[str, MetricStrategyType]:
+def strategies(objective: ObjectiveLike) -> dict[str, MetricStrategyType]:
     """Metric name -> strategy, with upstream's type-based default for metrics without one."""
     default = {
         ObjectiveType.MINIMIZE: MetricStrategyType.MIN,
@@ -60,11 +139,11 @@ def strategies(objective: ObjectiveSpec) -> dict[str, MetricStrategyType]:
     return out
 
 
-def summarise(objective: ObjectiveSpec, logs: Iterable[MetricLog]) -> Observation:
+def summarise(objective: ObjectiveLike, logs: Iterable[MetricLog]) -> ObservationSummary:
     """min, max and latest of every metric of the objective; `unavailable` where none came."""
     wanted = strategies(objective)
     summary = {
-        name: Metric(name=name, min=UNAVAILABLE, max=UNAVAILABLE, latest=UNAVAILABLE)
+        name: MetricSummary(name=name, min=UNAVAILABLE, max=UNAVAILABLE, latest=UNAVAILABLE)
         for name in wanted
     }
     latest_at: dict[str, float] = {}
@@ -83,10 +162,10 @@ def summarise(objective: ObjectiveSpec, logs: Iterable[MetricLog]) -> Observatio
         if log.name not in latest_at or log.timestamp >= latest_at[log.name]:
             latest_at[log.name] = log.timestamp
             metric.latest = log.value
-    return Observation(metrics=list(summary.values()))
+    return ObservationSummary(metrics=list(summary.values()))
 
 
-def metric_value(metric: Metric, strategy: MetricStrategyType) -> str:
+def metric_value(metric: MetricLike, strategy: MetricStrategyType) -> str:
     """The value a strategy selects; min/max fall back to latest when unavailable (upstream)."""
     chosen = {
         MetricStrategyType.MIN: metric.min,
@@ -98,7 +177,7 @@ def metric_value(metric: Metric, strategy: MetricStrategyType) -> str:
     return chosen or UNAVAILABLE
 
 
-def objective_value(objective: ObjectiveSpec, observation: Observation | None) -> float | None:
+def objective_value(objective: ObjectiveLike, observation: ObservationLike | None) -> float | None:
     """The objective metric's value by its strategy, or None when not available or not numeric."""
     if observation is None:
         return None
@@ -109,7 +188,7 @@ def objective_value(objective: ObjectiveSpec, observation: Observation | None) -
     return None
 
 
-def is_available(objective: ObjectiveSpec, observation: Observation | None) -> bool:
+def is_available(objective: ObjectiveLike, observation: ObservationLike | None) -> bool:
     """Upstream's test: the objective's `latest` is reported (not `unavailable`)."""
     for metric in (observation.metrics if observation else None) or []:
         if metric.name == objective.objective_metric_name:
@@ -117,7 +196,7 @@ def is_available(objective: ObjectiveSpec, observation: Observation | None) -> b
     return False
 
 
-def better(objective: ObjectiveSpec, candidate: float, incumbent: float | None) -> bool:
+def better(objective: ObjectiveLike, candidate: float, incumbent: float | None) -> bool:
     """Strictly better than the incumbent (ties keep the first), by the objective's type."""
     if incumbent is None:
         return True
@@ -126,7 +205,7 @@ def better(objective: ObjectiveSpec, candidate: float, incumbent: float | None) 
     return candidate > incumbent
 
 
-def goal_reached(objective: ObjectiveSpec, best: float | None) -> bool:
+def goal_reached(objective: ObjectiveLike, best: float | None) -> bool:
     if objective.goal is None or best is None:
         return False
     if objective.type == ObjectiveType.MINIMIZE:
@@ -137,6 +216,12 @@ def goal_reached(objective: ObjectiveSpec, best: float | None) -> bool:
 __all__: Sequence[str] = [
     "UNAVAILABLE",
     "MetricLog",
+    "MetricSummary",
+    "Objective",
+    "ObjectiveLike",
+    "ObservationLike",
+    "ObservationSummary",
+    "Strategy",
     "better",
     "goal_reached",
     "is_available",

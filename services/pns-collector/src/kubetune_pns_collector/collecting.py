@@ -25,7 +25,7 @@ import psutil
 import watchfiles
 
 from kubetune import procwait
-from kubetune.api.common import Observation
+from kubetune.observations import ObservationSummary
 from kubetune_pns_collector import parsing, reporting, stopping, summaries, tailing, tfevents
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ class Settings:
 class Outcome:
     code: ExitCode
     message: str
-    observation: Observation | None
+    observation: ObservationSummary | None
     wait: procwait.WaitResult | None
     early_stopped: bool = False
 

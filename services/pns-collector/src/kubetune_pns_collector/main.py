@@ -22,9 +22,10 @@ from types import FrameType
 from typing import NoReturn
 
 from kubetune import flags, logs, procwait
-from kubetune.api.common import MetricStrategy, MetricStrategyType, ObjectiveSpec, ObjectiveType
+from kubetune.api.enums import MetricStrategyType, ObjectiveType
 from kubetune.flags import EnvDefault
 from kubetune.kube import Kube, connect
+from kubetune.observations import Objective, Strategy
 from kubetune_pns_collector import (
     collecting,
     parsing,
@@ -96,19 +97,19 @@ def _names(text: str) -> list[str]:
     return [n.strip() for n in text.split(";") if n.strip()]
 
 
-def objective_from(args: argparse.Namespace) -> ObjectiveSpec:
+def objective_from(args: argparse.Namespace) -> Objective:
     strategies = []
     for item in _names(args.metric_strategies):
         name, _, value = item.partition("=")
         try:
-            strategies.append(MetricStrategy(name=name.strip(), value=MetricStrategyType(value)))
+            strategies.append(Strategy(name.strip(), MetricStrategyType(value)))
         except ValueError as e:
             raise ValueError(f"--metric-strategies {item!r}: want name=min|max|latest") from e
-    return ObjectiveSpec(
+    return Objective(
         type=ObjectiveType(args.objective_type),
         objective_metric_name=args.objective_metric,
-        additional_metric_names=_names(args.additional_metrics),
-        metric_strategies=strategies,
+        additional_metric_names=tuple(_names(args.additional_metrics)),
+        metric_strategies=tuple(strategies),
     )
 
 

@@ -1,4 +1,4 @@
-"""Write an `Observation` to the Trial: a merge patch of `status.observation` only, on the
+"""Write an observation to the Trial: a merge patch of `status.observation` only, on the
 status subresource (DESIGN, "Who writes what": the trial-controller owns the conditions), and,
 after an early stop, the `EarlyStopped` condition: the one condition the collector may add
 (DESIGN's documented exception, as upstream's early-stopping service does).
@@ -17,10 +17,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from kubetune import conditions, errors, metrichistory
-from kubetune.api.common import Observation
 from kubetune.clock import SYSTEM, Clock
 from kubetune.conditions import TrialCondition, TrialReason
 from kubetune.kube import TRIALS, Kube
+from kubetune.observations import ObservationSummary
 
 T = TypeVar("T")
 
@@ -35,7 +35,7 @@ class ReportError(Exception):
 
 
 def observation_patch(
-    observation: Observation, history: dict[str, Any] | None = None
+    observation: ObservationSummary, history: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """The merge patch: `metrics` is a list, so it replaces the previous one whole; so does
     the history's (`status.metricHistory.metrics`, bounded by kubetune.metrichistory)."""
@@ -64,7 +64,9 @@ class Reporter:
         self.sleep = sleep
         self.reports = 0
 
-    def _patch(self, observation: Observation, history: dict[str, Any] | None = None) -> None:
+    def _patch(
+        self, observation: ObservationSummary, history: dict[str, Any] | None = None
+    ) -> None:
         self.kube.patch(
             TRIALS,
             self.trial,
@@ -74,7 +76,9 @@ class Reporter:
         )
         self.reports += 1
 
-    def try_report(self, observation: Observation, history: dict[str, Any] | None = None) -> bool:
+    def try_report(
+        self, observation: ObservationSummary, history: dict[str, Any] | None = None
+    ) -> bool:
         """One attempt; False (logged) on any error."""
         try:
             self._patch(observation, history)
@@ -85,7 +89,7 @@ class Reporter:
 
     def report(
         self,
-        observation: Observation,
+        observation: ObservationSummary,
         timeout: float = 60.0,
         history: dict[str, Any] | None = None,
     ) -> None:

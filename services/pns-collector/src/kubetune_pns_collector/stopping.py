@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kubetune.api.common import ComparisonType, ObjectiveType
+from kubetune.api.enums import ComparisonType, ObjectiveType
 
 
 class RuleError(ValueError):

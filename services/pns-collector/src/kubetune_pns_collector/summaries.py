@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 
 from kubetune import metrichistory, observations
-from kubetune.api.common import ObjectiveSpec, Observation
-from kubetune.observations import MetricLog
+from kubetune.observations import MetricLog, ObjectiveLike, ObservationSummary
 from kubetune_pns_collector import parsing
 
 DEFAULT_HISTORY = 100
@@ -36,9 +35,9 @@ class _Picks:
 
 
 class RunningSummary:
-    """Values in, `Observation` out; `changed` says whether a report would differ."""
+    """Values in, an observation out; `changed` says whether a report would differ."""
 
-    def __init__(self, objective: ObjectiveSpec, history: int = DEFAULT_HISTORY) -> None:
+    def __init__(self, objective: ObjectiveLike, history: int = DEFAULT_HISTORY) -> None:
         self.objective = objective
         self.names = frozenset(observations.strategies(objective))
         self._picks = {n: _Picks(recent=deque(maxlen=max(1, history))) for n in self.names}
@@ -112,7 +111,7 @@ class RunningSummary:
         """Parser output in the order written."""
         self.add_runs(parsing.runs_of(list(triples)))
 
-    def observation(self) -> Observation:
+    def observation(self) -> ObservationSummary:
         """summarise() of the kept picks; every metric `unavailable` when the objective never
         came (upstream reports only an `unavailable` objective then, reference §7.4)."""
         objective = self.objective.objective_metric_name

@@ -3,8 +3,8 @@
 `load(manifest)` picks the model by `kind` and turns schema problems into a `ManifestError`
 whose lines name the field path, never a traceback.
 
-The three kinds' models and `load` are imported on first use (PEP 562): building pydantic
-models costs CPU, and the metrics collector, started in every trial pod, needs only `common`.
+Every name here is imported on first use (PEP 562): pydantic and its models cost CPU, and the
+metrics collector, started in every trial pod, needs only `kubetune.api.enums`.
 """
 
 from __future__ import annotations
@@ -12,16 +12,21 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from kubetune.api.base import API_VERSION, GROUP, VERSION, Condition, ObjectMeta, WireModel
-from kubetune.api.errors import ManifestError, describe
-
 if TYPE_CHECKING:
+    from kubetune.api.base import API_VERSION, GROUP, VERSION, Condition, ObjectMeta, WireModel
+    from kubetune.api.errors import ManifestError, describe
     from kubetune.api.experiment import Experiment
     from kubetune.api.loading import KINDS, load
     from kubetune.api.suggestion import Suggestion
     from kubetune.api.trial import Trial
 
 _LAZY = {
+    **dict.fromkeys(
+        ("API_VERSION", "GROUP", "VERSION", "Condition", "ObjectMeta", "WireModel"),
+        "kubetune.api.base",
+    ),
+    "ManifestError": "kubetune.api.errors",
+    "describe": "kubetune.api.errors",
     "Experiment": "kubetune.api.experiment",
     "Suggestion": "kubetune.api.suggestion",
     "Trial": "kubetune.api.trial",

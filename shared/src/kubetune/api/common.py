@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Annotated
 
 from pydantic import BeforeValidator, Field
 
 from kubetune.api.base import FreeForm, WireModel
+from kubetune.api.enums import CollectorKind as CollectorKind
+from kubetune.api.enums import ComparisonType as ComparisonType
+from kubetune.api.enums import FileFormat as FileFormat
+from kubetune.api.enums import FileSystemKind as FileSystemKind
+from kubetune.api.enums import MetricStrategyType as MetricStrategyType
+from kubetune.api.enums import ObjectiveType as ObjectiveType
 
 
 def _number_as_text(value: object) -> object:
@@ -20,24 +25,6 @@ def _number_as_text(value: object) -> object:
 
 
 NumericText = Annotated[str, BeforeValidator(_number_as_text)]
-
-
-class ObjectiveType(StrEnum):
-    MINIMIZE = "minimize"
-    MAXIMIZE = "maximize"
-    UNKNOWN = ""
-
-
-class MetricStrategyType(StrEnum):
-    MIN = "min"
-    MAX = "max"
-    LATEST = "latest"
-
-
-class ComparisonType(StrEnum):
-    EQUAL = "equal"
-    LESS = "less"
-    GREATER = "greater"
 
 
 class AlgorithmSetting(WireModel):
@@ -97,17 +84,6 @@ class Observation(WireModel):
     metrics: list[Metric] | None = None
 
 
-class FileSystemKind(StrEnum):
-    DIRECTORY = "Directory"
-    FILE = "File"
-    INVALID = "Invalid"
-
-
-class FileFormat(StrEnum):
-    TEXT = "TEXT"
-    JSON = "JSON"
-
-
 class FileSystemPath(WireModel):
     path: str | None = None
     kind: FileSystemKind | None = None
@@ -122,16 +98,6 @@ class SourceSpec(WireModel):
     http_get: FreeForm | None = Field(default=None, alias="httpGet")
     file_system_path: FileSystemPath | None = None
     filter: FilterSpec | None = None
-
-
-class CollectorKind(StrEnum):
-    STDOUT = "StdOut"
-    FILE = "File"
-    TENSORFLOW_EVENT = "TensorFlowEvent"
-    PROMETHEUS_METRIC = "PrometheusMetric"
-    CUSTOM = "Custom"
-    PUSH = "Push"
-    NONE = "None"
 
 
 class CollectorSpec(WireModel):
