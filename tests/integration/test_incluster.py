@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kubetune import errors, incluster, kube
+from kubetune import errors, incluster
 from kubetune.incluster import InCluster, NotInCluster
 from kubetune.kube import CONFIGMAPS, NAMESPACES, SERVICE_ACCOUNTS, Kube
 from kubetune_testkit.accounts import bind_role, service_account_token
@@ -133,4 +133,3 @@ def test_connect_in_a_pod_does_not_import_the_kubernetes_package(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
-    assert kube.InCluster is InCluster

@@ -15,7 +15,7 @@ import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import urllib3
 
@@ -160,6 +160,18 @@ CUSTOM_RESOURCE_DEFINITIONS = Resource(
     "CustomResourceDefinition",
     namespaced=False,
 )
+
+
+@overload
+def connect(
+    kubeconfig: str, context: str | None = None, *, pool_size: int | None = None
+) -> kubernetes.client.ApiClient: ...
+
+
+@overload
+def connect(
+    kubeconfig: None = None, context: str | None = None, *, pool_size: int | None = None
+) -> kubernetes.client.ApiClient | InCluster: ...
 
 
 def connect(
