@@ -33,6 +33,12 @@ The waiter's reading of it:
   created after the registration was written (PID reuse; checked with psutil's create time,
   which is only accurate to about a second, hence :data:`_CREATE_TIME_SLACK`).
 
+How it waits: every ``poll`` seconds until the expected processes have registered; then, where
+the kernel has pidfds (Linux >= 5.3), on a descriptor per process that becomes readable when it
+exits, scanning for more registrations only every :data:`SCAN_WHILE_WAITING` seconds. Polling
+every 20 ms for a whole run cost 2.6 % of a core per trial pod (0.26 CPU-s per 10 s); the
+wrapper records the end before it exits, so the exit wakes the waiter with the record there.
+
 The shell side of the protocol is :func:`sh_register` and :func:`sh_record_end` (or
 :func:`sh_wrap` for both around a command, run by :func:`sh_run`: SIGTERM passed on to the
 command, and for the StdOut collector its output teed into the metrics file; :func:`wrap_argv`
@@ -48,6 +54,7 @@ from __future__ import annotations
 import enum
 import os
 import re
+import select
 import shlex
 import time
 from collections.abc import Mapping
@@ -73,6 +80,8 @@ _SIGNAL_RE = re.compile(r"^signal ([0-9]+)$")
 # psutil derives create_time from /proc/stat's whole-second boot time, so allow this much error
 # when deciding whether a live PID is younger than its registration (i.e. a reused PID).
 _CREATE_TIME_SLACK = 2.0
+# Seconds between registration scans while every pending process is waited on by its pidfd.
+SCAN_WHILE_WAITING = 0.25
 
 
 class Outcome(enum.Enum):
@@ -405,6 +414,7 @@ class _Tracked:
     proc: psutil.Process | None = None
     checked: bool = False
     result: ProcessResult | None = field(default=None)
+    pidfd: int | None = None  # readable once the process exits; None where there is none
 
 
 def _bind_process(pid: int, registered_at: float) -> psutil.Process | None:
@@ -451,6 +461,10 @@ def _check(t: _Tracked) -> ProcessResult | None:
         t.checked = True
         registered_at = st.st_mtime if st is not None else time.time()
         t.proc = _bind_process(t.pid, registered_at)
+        if t.proc is not None:
+            # Opened after the process was verified, so a PID reused in between is caught
+            # by the `_alive` check below (psutil compares create times).
+            t.pidfd = _pidfd_open(t.pid)
     gone = t.proc is None or not _alive(t.proc)
     if not gone:
         return None
@@ -494,28 +508,62 @@ def wait_for_training(
     deadline = None if timeout is None else start + timeout
     register_deadline = start + register_timeout
     tracked: dict[int, _Tracked] = {}
-    while True:
-        for pid, path in scan_registrations(log_dir).items():
-            if pid not in tracked:
-                tracked[pid] = _Tracked(pid, path)
-        for t in tracked.values():
-            if t.result is None:
-                t.result = _check(t)
-        pending = sorted(pid for pid, t in tracked.items() if t.result is None)
-        if len(tracked) >= expected and not pending:
-            return _result(tracked)
-        now = time.monotonic()
-        if len(tracked) < expected and now >= register_deadline:
-            raise NoTrainingProcess(Path(log_dir), register_timeout, len(tracked), expected)
-        if deadline is not None and now >= deadline:
-            assert timeout is not None
-            raise WaitTimeout(timeout, tuple(pending), _result(tracked))
-        next_wake = now + poll
-        if deadline is not None:
-            next_wake = min(next_wake, deadline)
-        if len(tracked) < expected:
-            next_wake = min(next_wake, register_deadline)
-        time.sleep(max(0.0, next_wake - now))
+    try:
+        while True:
+            for pid, path in scan_registrations(log_dir).items():
+                if pid not in tracked:
+                    tracked[pid] = _Tracked(pid, path)
+            for t in tracked.values():
+                if t.result is None:
+                    t.result = _check(t)
+            pending = sorted(pid for pid, t in tracked.items() if t.result is None)
+            if len(tracked) >= expected and not pending:
+                return _result(tracked)
+            now = time.monotonic()
+            if len(tracked) < expected and now >= register_deadline:
+                raise NoTrainingProcess(Path(log_dir), register_timeout, len(tracked), expected)
+            if deadline is not None and now >= deadline:
+                assert timeout is not None
+                raise WaitTimeout(timeout, tuple(pending), _result(tracked))
+            pidfds = [tracked[pid].pidfd for pid in pending]
+            by_exit = len(tracked) >= expected and None not in pidfds
+            next_wake = now + (SCAN_WHILE_WAITING if by_exit else poll)
+            if deadline is not None:
+                next_wake = min(next_wake, deadline)
+            if len(tracked) < expected:
+                next_wake = min(next_wake, register_deadline)
+            if by_exit:
+                _wait_for_exit([fd for fd in pidfds if fd is not None], next_wake - now)
+            else:
+                time.sleep(max(0.0, next_wake - now))
+    finally:
+        _close_pidfds(tracked)
+
+
+def _pidfd_open(pid: int) -> int | None:
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    try:
+        fd: int = opener(pid)
+    except OSError:  # gone already, or no pidfds here (ENOSYS): the waiter polls
+        return None
+    return fd
+
+
+def _close_pidfds(tracked: Mapping[int, _Tracked]) -> None:
+    for t in tracked.values():
+        if t.pidfd is not None:
+            os.close(t.pidfd)
+            t.pidfd = None
+
+
+def _wait_for_exit(pidfds: list[int], seconds: float) -> None:
+    """Return when one of the processes exits, or after `seconds`."""
+    poller = select.poll()
+    for fd in pidfds:
+        poller.register(fd, select.POLLIN)
+    poller.poll(max(0, int(seconds * 1000)))
 
 
 def _result(tracked: Mapping[int, _Tracked]) -> WaitResult:
