@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kubetune.jobstatus import JobPhase
-from kubetune_trial_controller import podverdict
+from kubetune_trial_controller import deciding, podverdict
 
 NOW = 1_800_000_000.0
 STARTED = "2027-01-15T08:00:00Z"
@@ -130,7 +130,7 @@ def test_any_failure_on_record_leaves_it_to_the_job_controller() -> None:
 
 def test_a_near_deadline_leaves_it_to_the_job_controller() -> None:
     """The sync checks activeDeadlineSeconds before completions."""
-    started = podverdict._timestamp(STARTED)
+    started = deciding.parse_time(STARTED)
     assert started is not None
     job = _job(activeDeadlineSeconds=100)
     assert _phase(job, [_pod("Succeeded")], started + 60) is JobPhase.SUCCEEDED

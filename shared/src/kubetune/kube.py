@@ -14,7 +14,6 @@ import re
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 import urllib3
@@ -206,7 +205,10 @@ def connect(
 
 def _default_kubeconfig() -> bool:
     """Whether the kubernetes client would find a kubeconfig without being given one."""
-    return bool(os.environ.get("KUBECONFIG")) or (Path.home() / ".kube" / "config").exists()
+    # expanduser, not Path.home(): a pod's user may have no home, which Path.home() raises on.
+    return bool(os.environ.get("KUBECONFIG")) or os.path.exists(
+        os.path.expanduser("~/.kube/config")
+    )
 
 
 class _Client:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kubetune import naming
+from kubetune import incluster, naming
 from kubetune.api.suggestion import Suggestion
 from kubetune.config import SUGGESTION_IMAGE, EarlyStoppingConfig, SuggestionConfig
 
@@ -41,7 +41,7 @@ BRIDGE_VOLUME = "kubetune-bridge"
 BRIDGE_DIR = "/var/run/kubetune-bridge"
 """The sidecar's own directory (its readiness file), apart from the algorithm's volume."""
 TOKEN_VOLUME = "kube-api-access"
-TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+TOKEN_PATH = str(incluster.SERVICE_ACCOUNT_DIR)  # where the sidecar's `kube.connect` reads it
 TOKEN_VOLUME_SOURCE: dict[str, Any] = {
     "projected": {
         "sources": [

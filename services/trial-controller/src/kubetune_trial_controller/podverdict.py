@@ -7,7 +7,7 @@ second is a third of its run. When the pods alone already decide the outcome, th
 gives the verdict that sync will write, with the same reason and message.
 
 The rule follows `syncJob` (pkg/controller/job, Kubernetes 1.35) and is deliberately narrow:
-it answers only the plain case, and None (wait for the Job controller) for anything else.
+it answers only the plain case, and "undecided" (wait for the Job controller) for anything else.
 
 * The Job is the built-in controller's (no other `managedBy`), non-indexed, not suspended, not
   being deleted, and shows no end condition yet (one that has is decided by it).
@@ -25,11 +25,11 @@ it answers only the plain case, and None (wait for the Job controller) for anyth
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import datetime
 from typing import Any
 
 from kubetune.jobstatus import JobPhase, JobStatus
 from kubetune.kube import Obj
+from kubetune_trial_controller import deciding
 
 JOB_CONTROLLER = "kubernetes.io/job-controller"
 DEADLINE_MARGIN = 30.0  # seconds
@@ -55,20 +55,12 @@ def _owned_by(pod: Mapping[str, Any], uid: str) -> bool:
     return any(r.get("controller") and r.get("uid") == uid for r in refs if isinstance(r, dict))
 
 
-def _timestamp(stamp: Any) -> float | None:
-    if not isinstance(stamp, str):
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def _deadline_is_near(spec: Mapping[str, Any], status: Mapping[str, Any], now: float) -> bool:
     deadline = spec.get("activeDeadlineSeconds")
     if deadline is None:
         return False
-    started = _timestamp(status.get("startTime"))
+    start = status.get("startTime")
+    started = deciding.parse_time(start) if isinstance(start, str) else None
     if started is None or not isinstance(deadline, int):
         return True
     return started + deadline - now < DEADLINE_MARGIN
