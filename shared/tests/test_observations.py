@@ -92,3 +92,38 @@ def test_goal() -> None:
     assert obs.goal_reached(MAXIMIZE, 0.9) and not obs.goal_reached(MAXIMIZE, 0.89)
     no_goal = ObjectiveSpec(type=ObjectiveType.MAXIMIZE, objective_metric_name="acc")
     assert not obs.goal_reached(no_goal, 100.0)
+
+
+@pytest.mark.parametrize(
+    "text", ["1_0", " 1", "1 ", "１", "٣", "0x10", "1e", "", "+", ".", "e5", "1.5.2", "infinite"]
+)
+def test_text_outside_the_number_grammar_is_no_number(text: str) -> None:
+    """`float()` takes `1_0` (ten), blanks and non-ASCII digits; the grammar takes none."""
+    assert not obs.is_number(text)
+    assert obs.parse_number(text) is None
+    assert obs.metric_error("loss", text) is not None
+
+
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [("1", 1.0), ("-0.25", -0.25), ("+.5", 0.5), ("1.", 1.0), ("1e-3", 0.001), ("2E+2", 200.0)],
+)
+def test_numbers_in_the_grammar_parse(text: str, number: float) -> None:
+    assert obs.is_number(text)
+    assert obs.parse_number(text) == number
+    assert obs.metric_error("loss", text) is None
+
+
+@pytest.mark.parametrize("text", ["inf", "-Infinity", "NaN", "1e309"])
+def test_non_finite_numbers_are_numbers_that_never_rank(text: str) -> None:
+    assert obs.is_number(text)
+    assert obs.parse_number(text) is None
+
+
+def test_metric_error_names_the_limit() -> None:
+    long_name = "n" * (obs.MAX_NAME_CHARS + 1)
+    assert str(obs.MAX_NAME_CHARS) in (obs.metric_error(long_name, "1") or "")
+    long_value = "1" * (obs.MAX_VALUE_CHARS + 1)
+    assert str(obs.MAX_VALUE_CHARS) in (obs.metric_error("a", long_value) or "")
+    assert obs.metric_error("a", obs.UNAVAILABLE) is None
+    assert "empty" in (obs.metric_error("", "1") or "")

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from kubetune.observations import MAX_VALUE_CHARS
+
 MAX_BYTES = 64 * 1024
 """The bound on `json.dumps(to_wire(), separators=(",", ":"))`, in bytes (UTF-8)."""
 KEEP_FIRST = 100
-MAX_VALUE_CHARS = 128
-"""Longer values are cut (a metric value is a number; a bound keeps one line from filling it)."""
 
 FIELD = "metricHistory"
 
@@ -96,7 +96,7 @@ class Series:
         return self.first + math.ceil((nxt - self.first) / self.stride) * self.stride
 
     def _add(self, step: int, value: str, time: str) -> None:
-        value = value[:MAX_VALUE_CHARS]
+        value = value[:MAX_VALUE_CHARS]  # writers refuse longer ones; this is the last guard
         if self.points and not self.on_grid(self.points[-1].step):
             self.bytes -= self.points.pop().cost  # an off-grid latest, superseded
         point = _Point(step, value, time, _cost(step, value, time))

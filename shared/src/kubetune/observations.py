@@ -2,7 +2,7 @@
 
 The collector (and, for collector kinds without a sidecar, the trial-controller) summarises the
 reported values of each metric with its strategy; the experiment-controller reads the objective
-back to rank trials. Both sides live here so they agree (reference §4.2, §7.5).
+back to rank trials. Both sides live here so they agree.
 
 Without pydantic: the functions read any objective and observation of the API's shape (the
 models, or `Objective` and `ObservationSummary` here), and `summarise` makes the light one, so
@@ -12,6 +12,7 @@ the collector, started in every trial pod, never loads the models.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -19,6 +20,19 @@ from typing import Any, Protocol
 from kubetune.api.enums import MetricStrategyType, ObjectiveType
 
 UNAVAILABLE = "unavailable"
+
+MAX_NAME_CHARS = 256
+"""The longest metric name any writer accepts (a name is an identifier, not data)."""
+MAX_VALUE_CHARS = 128
+"""The longest metric value any writer accepts: a float's text needs at most 24 characters."""
+
+NUMBER_PATTERN = (
+    r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|(?i:inf(?:inity)?|nan))"
+)
+"""The one number grammar of every writer and reader: ASCII digits, an optional fraction and
+exponent, or a signed inf/infinity/nan in any case. Python's `float()` also takes `1_0`,
+surrounding blanks and non-ASCII digits (`１`); none of them is a number here."""
+_NUMBER = re.compile(NUMBER_PATTERN)
 
 
 class StrategyLike(Protocol):
@@ -110,8 +124,39 @@ class MetricLog:
     timestamp: float = 0.0
 
 
+def is_number(value: str) -> bool:
+    """Whether `value` is written in `NUMBER_PATTERN` (finite or not)."""
+    return isinstance(value, str) and _NUMBER.fullmatch(value) is not None
+
+
+def metric_error(name: str, value: str) -> str | None:
+    """Why a reported (name, value) may not be stored, or None: the one check, and the one
+    message, of every writer (collector, db-manager, the status authorizer)."""
+    if not name:
+        return "the metric name is empty"
+    if len(name) > MAX_NAME_CHARS:
+        return (
+            f"metric name {name[:40]!r}... has {len(name)} characters, more than "
+            f"{MAX_NAME_CHARS}: use a shorter name"
+        )
+    if value == UNAVAILABLE:
+        return None
+    if len(value) > MAX_VALUE_CHARS:
+        return (
+            f"value of metric {name!r} has {len(value)} characters, more than "
+            f"{MAX_VALUE_CHARS}: report the number itself"
+        )
+    if not is_number(value):
+        return (
+            f"value {value!r} of metric {name!r} is not a number: write ASCII digits with an "
+            'optional fraction and exponent, e.g. "0.25" or "-1.5e-3" (or inf, nan)'
+        )
+    return None
+
+
 def parse_number(value: str) -> float | None:
-    """A finite float, or None for text, NaN and infinities (they cannot rank trials).
+    """A finite float, or None for text, NaN and infinities (they cannot rank trials), and for
+    anything outside `NUMBER_PATTERN`.
 
     The one rule for non-finite values, however written (`nan`, `inf`, `-Infinity`, or a
     number too large for a float such as `1e309`): a reported value is kept as reported in
@@ -119,10 +164,9 @@ def parse_number(value: str) -> float | None:
     A trial whose objective only ever reported such values is not MetricsUnavailable (it
     reported), it just never ranks.
     """
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
+    if not is_number(value):
         return None
+    number = float(value)
     return number if math.isfinite(number) else None
 
 
@@ -214,6 +258,9 @@ def goal_reached(objective: ObjectiveLike, best: float | None) -> bool:
 
 
 __all__: Sequence[str] = [
+    "MAX_NAME_CHARS",
+    "MAX_VALUE_CHARS",
+    "NUMBER_PATTERN",
     "UNAVAILABLE",
     "MetricLog",
     "MetricSummary",
@@ -225,6 +272,8 @@ __all__: Sequence[str] = [
     "better",
     "goal_reached",
     "is_available",
+    "is_number",
+    "metric_error",
     "metric_value",
     "objective_value",
     "parse_number",
