@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from kubetune.observations import MAX_VALUE_CHARS
+from kubetune.metricbounds import MAX_VALUE_CHARS
 
 MAX_BYTES = 64 * 1024
 """The bound on `json.dumps(to_wire(), separators=(",", ":"))`, in bytes (UTF-8)."""

@@ -12,27 +12,19 @@ the collector, started in every trial pod, never loads the models.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kubetune.api.enums import MetricStrategyType, ObjectiveType
-
-UNAVAILABLE = "unavailable"
-
-MAX_NAME_CHARS = 256
-"""The longest metric name any writer accepts (a name is an identifier, not data)."""
-MAX_VALUE_CHARS = 128
-"""The longest metric value any writer accepts: a float's text needs at most 24 characters."""
-
-NUMBER_PATTERN = (
-    r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|(?i:inf(?:inity)?|nan))"
+from kubetune.metricbounds import (
+    MAX_NAME_CHARS,
+    MAX_VALUE_CHARS,
+    NUMBER_PATTERN,
+    UNAVAILABLE,
+    is_number,
+    metric_error,
 )
-"""The one number grammar of every writer and reader: ASCII digits, an optional fraction and
-exponent, or a signed inf/infinity/nan in any case. Python's `float()` also takes `1_0`,
-surrounding blanks and non-ASCII digits (`１`); none of them is a number here."""
-_NUMBER = re.compile(NUMBER_PATTERN)
 
 
 class StrategyLike(Protocol):
@@ -122,36 +114,6 @@ class MetricLog:
     name: str
     value: str
     timestamp: float = 0.0
-
-
-def is_number(value: str) -> bool:
-    """Whether `value` is written in `NUMBER_PATTERN` (finite or not)."""
-    return isinstance(value, str) and _NUMBER.fullmatch(value) is not None
-
-
-def metric_error(name: str, value: str) -> str | None:
-    """Why a reported (name, value) may not be stored, or None: the one check, and the one
-    message, of every writer (collector, db-manager, the status authorizer)."""
-    if not name:
-        return "the metric name is empty"
-    if len(name) > MAX_NAME_CHARS:
-        return (
-            f"metric name {name[:40]!r}... has {len(name)} characters, more than "
-            f"{MAX_NAME_CHARS}: use a shorter name"
-        )
-    if value == UNAVAILABLE:
-        return None
-    if len(value) > MAX_VALUE_CHARS:
-        return (
-            f"value of metric {name!r} has {len(value)} characters, more than "
-            f"{MAX_VALUE_CHARS}: report the number itself"
-        )
-    if not is_number(value):
-        return (
-            f"value {value!r} of metric {name!r} is not a number: write ASCII digits with an "
-            'optional fraction and exponent, e.g. "0.25" or "-1.5e-3" (or inf, nan)'
-        )
-    return None
 
 
 def parse_number(value: str) -> float | None:

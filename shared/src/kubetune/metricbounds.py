@@ -1,0 +1,55 @@
+"""What a reported metric may be: the one number grammar and the size bounds every writer
+(the collector, db-manager, the trials/status authorizer) and every reader applies.
+
+A primitive: `kubetune.observations` and `kubetune.metrichistory` both build on it.
+"""
+
+from __future__ import annotations
+
+import re
+
+UNAVAILABLE = "unavailable"
+"""What Katib's collectors report for a metric never seen; not a number, always accepted."""
+
+MAX_NAME_CHARS = 256
+"""The longest metric name any writer accepts (a name is an identifier, not data)."""
+MAX_VALUE_CHARS = 128
+"""The longest metric value any writer accepts: a float's text needs at most 24 characters."""
+
+NUMBER_PATTERN = (
+    r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|(?i:inf(?:inity)?|nan))"
+)
+"""The one number grammar of every writer and reader: ASCII digits, an optional fraction and
+exponent, or a signed inf/infinity/nan in any case. Python's `float()` also takes `1_0`,
+surrounding blanks and non-ASCII digits (`１`); none of them is a number here."""
+_NUMBER = re.compile(NUMBER_PATTERN)
+
+
+def is_number(value: str) -> bool:
+    """Whether `value` is written in `NUMBER_PATTERN` (finite or not)."""
+    return isinstance(value, str) and _NUMBER.fullmatch(value) is not None
+
+
+def metric_error(name: str, value: str) -> str | None:
+    """Why a reported (name, value) may not be stored, or None: the one check, and the one
+    message, of every writer (collector, db-manager, the status authorizer)."""
+    if not name:
+        return "the metric name is empty"
+    if len(name) > MAX_NAME_CHARS:
+        return (
+            f"metric name {name[:40]!r}... has {len(name)} characters, more than "
+            f"{MAX_NAME_CHARS}: use a shorter name"
+        )
+    if value == UNAVAILABLE:
+        return None
+    if len(value) > MAX_VALUE_CHARS:
+        return (
+            f"value of metric {name!r} has {len(value)} characters, more than "
+            f"{MAX_VALUE_CHARS}: report the number itself"
+        )
+    if not is_number(value):
+        return (
+            f"value {value!r} of metric {name!r} is not a number: write ASCII digits with an "
+            'optional fraction and exponent, e.g. "0.25" or "-1.5e-3" (or inf, nan)'
+        )
+    return None
