@@ -579,3 +579,10 @@ def test_evaluation_past_the_cpu_deadline_fails_that_condition(
     monkeypatch.setattr(boundedgjson, "MAX_CPU_SECONDS", -1.0)  # every step is past it
     with pytest.raises(jobstatus.ConditionTooCostly, match="cannot be evaluated within bounds"):
         match(JOB_COMPLETE, 'status.conditions.#(type%"Comp*")')
+
+
+@pytest.mark.timeout(120)
+def test_pathological_wildcard_key_ends_on_a_long_key() -> None:
+    """The library made `*a*a*a*a*a*a*b` a regex that backtracks polynomially on a long key."""
+    job = batch_job({"a" * 50_000 + "c": {"type": "x"}})
+    assert match(job, "status.*a*a*a*a*a*a*b") is None
