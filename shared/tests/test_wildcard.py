@@ -60,3 +60,16 @@ def test_many_stars_on_a_long_text_take_one_pass() -> None:
     """A backtracking matcher is polynomial of degree 6 here; the NFA reads the text once."""
     assert wildcard.matches("a" * 200_000 + "c", "*a*a*a*a*a*b") is False
     assert wildcard.matches("a" * 200_000 + "b", "*a*a*a*a*a*b") is True
+
+
+def test_a_long_match_calls_the_check_so_a_deadline_can_stop_it() -> None:
+    calls: list[int] = []
+
+    def check() -> None:
+        calls.append(1)
+        if len(calls) > 2:
+            raise TimeoutError
+
+    with pytest.raises(TimeoutError):
+        wildcard.matches("a" * (wildcard.CHECK_EVERY * 10), "*b", check)
+    assert len(calls) == 3

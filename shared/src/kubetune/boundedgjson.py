@@ -134,7 +134,7 @@ class _Bounded(gjson.GJSONObj):
                 position=part.start,
             )
         for key in obj:
-            if wildcard.matches(key, part.part):
+            if wildcard.matches(key, part.part, self._tick):
                 return obj[key]
         raise gjson.GJSONParseError(
             f"No key matching pattern with wildcard `{part}`.",
@@ -161,7 +161,7 @@ class _Bounded(gjson.GJSONObj):
         for item in obj:
             self._tick()
             subject = (item.get(key) if isinstance(item, Mapping) else None) if key else item
-            if isinstance(subject, str) and wildcard.matches(subject, pattern) is wanted:
+            if isinstance(subject, str) and wildcard.matches(subject, pattern, self._tick) is wanted:
                 found.append(item)
         return self._evaluate_query_return_value(query, found)
 

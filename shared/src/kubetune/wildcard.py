@@ -12,6 +12,7 @@ gives up, answering "no match", past a complexity limit; this one needs none).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 __all__ = ["compile_pattern", "matches"]
@@ -68,14 +69,23 @@ def compile_pattern(pattern: str) -> _Pattern:
     return _Pattern(size=size, star=star, any=any_, chars=chars, literal=literal)
 
 
-def matches(text: str, pattern: str) -> bool:
-    """Whether the whole of ``text`` matches the GJSON wildcard ``pattern``."""
+CHECK_EVERY = 4096
+"""Characters read between two calls of ``matches``'s ``check``."""
+
+
+def matches(text: str, pattern: str, check: Callable[[], None] | None = None) -> bool:
+    """Whether the whole of ``text`` matches the GJSON wildcard ``pattern``.
+
+    ``check`` (if any) is called every :data:`CHECK_EVERY` characters, to stop a long match
+    by raising (a caller's deadline)."""
     p = compile_pattern(pattern)
     if p.literal is not None:
         return text == p.literal
     final = 1 << p.size
     states = p.close(1)
-    for char in text:
+    for i, char in enumerate(text):
+        if check is not None and not i % CHECK_EVERY:
+            check()
         states = p.close(((states & p.step_mask(char)) << 1) | (states & p.star))
         if not states:
             return False
