@@ -575,7 +575,7 @@ def test_evaluation_past_the_cpu_deadline_fails_that_condition(
 ) -> None:
     from kubetune import boundedgjson
 
-    validate_expression("status.conditions.#(type%\"Comp*\")")  # valid and cached
+    validate_expression('status.conditions.#(type%"Comp*")')  # valid and cached
     monkeypatch.setattr(boundedgjson, "MAX_CPU_SECONDS", -1.0)  # every step is past it
     with pytest.raises(jobstatus.ConditionTooCostly, match="cannot be evaluated within bounds"):
         match(JOB_COMPLETE, 'status.conditions.#(type%"Comp*")')

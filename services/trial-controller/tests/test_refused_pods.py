@@ -20,12 +20,12 @@ from kubetune.kube import (
     VALIDATING_WEBHOOK_CONFIGURATIONS,
     Kube,
 )
-from kubetune_trial_controller import refusals
 from kubetune_testkit.builders import batch_job, trial
 from kubetune_testkit.conditions import conditions_of, is_true, job_succeeded
 from kubetune_testkit.policies import refusing_pods
 from kubetune_testkit.standins.services import observe
 from kubetune_testkit.waiting import wait_for
+from kubetune_trial_controller import refusals
 
 pytestmark = pytest.mark.integration
 REFUSAL = "pods of the Job named refused are not allowed in this namespace"

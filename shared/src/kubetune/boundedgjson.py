@@ -161,7 +161,10 @@ class _Bounded(gjson.GJSONObj):
         for item in obj:
             self._tick()
             subject = (item.get(key) if isinstance(item, Mapping) else None) if key else item
-            if isinstance(subject, str) and wildcard.matches(subject, pattern, self._tick) is wanted:
+            if (
+                isinstance(subject, str)
+                and wildcard.matches(subject, pattern, self._tick) is wanted
+            ):
                 found.append(item)
         return self._evaluate_query_return_value(query, found)
 

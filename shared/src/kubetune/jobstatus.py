@@ -49,6 +49,7 @@ from typing import Any
 import gjson
 
 from kubetune import boundedgjson
+
 __all__ = [
     "ARGO_WORKFLOW_CONDITIONS",
     "BATCH_JOB_CONDITIONS",
