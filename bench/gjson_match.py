@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import time
 from collections.abc import Callable
 
@@ -22,6 +23,7 @@ import gjson
 from kubetune import boundedgjson, jobstatus
 
 EXPR = 'conditions.#(type%"(a+)+b")'
+STARS = 'conditions.#(type%"*a*a*a*b")'
 
 
 def _doc(n: int) -> dict[str, list[dict[str, str]]]:
@@ -43,12 +45,12 @@ def main() -> None:
     print(f"pattern {EXPR!r} on 'a' * n + 'c'")
     print(f"{'n':>9}  {'gjson regex s':>14}  {'bounded s':>10}")
     for n in range(16, args.max_small + 1, 2):
-        before = _seconds(lambda n=n: gjson.get(_doc(n), EXPR))
-        after = _seconds(lambda n=n: boundedgjson.get(_doc(n), EXPR))
+        before = _seconds(functools.partial(gjson.get, _doc(n), EXPR))
+        after = _seconds(functools.partial(boundedgjson.get, _doc(n), EXPR))
         print(f"{n:>9}  {before:>14.3f}  {after:>10.6f}")
     for n in (10_000, 100_000, 1_000_000):
-        after = _seconds(lambda n=n: boundedgjson.get(_doc(n), EXPR))
-        star = _seconds(lambda n=n: boundedgjson.get(_doc(n), 'conditions.#(type%"*a*a*a*b")'))
+        after = _seconds(functools.partial(boundedgjson.get, _doc(n), EXPR))
+        star = _seconds(functools.partial(boundedgjson.get, _doc(n), STARS))
         print(f"{n:>9}  {'(not run)':>14}  {after:>10.6f}   '*a*a*a*b': {star:.3f} s")
     print("validation (webhook and controller), worst shapes:")
     doubling = "@this" + "|[@this,@this]" * 24
@@ -60,7 +62,7 @@ def main() -> None:
     for name, expr in cases.items():
         jobstatus._validate.cache_clear()
         cpu = time.thread_time()
-        wall = _seconds(lambda expr=expr: jobstatus.validate_expression(expr))
+        wall = _seconds(functools.partial(jobstatus.validate_expression, expr))
         print(f"  {name} ({len(expr)} chars): {wall:.3f} s, CPU {time.thread_time() - cpu:.3f} s")
 
 
