@@ -78,13 +78,19 @@ class ConditionError(Exception):
     """Base of this module's errors."""
 
 
+def _shown(expression: object) -> str:
+    """The expression for a message, cut short (it may be as long as a request allows)."""
+    text = repr(expression)
+    return text if len(text) <= 200 else f"{text[:200]}... ({len(text)} characters)"
+
+
 class InvalidConditionExpression(ConditionError, ValueError):
     """The expression is not valid GJSON (or uses something this library cannot evaluate)."""
 
     def __init__(self, expression: object, reason: str) -> None:
         self.expression = expression
         self.reason = reason
-        super().__init__(f"invalid condition expression {expression!r}: {reason}")
+        super().__init__(f"invalid condition expression {_shown(expression)}: {reason}")
 
 
 class ConditionEvaluationError(ConditionError):
@@ -106,7 +112,7 @@ class ConditionTooCostly(ConditionError):
         self.expression = expression
         self.reason = reason
         super().__init__(
-            f"condition {expression!r} cannot be evaluated within bounds: it {reason}; "
+            f"condition {_shown(expression)} cannot be evaluated within bounds: it {reason}; "
             "simplify the expression"
         )
 
