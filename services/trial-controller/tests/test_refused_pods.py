@@ -145,6 +145,7 @@ def _refusals(kube: Kube, namespace: str) -> list[dict[str, Any]]:
     ]
 
 
+@pytest.mark.timeout(900)  # the Job controller retries after 10 s, 20 s, 40 s, 80 s...
 def test_a_webhook_outage_leaves_the_trial_waiting(
     kube: Kube, namespace: str, controller: Any
 ) -> None:
