@@ -177,10 +177,10 @@ class TrialReconciler:
         try:
             state = jobstatus.evaluate_job(job, rules, kind.kind, kind.api_version)
         except jobstatus.ConditionError as e:
-            field = next(
+            named = next(
                 (f for f, x in _fields(rules) if x == getattr(e, "expression", None)), None
             )
-            message = f"{field}: {e}" if field else str(e)
+            message = f"{named}: {e}" if named else str(e)
             return deciding.Seen(problem=INVALID_CONDITION, message=message)
         if state.phase is JobPhase.RUNNING and self._reads_pods(kind, rules):
             pods = ctx.list(PODS, namespace, {naming.LABEL_TRIAL: naming.label_value(name)})
