@@ -505,3 +505,84 @@ def test_job_and_trainjob_defaults_match_katib() -> None:
     assert TEKTON_PIPELINERUN_CONDITIONS.failure_condition == (
         'status.conditions.#(type=="Succeeded")#|#(status=="False")#'
     )
+
+
+# --- bounded evaluation: one condition must never stall the process evaluating it ------------
+
+
+def _job_with_types(*types: str) -> dict[str, Any]:
+    return batch_job({"conditions": [cond(t, "True", reason=f"R{i}") for i, t in enumerate(types)]})
+
+
+@pytest.mark.parametrize(
+    ("type_", "pattern", "matched"),
+    [
+        ("(a+)+b", "(a+)+b", True),  # regex syntax is literal text in Go's gjson
+        ("aaab", "(a+)+b", False),
+        ("abc", "a.c", False),
+        ("a.c", "a.c", True),
+        ("Complete", "Comp*", True),
+        ("Complete", "C?mplete", True),
+        ("C*", "C\\\\*", True),  # an escaped star (JSON "C\\*" is the pattern C\*)
+        ("Cx", "C\\\\*", False),
+    ],
+)
+def test_like_is_go_wildcard_matching_not_a_regex(type_: str, pattern: str, matched: bool) -> None:
+    found = match(_job_with_types(type_), f'status.conditions.#(type%"{pattern}")')
+    assert (found is not None) is matched
+    not_found = match(_job_with_types(type_), f'status.conditions.#(type!%"{pattern}")')
+    assert (not_found is None) is matched
+
+
+@pytest.mark.timeout(120)
+def test_pathological_like_pattern_ends_on_a_long_value() -> None:
+    """Python's regex needed ~2**n steps for `(a+)+b` on n `a`s and a `c`: the thread hung."""
+    job = _job_with_types("a" * 100_000 + "c", "Complete")
+    assert match(job, 'status.conditions.#(type%"(a+)+b")') is None
+    assert match(job, 'status.conditions.#(type%"*a*a*a*a*a*a*b")') is None
+    assert match(job, 'status.conditions.#(type%"Comp*")') == job["status"]["conditions"][1]
+
+
+def test_wildcard_keys_are_matched_without_regex() -> None:
+    job = _job_with_types("(a+)+b")
+    assert match(job, "stat*.conditions.0") == job["status"]["conditions"][0]
+    assert match(job, "st?tus.conditions.0") == job["status"]["conditions"][0]
+    assert match(job, "(a+)+*.conditions.0") is None
+
+
+def test_too_long_expression_is_refused_with_the_bound() -> None:
+    expr = "status." + "a" * 2000
+    with pytest.raises(InvalidConditionExpression, match="at most 1024 are allowed"):
+        validate_expression(expr)
+
+
+def test_too_deep_nesting_is_refused_with_the_bound() -> None:
+    expr = "status.conditions" + ".#(" * 40 + "a" + ")" * 40
+    with pytest.raises(InvalidConditionExpression, match="at most 32 are allowed"):
+        validate_expression(expr)
+
+
+@pytest.mark.timeout(120)
+def test_modifier_blowup_is_refused_at_validation() -> None:
+    """Multipaths only reference their input, but @tostr writes out 2**k copies of it."""
+    expr = "@this" + "|[@this,@this]" * 24 + "|@tostr"
+    with pytest.raises(InvalidConditionExpression, match="gives a modifier more than"):
+        validate_expression(expr)
+
+
+def test_evaluation_past_the_cpu_deadline_fails_that_condition(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kubetune import boundedgjson
+
+    validate_expression('status.conditions.#(type%"Comp*")')  # valid and cached
+    monkeypatch.setattr(boundedgjson, "MAX_CPU_SECONDS", -1.0)  # every step is past it
+    with pytest.raises(jobstatus.ConditionTooCostly, match="cannot be evaluated within bounds"):
+        match(JOB_COMPLETE, 'status.conditions.#(type%"Comp*")')
+
+
+@pytest.mark.timeout(120)
+def test_pathological_wildcard_key_ends_on_a_long_key() -> None:
+    """The library made `*a*a*a*a*a*a*b` a regex that backtracks polynomially on a long key."""
+    job = batch_job({"a" * 50_000 + "c": {"type": "x"}})
+    assert match(job, "status.*a*a*a*a*a*a*b") is None

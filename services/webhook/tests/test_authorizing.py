@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from kubetune.admission import TRANSIENT
 from kubetune_webhook import authorizing, reviewing
 from kubetune_webhook.authorizing import POD_NAME, POD_UID
 
@@ -206,3 +207,19 @@ def test_endpoint_answers_with_forbidden() -> None:
     assert response["allowed"] is False
     assert response["status"]["code"] == 403
     assert response["status"]["reason"] == "Forbidden"
+
+
+def test_a_retryable_denial_says_so_in_its_message() -> None:
+    """The API server puts the message, not the code, into a refused pod's Event: the
+    trial-controller tells "cannot check now" from a denial by the marker."""
+    admission = reviewing.Admission(
+        config=None,  # type: ignore[arg-type]  # the endpoint reads no configuration
+        cluster=None,  # type: ignore[arg-type]
+        status_writers=reviewing.StatusWriters(TRUSTED, Objects(fail=True)),
+    )
+    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": _request()}
+    _, answer = admission.handle("/validate-trial-status", json.dumps(body).encode())
+    status = answer["response"]["status"]
+    assert status["code"] == 500 and status["message"].endswith(TRANSIENT)
+    forbidden = reviewing.respond("u", allowed=False, code=403, message="no")
+    assert TRANSIENT not in forbidden["response"]["status"]["message"]

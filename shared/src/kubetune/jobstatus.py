@@ -29,6 +29,11 @@ separate them in two places:
    applied to a value of the wrong shape) is "no match"; any other error is reported as
    :class:`InvalidConditionExpression`, never swallowed. The list is tied to ``gjson`` 1.2.x
    and pinned by tests.
+
+Evaluation (validation's included) goes through :mod:`kubetune.boundedgjson`: ``%`` is Go's
+wildcard match in linear time, and a condition too long, too nested or too costly for its
+document is refused with the bound it crossed (:class:`ConditionTooCostly` at evaluation), so
+one Trial's condition can fail that Trial but never stall the process evaluating it.
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ from typing import Any
 
 import gjson
 
+from kubetune import boundedgjson
+
 __all__ = [
     "ARGO_WORKFLOW_CONDITIONS",
     "BATCH_JOB_CONDITIONS",
@@ -54,6 +61,7 @@ __all__ = [
     "ConditionError",
     "ConditionEvaluationError",
     "ConditionRules",
+    "ConditionTooCostly",
     "InvalidConditionExpression",
     "JobPhase",
     "JobStatus",
@@ -70,13 +78,19 @@ class ConditionError(Exception):
     """Base of this module's errors."""
 
 
+def _shown(expression: object) -> str:
+    """The expression for a message, cut short (it may be as long as a request allows)."""
+    text = repr(expression)
+    return text if len(text) <= 200 else f"{text[:200]}... ({len(text)} characters)"
+
+
 class InvalidConditionExpression(ConditionError, ValueError):
     """The expression is not valid GJSON (or uses something this library cannot evaluate)."""
 
     def __init__(self, expression: object, reason: str) -> None:
         self.expression = expression
         self.reason = reason
-        super().__init__(f"invalid condition expression {expression!r}: {reason}")
+        super().__init__(f"invalid condition expression {_shown(expression)}: {reason}")
 
 
 class ConditionEvaluationError(ConditionError):
@@ -88,6 +102,18 @@ class ConditionEvaluationError(ConditionError):
         super().__init__(
             f"condition {expression!r} matched {json.dumps(result, default=str)[:200]}, "
             "expected an object or an array of objects"
+        )
+
+
+class ConditionTooCostly(ConditionError):
+    """The expression could not be evaluated on this document within the evaluation bounds."""
+
+    def __init__(self, expression: str, reason: str) -> None:
+        self.expression = expression
+        self.reason = reason
+        super().__init__(
+            f"condition {_shown(expression)} cannot be evaluated within bounds: it {reason}; "
+            "simplify the expression"
         )
 
 
@@ -202,19 +228,18 @@ def _blank_strings(expr: str) -> str:
 
 
 def _query_bodies(expr: str) -> Iterator[tuple[str, str]]:
-    """Each ``#(...)`` body as (blanked body, original body), nested ones included."""
+    """Each ``#(...)`` body as (blanked body, original body), nested ones included.
+
+    One pass with a stack of open parentheses, so the cost stays linear in the expression."""
     blank = _blank_strings(expr)
-    for start in (m.start() for m in re.finditer(r"#\(", blank)):
-        depth, i = 0, start + 1
-        while i < len(blank):
-            if blank[i] == "(":
-                depth += 1
-            elif blank[i] == ")":
-                depth -= 1
-                if depth == 0:
-                    yield blank[start + 2 : i], expr[start + 2 : i]
-                    break
-            i += 1
+    opened: list[tuple[int, bool]] = []  # (position, whether it opens a query)
+    for i, c in enumerate(blank):
+        if c == "(":
+            opened.append((i, i > 0 and blank[i - 1] == "#"))
+        elif c == ")" and opened:
+            start, is_query = opened.pop()
+            if is_query:
+                yield blank[start + 1 : i], expr[start + 1 : i]
 
 
 def _check_query_value(body_blank: str, body: str) -> str | None:
@@ -247,7 +272,9 @@ def _validate(expr: str) -> None:
     outcomes: set[tuple[str, str, int | None]] = set()
     for probe in _PROBES:
         try:
-            gjson.get(probe, expr)
+            boundedgjson.get(probe, expr)
+        except boundedgjson.BoundExceeded as err:
+            raise InvalidConditionExpression(expr, f"it {err.reason}") from err
         except gjson.GJSONError as err:
             first_line = str(err).split("\n", 1)[0]
             outcomes.add((type(err).__name__, first_line, getattr(err, "position", None)))
@@ -294,7 +321,9 @@ def _query(obj: Mapping[str, Any], expr: str) -> Any:
     """The expression's raw result, or None when the document has nothing there."""
     validate_expression(expr)
     try:
-        return gjson.get(obj, expr)
+        return boundedgjson.get(obj, expr)
+    except boundedgjson.BoundExceeded as err:
+        raise ConditionTooCostly(expr, err.reason) from err
     except gjson.GJSONParseError as err:
         if str(err).startswith(_NO_DATA_PREFIXES):
             return None

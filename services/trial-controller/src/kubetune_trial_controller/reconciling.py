@@ -132,10 +132,7 @@ class TrialReconciler:
                 message=f"job kind {kind} has no default conditions: "
                 "set successCondition and failureCondition in the trial template",
             )
-        for field, expr in (
-            ("successCondition", rules.success_condition),
-            ("failureCondition", rules.failure_condition),
-        ):
+        for field, expr in _fields(rules):
             try:
                 jobstatus.validate_expression(expr)
             except jobstatus.InvalidConditionExpression as e:
@@ -180,7 +177,11 @@ class TrialReconciler:
         try:
             state = jobstatus.evaluate_job(job, rules, kind.kind, kind.api_version)
         except jobstatus.ConditionError as e:
-            return deciding.Seen(problem=INVALID_CONDITION, message=str(e))
+            named = next(
+                (f for f, x in _fields(rules) if x == getattr(e, "expression", None)), None
+            )
+            message = f"{named}: {e}" if named else str(e)
+            return deciding.Seen(problem=INVALID_CONDITION, message=message)
         if state.phase is JobPhase.RUNNING and self._reads_pods(kind, rules):
             pods = ctx.list(PODS, namespace, {naming.LABEL_TRIAL: naming.label_value(name)})
             state = podverdict.success(job, pods, ctx.clock.now().timestamp())
@@ -268,6 +269,14 @@ class TrialReconciler:
         if decision.requeue_after is not None:
             return Result.after(decision.requeue_after)
         return Result.done()
+
+
+def _fields(rules: jobstatus.ConditionRules) -> tuple[tuple[str, str], ...]:
+    """The rules by the name of their field in the trial template (for messages)."""
+    return (
+        ("successCondition", rules.success_condition),
+        ("failureCondition", rules.failure_condition),
+    )
 
 
 def _stamp(ts: float) -> str:

@@ -7,9 +7,14 @@ Running for ever and never counts toward maxFailedTrialCount.
 
 When is a refusal final? A denial by admission (a webhook, a ValidatingAdmissionPolicy, Pod
 Security) is deterministic: the same pod template is refused again, so the first one fails the
-Trial. Anything else (an exceeded quota, a ServiceAccount not created yet) may pass later, so it
-fails the Trial only once the job's refusals have been counted `PERSISTENT_COUNT` times (the Job
-controller retries after 10 s, 20 s, 40 s..., so that is more than half a minute of refusals).
+Trial. A refusal because admission could not decide is not a verdict at all and never counts,
+however long it lasts: a webhook the API server cannot call (`failed calling webhook`: down,
+no endpoints, timed out, connection refused or reset; the server words it as an internal error)
+or kubetune's own webhook answering "cannot check now" (code 500, which the Event does not show:
+its message carries `kubetune.admission.TRANSIENT`). Anything else (an exceeded quota, a
+ServiceAccount not created yet) may pass later, so it fails the Trial only once the job's
+refusals have been counted `PERSISTENT_COUNT` times (the Job controller retries after 10 s,
+20 s, 40 s..., so that is more than half a minute of refusals).
 Neighbours: `main` watches the Events (one informer per reason); `reconciling` asks `find` for
 a running job.
 """
@@ -19,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from kubetune import admission
 from kubetune.kube import Obj
 from kubetune.runtime import Key
 from kubetune.runtime.context import Mapper
@@ -30,6 +36,16 @@ ADMISSION_DENIALS = (
     "denied the request",  # admission webhook "<name>" denied the request: ...
     "ValidatingAdmissionPolicy",  # ... ValidatingAdmissionPolicy '<name>' ... denied request
     "violates PodSecurity",
+)
+# Lower-case substrings of refusals that say admission could not decide (never counted).
+ADMISSION_FAILURES = (
+    "failed calling webhook",  # Internal error occurred: failed calling webhook "<name>": ...
+    "internal error occurred",
+    "context deadline exceeded",
+    "connection refused",
+    "connection reset",
+    "no endpoints available",
+    "service unavailable",
 )
 
 
@@ -78,18 +94,27 @@ def _message(event: Obj) -> str:
     return str(event.get("message") or event.get("note") or "")
 
 
+def _is_transient(event: Obj) -> bool:
+    message = _message(event)
+    lowered = message.lower()
+    return admission.is_transient(message) or any(f in lowered for f in ADMISSION_FAILURES)
+
+
 def _is_denial(event: Obj) -> bool:
     message = _message(event)
     return any(d in message for d in ADMISSION_DENIALS)
 
 
 def find(events: Iterable[Obj], job_uid: str) -> Refusal | None:
-    """The refusals recorded on the job with `job_uid`: their total count and the latest one."""
+    """The refusals recorded on the job with `job_uid`: their total count and the latest one.
+
+    Refusals where admission could not decide are left out: they say nothing of the pods."""
     mine = [
         e
         for e in events
         if e.get("reason") in REASONS
         and ((e.get("involvedObject") or e.get("regarding") or {}).get("uid") == job_uid)
+        and not _is_transient(e)
     ]
     if not mine or not job_uid:
         return None

@@ -5,7 +5,9 @@ not JSON, not an `admission.k8s.io/v1` AdmissionReview, no request uid). `Admiss
 dispatches by path and always answers a well-formed AdmissionReview: rule violations are denials
 (code 400) whose message names the field and the fix; a failed API lookup is a denial with code
 500 (the API server or the job controller retries); an unexpected error is logged and denied
-with code 500, and the server keeps serving.
+with code 500, and the server keeps serving. A code-500 message ends with
+`kubetune.admission.TRANSIENT`, so whoever reads it without the code (a Job's FailedCreate
+Event) knows it passes.
 
 Neighbours: `defaulting`, `validating`, `injecting`, `authorizing` (the rules), `serving`
 (HTTPS), `lookups`.
@@ -19,7 +21,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kubetune import naming
+from kubetune import admission, naming
 from kubetune.config import KatibConfig
 from kubetune_webhook import (
     authorizing,
@@ -100,6 +102,8 @@ def respond(
         response["warnings"] = warnings
     if not allowed:
         reason = {400: "BadRequest", 403: "Forbidden"}.get(code, "InternalError")
+        if code >= 500:  # the Event of a refused pod shows the message, not the code
+            message = admission.mark_transient(message)
         response["status"] = {"code": code, "reason": reason, "message": message}
     if patch:
         response["patchType"] = "JSONPatch"
