@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import tempfile
 import urllib.error
 import urllib.request
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path

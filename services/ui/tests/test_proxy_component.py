@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 import yaml
-
 from conftest import Proxy, post
+
 from kubetune.kube import ROLE_BINDINGS, ROLES, Kube
 from kubetune_testkit import builders
 from kubetune_testkit.paths import BASE, KUSTOMIZE
@@ -60,9 +60,13 @@ def test_the_component_passes_a_server_side_dry_run(cluster: Any, rendered: list
         "--force-conflicts", "-f", "-", stdin=yaml.safe_dump_all(rendered), check=False,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
-    for kind, name in [("deployment.apps", "kubetune-ui-proxy"), ("deployment.apps", "kubetune-ui"),
-                       ("clusterrole.rbac.authorization.k8s.io", "kubetune-ui-impersonate")]:  # fmt: skip
-        assert f"{kind}/{name} serverside-applied (server dry run)" in out.stdout, out.stdout
+    for applied in (
+        "deployment.apps/kubetune-ui-proxy",
+        "deployment.apps/kubetune-ui",
+        "clusterrole.rbac.authorization.k8s.io/kubetune-ui-impersonate",
+        "networkpolicy.networking.k8s.io/kubetune-ui",
+    ):
+        assert f"{applied} serverside-applied (server dry run)" in out.stdout, out.stdout
 
 
 def test_impersonation_is_narrowed_and_only_the_proxy_may_connect(rendered: list[Obj]) -> None:

@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 
 import pytest
-
 from conftest import Proxy
+
 from kubetune.kube import EXPERIMENTS, Kube
 from kubetune_testkit import builders
 from kubetune_testkit.waiting import wait_for

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 import yaml
-
 from conftest import Proxy, post
+
 from kubetune.kube import EXPERIMENTS, ROLE_BINDINGS, ROLES, Kube
 from kubetune_testkit import builders
 from kubetune_testkit.processes import console_script

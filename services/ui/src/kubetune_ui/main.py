@@ -55,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="address to listen on (the base Deployment sets 0.0.0.0: reached only via the proxy)",
     )  # fmt: skip
     parser.add_argument(
-        "--port", action=EnvDefault, env="KUBETUNE_UI_PORT", type=_whole(0, 65535, "a TCP port number"), default=8080,
+        "--port", action=EnvDefault, env="KUBETUNE_UI_PORT", default=8080,
+        type=_whole(0, 65535, "a TCP port number"),
         help="port to listen on (0: any free port, printed)",
     )  # fmt: skip
     parser.add_argument(

@@ -18,7 +18,9 @@ import hmac
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
+
+from starlette.datastructures import Headers
 
 from kubetune.kube import EXPERIMENTS, Kube
 
@@ -32,14 +34,6 @@ MAX_GROUPS = 64
 """Most groups one request may name."""
 RESERVED = "system:"
 """The API server's own users and groups (system:masters, system:serviceaccount:...)."""
-
-
-class Headers(Protocol):
-    """Starlette's request headers, or anything with the same two reads."""
-
-    def get(self, key: str, default: str | None = None) -> str | None: ...
-
-    def getlist(self, key: str) -> list[str]: ...
 
 
 class WriteMode(StrEnum):
@@ -164,9 +158,7 @@ class Identity:
             if g.strip()
         ]
         if len(named) > MAX_GROUPS:
-            raise Refused(
-                400, f"{self.groups_header}: {len(named)} groups, more than {MAX_GROUPS}"
-            )
+            raise Refused(400, f"{self.groups_header}: {len(named)} groups, more than {MAX_GROUPS}")
         for group in named:
             _reserved(_bounded(group, self.groups_header), "group")
         return tuple(dict.fromkeys(g for g in named if g in self.groups))
