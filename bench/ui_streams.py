@@ -19,14 +19,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import subprocess
 import tempfile
 import time
 import urllib.parse
-import urllib.request
 from collections import Counter
 from pathlib import Path
+
+from ui_page_load import http_status, on_a_cluster
 
 from kubetune_testkit.processes import console_script, free_port
 from kubetune_testkit.waiting import wait_for
@@ -91,7 +91,9 @@ def start_ui(kubeconfig: str, log: Path, *flags: str) -> tuple[subprocess.Popen[
              f"--address={HOST}", "--writes=off", *flags],
             stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
-    wait_for("the UI's caches", lambda: _status(f"http://{HOST}:{port}/readyz") == 200, timeout=120)
+    wait_for(
+        "the UI's caches", lambda: http_status(f"http://{HOST}:{port}/readyz") == 200, timeout=120
+    )
     return ui, port
 
 
@@ -118,14 +120,6 @@ def measure(kubeconfig: str, streams: int, topics: int, uncapped: bool) -> None:
         ui.wait(20)
 
 
-def _status(url: str) -> int:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as answer:
-            return int(answer.status)
-    except OSError:
-        return 0
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
@@ -133,21 +127,10 @@ def main() -> int:
     parser.add_argument("--topics", type=int, default=300)
     parser.add_argument("--uncapped", action="store_true", help="also a round with caps raised")
     args = parser.parse_args()
-    state: Path | None = None
-    kubeconfig = args.kubeconfig
-    if not kubeconfig:
-        from localcluster import cluster as lc
-
-        state = Path(tempfile.mkdtemp(prefix="bench-ui-cluster-"))
-        kubeconfig = lc.up(state, quiet=True).kubeconfig
-    try:
-        measure(kubeconfig, args.streams, args.topics, args.uncapped)
-    finally:
-        if state is not None:
-            from localcluster import cluster as lc
-
-            lc.down(state, quiet=True)
-            shutil.rmtree(state, ignore_errors=True)
+    on_a_cluster(
+        args.kubeconfig,
+        lambda kubeconfig: measure(kubeconfig, args.streams, args.topics, args.uncapped),
+    )
     return 0
 
 

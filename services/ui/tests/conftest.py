@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from kubetune.kube import ROLE_BINDINGS, ROLES, Kube
 from kubetune_testkit.processes import ServiceProcess, free_port
 from kubetune_testkit.waiting import wait_for
 
@@ -133,3 +134,16 @@ def post(url: str, body: Any, headers: dict[str, str]) -> tuple[int, dict[str, A
             return answer.status, json.loads(answer.read())
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read())
+
+
+def grant(kube: Kube, namespace: str, subject: str, name: str, verb: str = "create") -> None:
+    """A Role allowing `verb` on Experiments in `namespace`, bound to one User or Group."""
+    role = f"exp-{verb}-{subject.lower()}"
+    rules = [{"apiGroups": ["kubeflow.org"], "resources": ["experiments"], "verbs": [verb]}]
+    kube.create(ROLES, {"metadata": {"name": role}, "rules": rules}, namespace)
+    binding = {
+        "metadata": {"name": role},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": subject, "name": name}],
+    }
+    kube.create(ROLE_BINDINGS, binding, namespace)

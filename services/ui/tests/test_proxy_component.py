@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import Proxy, post
+from conftest import Proxy, grant, post
 
-from kubetune.kube import ROLE_BINDINGS, ROLES, Kube
+from kubetune.kube import Kube
 from kubetune_testkit import builders
 from kubetune_testkit.paths import BASE, KUSTOMIZE
 from kubetune_testkit.waiting import wait_for
@@ -121,14 +121,7 @@ def test_the_ui_as_deployed_writes_only_for_the_proxy(
     assert upstream["uri"].startswith("http://kubetune-ui.kubeflow.svc"), upstream
 
     group = env["KUBETUNE_UI_IMPERSONATE_GROUPS"].split(",")[0]
-    rules = [{"apiGroups": ["kubeflow.org"], "resources": ["experiments"], "verbs": ["create"]}]
-    kube.create(ROLES, {"metadata": {"name": "tuners"}, "rules": rules}, namespace)
-    binding = {
-        "metadata": {"name": "tuners"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tuners"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
-    }
-    kube.create(ROLE_BINDINGS, binding, namespace)
+    grant(kube, namespace, "Group", group)
 
     url = start_ui(env={**env, "KUBETUNE_UI_PROXY_SECRET_FILE": str(proxy.file)})
     form = {"yaml": yaml.safe_dump(builders.experiment("via-proxy", namespace)),

@@ -17,27 +17,15 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import Proxy, post
+from conftest import Proxy, grant, post
 
-from kubetune.kube import EXPERIMENTS, ROLE_BINDINGS, ROLES, Kube
+from kubetune.kube import EXPERIMENTS, Kube
 from kubetune_testkit import builders
 from kubetune_testkit.processes import console_script
 from kubetune_testkit.uipaths import object_path
 from kubetune_testkit.waiting import wait_for
 
 pytestmark = pytest.mark.integration
-
-
-def grant_experiments(kube: Kube, namespace: str, user: str) -> None:
-    """A Role for creating Experiments in `namespace`, bound to `user` only."""
-    rules = [{"apiGroups": ["kubeflow.org"], "resources": ["experiments"], "verbs": ["create"]}]
-    kube.create(ROLES, {"metadata": {"name": "exp-writer"}, "rules": rules}, namespace)
-    binding = {
-        "metadata": {"name": "exp-writer"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "exp-writer"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
-    }
-    kube.create(ROLE_BINDINGS, binding, namespace)
 
 
 def test_create_is_made_as_the_proxys_user_and_refused_without_one(
@@ -61,7 +49,7 @@ def test_create_is_made_as_the_proxys_user_and_refused_without_one(
     assert 'User "alice" cannot create resource "experiments"' in answer["message"], answer
     assert kube.get_or_none(EXPERIMENTS, "by-alice", namespace) is None
 
-    grant_experiments(kube, namespace, "alice")
+    grant(kube, namespace, "User", "alice")
     wait_for(
         "alice's Role to apply",
         lambda: post(url, form, {**ui, "X-Forwarded-User": "alice"})[0] == 201,
@@ -79,14 +67,7 @@ def test_allowed_groups_from_the_proxy_are_impersonated_too(
 ) -> None:
     url = start_ui("--writes=impersonate", proxy.flag, "--impersonate-groups=tuners")
     url += "/api/experiments"
-    rules = [{"apiGroups": ["kubeflow.org"], "resources": ["experiments"], "verbs": ["create"]}]
-    kube.create(ROLES, {"metadata": {"name": "team"}, "rules": rules}, namespace)
-    binding = {
-        "metadata": {"name": "team"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "team"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "tuners"}],
-    }
-    kube.create(ROLE_BINDINGS, binding, namespace)
+    grant(kube, namespace, "Group", "tuners")
     form = {
         "yaml": yaml.safe_dump(builders.experiment("by-team", namespace)),
         "namespace": namespace,
@@ -139,14 +120,7 @@ def test_delete_is_made_as_the_user(
     status, answer = delete("mallory")
     assert status == 403 and 'User "mallory" cannot delete' in answer["message"], answer
     assert kube.get_or_none(EXPERIMENTS, "doomed", namespace) is not None
-    rules = [{"apiGroups": ["kubeflow.org"], "resources": ["experiments"], "verbs": ["delete"]}]
-    kube.create(ROLES, {"metadata": {"name": "deleter"}, "rules": rules}, namespace)
-    binding = {
-        "metadata": {"name": "deleter"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "deleter"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "dana"}],
-    }
-    kube.create(ROLE_BINDINGS, binding, namespace)
+    grant(kube, namespace, "User", "dana", "delete")
     wait_for("dana's delete", lambda: delete("dana")[0] == 200, interval=0.5)
     wait_for(
         "the experiment gone", lambda: kube.get_or_none(EXPERIMENTS, "doomed", namespace) is None
