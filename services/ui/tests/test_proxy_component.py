@@ -7,6 +7,7 @@ rendered ConfigMap, so the headers sent here are the ones the shipped proxy inje
 
 from __future__ import annotations
 
+import os
 import posixpath
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +29,8 @@ Obj = dict[str, Any]
 
 
 def render(cluster: Any, path: Path) -> list[Obj]:
-    out = cluster.kubectl("kustomize", str(path))
+    out = cluster.kubectl("kustomize", str(path), check=False)
+    assert out.returncode == 0, out.stderr
     return [doc for doc in yaml.safe_load_all(out.stdout) if doc]
 
 
@@ -45,8 +47,8 @@ def rendered(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> list[Obj
     overlay = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
-        "resources": [str(BASE / "ui")],
-        "components": [str(COMPONENT)],
+        "resources": [os.path.relpath(BASE / "ui", where)],  # kustomize takes no absolute path
+        "components": [os.path.relpath(COMPONENT, where)],
     }
     (where / "kustomization.yaml").write_text(yaml.safe_dump(overlay))
     return render(cluster, where)

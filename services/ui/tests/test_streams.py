@@ -73,26 +73,29 @@ def test_many_topics_or_unknown_topics_are_refused(
 def test_streams_per_client_and_in_all_are_capped(
     start_ui: Callable[..., str], streams: Callable[..., Stream], proxy: Proxy
 ) -> None:
-    base = start_ui(proxy.flag, "--max-streams-per-client=2", "--max-streams=3")
+    base = start_ui(proxy.flag, "--max-streams-per-client=2", "--max-streams=4")
     first, second = streams(base, ["experiments"]), streams(base, ["experiments"])
     assert (first.status, second.status) == (200, 200)
     third = streams(base, ["experiments"])
     assert third.status == 429 and "--max-streams-per-client" in third.message, third.message
-    # The proxy's proven users are clients of their own (all share the proxy's address) ...
-    alice = {"X-Kubetune-Proxy-Secret": proxy.secret, "X-Forwarded-User": "alice"}
-    assert streams(base, ["experiments"], alice).status == 200
-    # ... a user named without the proof is the same client as its address.
+    # A user named without the proof is the same client as its address ...
     forged = streams(base, ["experiments"], {"X-Forwarded-User": "mallory"})
     assert forged.status == 429 and "--max-streams-per-client" in forged.message
-    bob = {"X-Kubetune-Proxy-Secret": proxy.secret, "X-Forwarded-User": "bob"}
-    full = streams(base, ["experiments"], bob)
-    assert full.status == 429 and "--max-streams " in full.message + " ", full.message
+
+    # ... the proxy's proven users are clients of their own (all share the proxy's address).
+    def user(name: str) -> dict[str, str]:
+        return {"X-Kubetune-Proxy-Secret": proxy.secret, "X-Forwarded-User": name}
+
+    assert streams(base, ["experiments"], user("alice")).status == 200
+    assert streams(base, ["experiments"], user("bob")).status == 200
+    full = streams(base, ["experiments"], user("carol"))
+    assert full.status == 429 and "(--max-streams)" in full.message, full.message
     # A closed stream gives its place back.
     first.close()
     assert second.event() == "hello"
 
     def reopened() -> Stream | None:
-        stream = streams(base, ["experiments"], bob)
+        stream = streams(base, ["experiments"], user("carol"))
         return stream if stream.status == 200 else None
 
     # The server learns of the closed connection a moment later: try until it has.
