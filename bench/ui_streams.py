@@ -28,6 +28,8 @@ from pathlib import Path
 
 from ui_page_load import http_status, on_a_cluster
 
+from kubetune.kube import Kube, connect
+from kubetune_testkit.crds import install_kubetune_crds
 from kubetune_testkit.processes import console_script, free_port
 from kubetune_testkit.waiting import wait_for
 
@@ -98,6 +100,7 @@ def start_ui(kubeconfig: str, log: Path, *flags: str) -> tuple[subprocess.Popen[
 
 
 def measure(kubeconfig: str, streams: int, topics: int, uncapped: bool) -> None:
+    install_kubetune_crds(Kube(connect(kubeconfig)))  # the UI is ready once it watches them
     log = Path(tempfile.mkdtemp(prefix="bench-ui-streams-")) / "ui.log"
     ui, port = start_ui(kubeconfig, log)
     try:
