@@ -27,6 +27,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -106,7 +107,7 @@ def measure(kubeconfig: str, trials: int, repeat: int) -> None:
                 stdout=out, stderr=subprocess.STDOUT,
             )  # fmt: skip
         base = f"http://127.0.0.1:{port}"
-        wait_for("the UI's caches", lambda: _status(base + "/readyz") == 200, timeout=120)
+        wait_for("the UI's caches", lambda: http_status(base + "/readyz") == 200, timeout=120)
         api = base + object_path("/api/experiments", namespace, "big")
         times = []
         for _ in range(repeat):
@@ -173,12 +174,31 @@ def measure(kubeconfig: str, trials: int, repeat: int) -> None:
             kube.delete(NAMESPACES, namespace)
 
 
-def _status(url: str) -> int:
+def http_status(url: str) -> int:
+    """The answer's status; 0 when nothing answers."""
     try:
         with urllib.request.urlopen(url, timeout=5) as answer:
             return int(answer.status)
     except OSError:
         return 0
+
+
+def on_a_cluster(kubeconfig: str | None, measure: Callable[[str], None]) -> None:
+    """`measure(kubeconfig)`; without one, on a local cluster started and stopped here."""
+    state: Path | None = None
+    if not kubeconfig:
+        from localcluster import cluster as lc
+
+        state = Path(tempfile.mkdtemp(prefix="bench-ui-cluster-"))
+        kubeconfig = lc.up(state, quiet=True).kubeconfig
+    try:
+        measure(kubeconfig)
+    finally:
+        if state is not None:
+            from localcluster import cluster as lc
+
+            lc.down(state, quiet=True)
+            shutil.rmtree(state, ignore_errors=True)
 
 
 def main() -> int:
@@ -187,21 +207,7 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    state: Path | None = None
-    kubeconfig = args.kubeconfig
-    if not kubeconfig:
-        from localcluster import cluster as lc
-
-        state = Path(tempfile.mkdtemp(prefix="bench-ui-cluster-"))
-        kubeconfig = lc.up(state, quiet=True).kubeconfig
-    try:
-        measure(kubeconfig, args.trials, args.repeat)
-    finally:
-        if state is not None:
-            from localcluster import cluster as lc
-
-            lc.down(state, quiet=True)
-            shutil.rmtree(state, ignore_errors=True)
+    on_a_cluster(args.kubeconfig, lambda kubeconfig: measure(kubeconfig, args.trials, args.repeat))
     return 0
 
 

@@ -6,14 +6,20 @@ Chromium and its driver are Debian's (`chromium`, `chromium-driver`, installed b
 
 from __future__ import annotations
 
+import json
 import os
+import secrets
 import tempfile
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kubetune.kube import ROLE_BINDINGS, ROLES, Kube
 from kubetune_testkit.processes import ServiceProcess, free_port
 from kubetune_testkit.waiting import wait_for
 
@@ -31,6 +37,32 @@ def artifacts() -> Path:
     return path
 
 
+@dataclass(frozen=True)
+class Proxy:
+    """The authenticating proxy's shared secret: the UI's flag, and the header it sends."""
+
+    file: Path
+    secret: str
+
+    @property
+    def flag(self) -> str:
+        return f"--proxy-secret-file={self.file}"
+
+    def headers(self, user: str, **more: str) -> dict[str, str]:
+        """What the proxy adds to a signed-in user's write: its proof, the user, the page's
+        write header."""
+        return {"X-Kubetune-Proxy-Secret": self.secret, "X-Forwarded-User": user,
+                "X-Kubetune-UI": "1", **more}  # fmt: skip
+
+
+@pytest.fixture
+def proxy(tmp_path: Path) -> Proxy:
+    secret = secrets.token_hex(32)
+    path = tmp_path / "proxy-secret"
+    path.write_text(secret + "\n")  # as `kubectl create secret --from-file` may keep it
+    return Proxy(path, secret)
+
+
 @pytest.fixture
 def start_ui(
     cluster: Any,
@@ -38,13 +70,18 @@ def start_ui(
     services: Callable[..., ServiceProcess],
     request: pytest.FixtureRequest,
 ) -> Callable[..., str]:
-    """`start_ui(*flags)`: a `kubetune-ui` process on a free port; returns its base URL. At the
-    end of the test it must exit 0 on SIGTERM, open event streams or not."""
+    """`start_ui(*flags, env={...})`: a `kubetune-ui` process on a free port (`env` added to
+    the environment); returns its base URL. At the end of the test it must exit 0 on SIGTERM,
+    open event streams or not."""
 
-    def start(*flags: str) -> str:
+    def start(*flags: str, env: dict[str, str] | None = None) -> str:
         port = free_port()
         proc = services(
-            "kubetune-ui", f"--kubeconfig={cluster.kubeconfig}", f"--port={port}", *flags
+            "kubetune-ui",
+            f"--kubeconfig={cluster.kubeconfig}",
+            f"--port={port}",
+            *flags,
+            env={**os.environ, **env} if env else None,
         ).start()
         wait_for(
             "the UI to serve",
@@ -82,3 +119,31 @@ def browser() -> Iterator[Any]:
         yield driver
     finally:
         driver.quit()
+
+
+def post(url: str, body: Any, headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    """POST JSON; the status and the JSON answer (an error's too)."""
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json", **headers},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def grant(kube: Kube, namespace: str, subject: str, name: str, verb: str = "create") -> None:
+    """A Role allowing `verb` on Experiments in `namespace`, bound to one User or Group."""
+    role = f"exp-{verb}-{subject.lower()}"
+    rules = [{"apiGroups": ["kubeflow.org"], "resources": ["experiments"], "verbs": [verb]}]
+    kube.create(ROLES, {"metadata": {"name": role}, "rules": rules}, namespace)
+    binding = {
+        "metadata": {"name": role},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": subject, "name": name}],
+    }
+    kube.create(ROLE_BINDINGS, binding, namespace)

@@ -9,32 +9,25 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import yaml
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import (
-    FileResponse,
-    JSONResponse,
-    PlainTextResponse,
-    Response,
-    StreamingResponse,
-)
+from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from kubetune import errors, naming
 from kubetune.kube import PODS, Kube
 from kubetune_ui import views
 from kubetune_ui.cache import Cluster
+from kubetune_ui.streams import Limits, Streams, client_of
 from kubetune_ui.writing import Refused, Writer
 
 STATIC = Path(__file__).with_name("static")
 WRITE_HEADER = "X-Kubetune-UI"
 """Writes must carry it: a custom header a cross-site form or image cannot send (CSRF)."""
-KEEPALIVE = 15.0
 TRIAL_POD_SELECTORS = (
     "katib.kubeflow.org/trial={}",
     "batch.kubernetes.io/job-name={}",
@@ -55,10 +48,11 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"message": message}, status_code=status)
 
 
-def build(cluster: Cluster, kube: Kube, writer: Writer) -> Starlette:
+def build(cluster: Cluster, kube: Kube, writer: Writer, limits: Limits | None = None) -> Starlette:
     """The app: reads come from `cluster`'s caches, logs from `kube`, writes go through
-    `writer`."""
+    `writer`; live streams are bounded by `limits`."""
     chart_js = plotly_js()
+    streams = Streams(cluster.hub, limits or Limits())
     pages: dict[tuple[str, str], tuple[tuple[str, int], bytes]] = {}
     """The last experiment page JSON per experiment, while neither it nor a trial changed."""
 
@@ -108,18 +102,11 @@ def build(cluster: Cluster, kube: Kube, writer: Writer) -> Starlette:
         return PlainTextResponse(text)
 
     async def events(request: Request) -> Response:
-        topics = request.query_params.getlist("topic")
-        expanded = list(topics)
-        for topic in topics:
-            kind, _, rest = topic.partition("/")
-            if kind == "experiment":
-                ns, _, name = rest.partition("/")
-                expanded.append(f"experiment-label/{ns}/{naming.label_value(name)}")
-        return StreamingResponse(
-            _stream(cluster, expanded, request),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+        client = client_of(request, writer.identity.client_of(request.headers))
+        try:
+            return streams.open(client, request.query_params.getlist("topic"))
+        except Refused as e:
+            return _error(e.status, e.message)
 
     async def create(request: Request) -> Response:
         try:
@@ -253,30 +240,3 @@ def _logs(kube: Kube, trial: dict[str, Any]) -> str:
             text = f"(no log: {e.message})"
         parts.append(f"==> {pod_name}/{chosen} <==\n{text}")
     return "\n".join(parts)
-
-
-async def _stream(cluster: Cluster, topics: list[str], request: Request) -> AsyncIterator[str]:
-    """`change` events for the topics, coalesced (at most ~3 a second), with keep-alives."""
-    queues = [(t, cluster.hub.subscribe(t)) for t in topics]
-    try:
-        yield "retry: 2000\nevent: hello\ndata: {}\n\n"
-        while True:
-            waits = [asyncio.ensure_future(q.get()) for _, q in queues]
-            done, pending = await asyncio.wait(
-                waits, timeout=KEEPALIVE, return_when=asyncio.FIRST_COMPLETED
-            )
-            for task in pending:
-                task.cancel()
-            if await request.is_disconnected():
-                return
-            if not done:
-                yield ": keep-alive\n\n"
-                continue
-            await asyncio.sleep(0.3)
-            for _, q in queues:
-                while not q.empty():
-                    q.get_nowait()
-            yield f"event: change\ndata: {json.dumps(topics)}\n\n"
-    finally:
-        for topic, q in queues:
-            cluster.hub.unsubscribe(topic, q)

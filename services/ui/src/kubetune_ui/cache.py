@@ -24,38 +24,61 @@ Key = tuple[str, str]
 log = logging.getLogger("kubetune.ui")
 
 
+class Subscriber:
+    """One event stream: a flag raised when any of its topics changes (changes coalesce)."""
+
+    def __init__(self, topics: frozenset[str]) -> None:
+        self.topics = topics
+        self.loop = asyncio.get_running_loop()
+        self.changed = asyncio.Event()
+
+
 class Hub:
-    """Topic -> subscribed asyncio queues; `publish` may be called from any thread."""
+    """Topic -> the streams subscribed to it; `publish` may be called from any thread.
+
+    Every stream is fed from the same two watches: a change costs one dictionary look-up per
+    topic and one wake-up per event loop, however many streams listen; a stream holds one
+    flag, whatever its number of topics.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._subscribers: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Queue[str]]]] = (
-            defaultdict(set)
-        )
+        self._subscribers: dict[str, set[Subscriber]] = defaultdict(set)
 
-    def subscribe(self, topic: str) -> asyncio.Queue[str]:
-        queue: asyncio.Queue[str] = asyncio.Queue(maxsize=1)
+    def subscribe(self, topics: frozenset[str]) -> Subscriber:
+        subscriber = Subscriber(topics)
         with self._lock:
-            self._subscribers[topic].add((asyncio.get_running_loop(), queue))
-        return queue
+            for topic in topics:
+                self._subscribers[topic].add(subscriber)
+        return subscriber
 
-    def unsubscribe(self, topic: str, queue: asyncio.Queue[str]) -> None:
+    def unsubscribe(self, subscriber: Subscriber) -> None:
         with self._lock:
-            self._subscribers[topic] = {s for s in self._subscribers[topic] if s[1] is not queue}
-            if not self._subscribers[topic]:
-                del self._subscribers[topic]
+            for topic in subscriber.topics:
+                listeners = self._subscribers.get(topic)
+                if listeners is not None:
+                    listeners.discard(subscriber)
+                    if not listeners:
+                        del self._subscribers[topic]
+
+    def count(self) -> int:
+        """Topics with at least one subscriber (a gauge for tests and the bench)."""
+        with self._lock:
+            return len(self._subscribers)
 
     def publish(self, *topics: str) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, set[Subscriber]] = defaultdict(set)
         with self._lock:
-            targets = [s for t in topics for s in self._subscribers.get(t, ())]
-        for loop, queue in targets:
-            loop.call_soon_threadsafe(_offer, queue)
+            for topic in topics:
+                for subscriber in self._subscribers.get(topic, ()):
+                    by_loop[subscriber.loop].add(subscriber)
+        for loop, subscribers in by_loop.items():
+            loop.call_soon_threadsafe(_wake, subscribers)
 
 
-def _offer(queue: asyncio.Queue[str]) -> None:
-    # One pending notice is enough: the browser refetches the whole view (changes coalesce).
-    if queue.empty():
-        queue.put_nowait("change")
+def _wake(subscribers: set[Subscriber]) -> None:
+    for subscriber in subscribers:
+        subscriber.changed.set()
 
 
 class Store:
