@@ -35,7 +35,14 @@ KINDS = tuple(LIMITS)
 
 
 def _meta(suggestion: Suggestion) -> dict[str, Any]:
-    return suggestion.metadata.model_dump(mode="json", by_alias=True, exclude_none=True)
+    """The metadata `naming.recorded_name` reads, in wire form."""
+    meta = suggestion.metadata
+    return {
+        "name": meta.name,
+        "namespace": meta.namespace,
+        "uid": meta.uid,
+        "annotations": meta.annotations or {},
+    }
 
 
 def fallback(suggestion: Suggestion, kind: str) -> str:
