@@ -154,6 +154,14 @@ def _foreign_deployment(name: str, namespace: str) -> Obj:
     }
 
 
+def _untouched(after: Obj, before: Obj) -> None:
+    """Same object, same spec (generation), no owner added, labels unchanged (its status is the
+    deployment controller's to write)."""
+    for key in ("uid", "generation", "labels"):
+        assert after["metadata"].get(key) == before["metadata"].get(key), key
+    assert not after["metadata"].get("ownerReferences")
+
+
 def test_an_object_of_another_owner_is_not_adopted(
     kube: Kube, namespace: str, controller: ServiceProcess
 ) -> None:
@@ -164,8 +172,7 @@ def test_an_object_of_another_owner_is_not_adopted(
 
     suggestion = standin.suggestion()
     after = kube.get(DEPLOYMENTS, "exp-random", namespace)
-    assert after["metadata"]["resourceVersion"] == foreign["metadata"]["resourceVersion"]
-    assert not after["metadata"].get("ownerReferences")
+    _untouched(after, foreign)
     chosen = suggestion["metadata"]["annotations"][naming.NAME_ANNOTATIONS["Deployment"]]
     uid = suggestion["metadata"]["uid"]
     assert chosen == naming.owned_name("exp-random", naming.LABEL_LIMIT, namespace, "exp", uid)
@@ -201,5 +208,5 @@ def test_create_leaves_an_object_made_meanwhile_by_another_owner(
     ctx = cast(Context, SimpleNamespace(kube=kube, log=logging.getLogger("test")))
     assert not reconciling.Reconciler._create(ctx, suggestion, body)
     after = kube.get(DEPLOYMENTS, "exp-random", namespace)
-    assert after["metadata"]["resourceVersion"] == foreign["metadata"]["resourceVersion"]
+    _untouched(after, foreign)
     assert not owning.owns(suggestion, after)
