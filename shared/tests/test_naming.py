@@ -88,3 +88,26 @@ def test_labels() -> None:
         "katib.kubeflow.org/trial": "exp-abc",
     }
     assert naming.suggestion_labels("e", "e", "e-tpe")["katib.kubeflow.org/deployment"] == "e-tpe"
+
+
+def test_owned_name_is_stable_per_suggestion_and_fits() -> None:
+    """The fallback when another owner holds Katib's name: the same for the same Suggestion
+    (a restart finds its object), another for another uid, and within the limit."""
+    a = naming.owned_name("e1-multivariate-tpe", naming.LABEL_LIMIT, "team", "e1", "u-1")
+    assert a == naming.owned_name("e1-multivariate-tpe", naming.LABEL_LIMIT, "team", "e1", "u-1")
+    assert a.startswith("e1-multivariate-tpe-") and a != "e1-multivariate-tpe"
+    assert a != naming.owned_name("e1-multivariate-tpe", naming.LABEL_LIMIT, "team", "e1", "u-2")
+    long = naming.owned_name("x" * 63, naming.LABEL_LIMIT, "team", "x", "u-1")
+    assert len(long) == naming.LABEL_LIMIT
+
+
+def test_recorded_name_follows_only_the_suggestions_own_fallback() -> None:
+    key = naming.NAME_ANNOTATIONS["PersistentVolumeClaim"]
+    meta: dict[str, object] = {"name": "e1", "namespace": "team", "uid": "u-1"}
+    own = naming.owned_name("e1-pbt", naming.NAME_LIMIT, "team", "e1", "u-1")
+    recorded = naming.recorded_name
+    assert recorded("e1-pbt", naming.NAME_LIMIT, "PersistentVolumeClaim", meta) == "e1-pbt"
+    meta["annotations"] = {key: own}
+    assert recorded("e1-pbt", naming.NAME_LIMIT, "PersistentVolumeClaim", meta) == own
+    meta["annotations"] = {key: "another-tenants-claim"}
+    assert recorded("e1-pbt", naming.NAME_LIMIT, "PersistentVolumeClaim", meta) == "e1-pbt"

@@ -42,15 +42,15 @@ def host_prefix(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def controller(
+def start_controller(
     cluster: Any,
-    namespace: str,
     installed: None,
     tmp_path: Path,
     host_prefix: Path,
     services: Callable[..., ServiceProcess],
-) -> Iterator[ServiceProcess]:
-    """The suggestion-controller process; asserts a clean exit (0 on SIGTERM) at teardown."""
+) -> Iterator[Callable[[str], ServiceProcess]]:
+    """Start a suggestion-controller process watching one namespace (several share one
+    katib-config and PV host prefix); asserts each exits cleanly (0 on SIGTERM) at teardown."""
     cfg = config.default()
     for entry in cfg.runtime.suggestions:
         entry.persistent_volume_claim_spec = {
@@ -64,22 +64,35 @@ def controller(
         }
     path = tmp_path / "katib-config.yaml"
     path.write_text(yaml.safe_dump(cfg.model_dump(mode="json", by_alias=True, exclude_none=True)))
-    handle = services(
-        "suggestion-controller",
-        "--kubeconfig",
-        cluster.kubeconfig,
-        "--watch-namespace",
-        namespace,
-        "--config",
-        str(path),
-        "--no-leader-elect",
-        "--probe-port=0",
-        "--log-level=debug",
-    ).start()
-    yield handle
-    code = handle.stop()
-    assert code == 0, handle.logs()
-    assert "Traceback" not in handle.output(), handle.logs()
+    started: list[ServiceProcess] = []
+
+    def start(namespace: str) -> ServiceProcess:
+        handle = services(
+            "suggestion-controller",
+            "--kubeconfig",
+            cluster.kubeconfig,
+            "--watch-namespace",
+            namespace,
+            "--config",
+            str(path),
+            "--no-leader-elect",
+            "--probe-port=0",
+            "--log-level=debug",
+        ).start()
+        started.append(handle)
+        return handle
+
+    yield start
+    for handle in started:
+        code = handle.stop()
+        assert code == 0, handle.logs()
+        assert "Traceback" not in handle.output(), handle.logs()
+
+
+@pytest.fixture
+def controller(namespace: str, start_controller: Callable[[str], ServiceProcess]) -> ServiceProcess:
+    """The suggestion-controller process watching the test's namespace."""
+    return start_controller(namespace)
 
 
 @pytest.fixture

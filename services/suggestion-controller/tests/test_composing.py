@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from kubetune import config
+from kubetune import config, naming
 from kubetune.api.experiment import Experiment
 from kubetune.api.suggestion import Suggestion
-from kubetune_suggestion_controller import composing, deciding
+from kubetune_suggestion_controller import composing, deciding, owning
 
 
 def _suggestion(name: str = "exp", namespace: str = "team") -> Suggestion:
@@ -107,6 +107,44 @@ def test_pv_is_prebound_with_a_host_path_under_the_prefix() -> None:
     claim = composing.pvc(_suggestion(), entry)
     assert claim["spec"]["volumeName"] == "exp-tpe-team"
     assert claim["spec"]["storageClassName"] == "local"
+    annotations = volume["metadata"]["annotations"]
+    assert annotations[naming.ANNOTATION_SUGGESTION] == "team/exp"
+    assert annotations[naming.ANNOTATION_SUGGESTION_UID] == "u-1"
+    assert owning.owns(_suggestion(), volume)
+
+
+def test_fallback_names_are_recorded_only_as_the_suggestions_own() -> None:
+    suggestion = _suggestion()
+    fallback = owning.fallback(suggestion, "Deployment")
+    assert fallback.startswith("exp-tpe-") and fallback != "exp-tpe"
+    assert fallback == owning.fallback(_suggestion(), "Deployment")  # a restart finds it again
+    other = _suggestion(namespace="team-b")
+    assert owning.fallback(other, "Deployment") != fallback
+    key = naming.NAME_ANNOTATIONS["Deployment"]
+    suggestion.metadata.annotations = {key: fallback}
+    assert owning.recorded(suggestion).deployment == fallback
+    assert owning.recorded(suggestion).service == "exp-tpe"
+    suggestion.metadata.annotations = {key: "someone-elses"}
+    assert owning.recorded(suggestion).deployment == "exp-tpe"
+    names = owning.recorded(_suggestion())
+    body = composing.deployment(_suggestion(), _entry(), True, names=names)
+    assert body["metadata"]["name"] == names.deployment
+
+
+def test_owns_only_by_uid() -> None:
+    suggestion = _suggestion()
+    mine = composing.service(suggestion)
+    assert owning.owns(suggestion, mine)
+    theirs = {**mine, "metadata": {**mine["metadata"], "ownerReferences": []}}
+    assert not owning.owns(suggestion, theirs)
+    other = _suggestion()
+    other.metadata.uid = "u-2"
+    assert not owning.owns(other, mine)
+    older_pv = {"kind": "PersistentVolume", "metadata": {}, "spec": {"claimRef": {"uid": "c-1"}}}
+    claim = {"metadata": {"uid": "c-1"}}
+    assert owning.owns(suggestion, older_pv, claim)
+    assert not owning.owns(suggestion, older_pv, {"metadata": {"uid": "c-2"}})
+    assert not owning.owns(suggestion, older_pv)
 
 
 def _experiment(*conditions: tuple[str, str]) -> Experiment:

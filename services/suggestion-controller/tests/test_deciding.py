@@ -156,6 +156,15 @@ def test_from_volume_with_a_pv_takes_the_finalizer_first_and_nothing_else() -> N
     assert decision == Decision(add_finalizer=True)
 
 
+def test_a_fallback_name_is_recorded_first_and_nothing_else() -> None:
+    """Another owner holds Katib's name: the annotation is written before anything is made
+    under the fallback, so a later pass (and the webhook) keep using it."""
+    record = {"kubetune.kubeflow.org/deployment-name": "exp-random-bcdfghjk"}
+    decision = _decide(_suggestion([C]), Seen(RUNNING_EXP, record=record))
+    assert decision.annotate == record
+    assert (decision.create, decision.status, decision.delete) == ([], None, [])
+
+
 @pytest.mark.parametrize(
     ("policy", "pv", "seen", "kinds"),
     [

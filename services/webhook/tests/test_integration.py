@@ -199,20 +199,7 @@ def test_second_from_volume_experiment_is_refused_while_its_pv_exists(
     assert _apply(cluster, first).returncode == 0
     pv = naming.suggestion_pv_name(naming.suggestion_name(name), "random", ns)
     # The suggestion-controller's PV, left behind when the first experiment goes.
-    kube.create(
-        PERSISTENT_VOLUMES,
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": pv, "labels": {"kubetune.test/webhook": "true"}},
-            "spec": {
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "persistentVolumeReclaimPolicy": "Retain",
-                "hostPath": {"path": f"/tmp/kubetune-webhook-test/{pv}"},
-            },
-        },
-    )
+    kube.create(PERSISTENT_VOLUMES, _suggestion_pv(pv, f"{ns}/{naming.suggestion_name(name)}"))
     try:
         kube.delete(EXPERIMENTS, name, ns)
         # Another engineer's controller on a shared cluster may hold a finalizer: drop it.
@@ -229,6 +216,44 @@ def test_second_from_volume_experiment_is_refused_while_its_pv_exists(
         wait_for("the PV to go", lambda: kube.get_or_none(PERSISTENT_VOLUMES, pv) is None)
         result = _apply(cluster, first)
         assert result.returncode == 0, result.stderr
+    finally:
+        with contextlib.suppress(errors.NotFound):
+            kube.delete(PERSISTENT_VOLUMES, pv)
+
+
+def _suggestion_pv(name: str, owner: str) -> dict[str, Any]:
+    """A PV as the suggestion-controller makes it for Suggestion `owner` (namespace/name)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {
+            "name": name,
+            "labels": {"kubetune.test/webhook": "true"},
+            "annotations": {naming.ANNOTATION_SUGGESTION: owner},
+        },
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "hostPath": {"path": f"/tmp/kubetune-webhook-test/{name}"},
+        },
+    }
+
+
+def test_from_volume_experiment_is_not_told_to_delete_another_tenants_pv(
+    cluster: Any, kube: Kube, registered: str
+) -> None:
+    """A PV under this Experiment's Katib PV name made for another tenant's Suggestion (the
+    names collide across namespaces) is that tenant's: the Experiment is admitted (the
+    suggestion-controller gives its PV another name) and that PV is never named to its author."""
+    ns = registered
+    name = "resume"
+    pv = naming.suggestion_pv_name(naming.suggestion_name(name), "random", ns)
+    kube.create(PERSISTENT_VOLUMES, _suggestion_pv(pv, f"tenant-b/{name}-random-x"))
+    try:
+        result = _apply(cluster, undefaulted_experiment(name, ns, resumePolicy="FromVolume"))
+        assert result.returncode == 0, result.stderr
+        assert pv not in result.stderr
     finally:
         with contextlib.suppress(errors.NotFound):
             kube.delete(PERSISTENT_VOLUMES, pv)

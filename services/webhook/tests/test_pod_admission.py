@@ -15,7 +15,7 @@ import pytest
 from webhook_cases import NS, TRIAL_LABEL, StaticCluster, job, pod, review, trial
 
 from kubetune import config as katib_config
-from kubetune import errors
+from kubetune import errors, naming
 from kubetune_webhook import injecting, reviewing, validating
 
 CONFIG = katib_config.default()
@@ -216,6 +216,46 @@ def test_pbt_trial_pod_gets_its_checkpoint_directory() -> None:
     } in primary["volumeMounts"]
     sidecar = next(c for c in mutated["spec"]["containers"] if c["name"] != "training-container")
     assert all(m["name"] != "suggestion-volume" for m in sidecar.get("volumeMounts", []))
+
+
+def _pbt_claim(suggestion: dict[str, Any]) -> str:
+    cluster = StaticCluster(
+        objects={
+            ("Job", NS, "random-abc"): job(),
+            ("Trial", NS, "random-abc"): _pbt_trial(),
+            ("Experiment", NS, "random"): _pbt_experiment(),
+            ("Suggestion", NS, "random"): suggestion,
+        }
+    )
+    response = _admit(cluster, pod())
+    assert response["allowed"] is True
+    patch = json.loads(base64.b64decode(response["patch"]))
+    from kubetune_webhook import patching
+
+    mutated = patching.apply(pod(), patch)
+    volume = next(v for v in mutated["spec"]["volumes"] if v["name"] == "suggestion-volume")
+    return str(volume["persistentVolumeClaim"]["claimName"])
+
+
+def test_pbt_trial_mounts_the_claim_name_its_suggestion_records() -> None:
+    """Another owner held `random-pbt`: the suggestion-controller made the claim under the
+    Suggestion's fallback name and recorded it; the trial mounts that claim, not the other's."""
+    uid = "sugg-uid"
+    chosen = naming.owned_name("random-pbt", naming.NAME_LIMIT, NS, "random", uid)
+    owner = {"kind": "Experiment", "name": "random", "uid": "exp-uid", "controller": True}
+    meta = {
+        "name": "random",
+        "namespace": NS,
+        "uid": uid,
+        "ownerReferences": [owner],
+        "annotations": {naming.NAME_ANNOTATIONS["PersistentVolumeClaim"]: chosen},
+    }
+    assert _pbt_claim({"metadata": meta}) == chosen
+    # A Suggestion of that name the Experiment does not own, or an annotation naming anything
+    # but the Suggestion's own fallback, is not followed.
+    assert _pbt_claim({"metadata": {**meta, "ownerReferences": []}}) == "random-pbt"
+    forged = {naming.NAME_ANNOTATIONS["PersistentVolumeClaim"]: "someone-elses-claim"}
+    assert _pbt_claim({"metadata": {**meta, "annotations": forged}}) == "random-pbt"
 
 
 def test_pbt_trial_without_its_experiment_is_refused_with_the_reason() -> None:

@@ -784,25 +784,56 @@ def test_namespace_lookup_failure_says_retry() -> None:
 # --- FromVolume PV check (§5) -----------------------------------------------------------------
 
 
-def test_from_volume_refused_while_the_pv_exists() -> None:
+def _pv(owner: str | None = None, claim: tuple[str, str] | None = None) -> dict[str, Any]:
+    """A suggestion PV: the suggestion-controller's owner annotation `owner` (namespace/name),
+    or (an older PV) only a claimRef to `claim` (namespace, name)."""
+    annotations = {naming.ANNOTATION_SUGGESTION: owner} if owner else {}
+    spec = {"claimRef": {"namespace": claim[0], "name": claim[1]}} if claim else {}
+    return {"metadata": {"annotations": annotations}, "spec": spec}
+
+
+LEFT_HERE = [_pv(f"{NS}/random"), _pv(claim=(NS, "random-random"))]
+
+
+@pytest.mark.parametrize("left", LEFT_HERE)
+def test_from_volume_refused_while_the_pv_exists(left: dict[str, Any]) -> None:
     exp = _with("spec.resumePolicy", "FromVolume")
     pv = naming.suggestion_pv_name("random", "random", NS)
     assert _problems(exp, StaticCluster()) == []
-    problems = _problems(exp, StaticCluster(pvs={pv}))
+    problems = _problems(exp, StaticCluster(pvs={pv: left}))
     assert len(problems) == 1
     assert f"PV: {pv} is not deleted" in problems[0]
     assert f"kubectl delete pv {pv}" in problems[0]
 
 
+@pytest.mark.parametrize(
+    "other",
+    [
+        _pv(f"{NS}-x/random"),  # Katib's PV names collide across namespaces
+        _pv(f"{NS}/random-x"),
+        _pv(claim=(f"{NS}-x", "random-random")),
+        _pv(claim=(NS, "other")),
+        _pv(),  # nobody's we know of: not this tenant's to delete either
+    ],
+)
+def test_from_volume_never_names_a_pv_of_someone_else(other: dict[str, Any]) -> None:
+    """The suggestion-controller gives this Experiment's PV another name; its author is never
+    told to delete a PV that belongs to another tenant."""
+    exp = _with("spec.resumePolicy", "FromVolume")
+    pv = naming.suggestion_pv_name("random", "random", NS)
+    assert _problems(exp, StaticCluster(pvs={pv: other})) == []
+
+
 def test_from_volume_pv_checked_only_on_create() -> None:
     exp = _with("spec.resumePolicy", "FromVolume")
     pv = naming.suggestion_pv_name("random", "random", NS)
-    assert _problems(exp, StaticCluster(pvs={pv}), operation="UPDATE", old=exp) == []
+    cluster = StaticCluster(pvs={pv: LEFT_HERE[0]})
+    assert _problems(exp, cluster, operation="UPDATE", old=exp) == []
 
 
 def test_never_policy_ignores_the_pv() -> None:
     pv = naming.suggestion_pv_name("random", "random", NS)
-    assert _problems(experiment(), StaticCluster(pvs={pv})) == []
+    assert _problems(experiment(), StaticCluster(pvs={pv: LEFT_HERE[0]})) == []
 
 
 # --- rule 4: updates --------------------------------------------------------------------------

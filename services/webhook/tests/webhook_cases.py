@@ -66,7 +66,7 @@ class StaticCluster:
 
     namespaces: dict[str, dict[str, str]] = field(default_factory=lambda: {NS: dict(LABELLED)})
     config_maps: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
-    pvs: set[str] = field(default_factory=set)
+    pvs: dict[str, dict[str, Any]] = field(default_factory=dict)
     objects: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
     forbidden: set[Permission] = field(default_factory=set)
     """What `may` refuses (every other permission is granted)."""
@@ -84,9 +84,9 @@ class StaticCluster:
         self._fail()
         return self.config_maps.get((namespace, name))
 
-    def pv_exists(self, name: str) -> bool:
+    def persistent_volume(self, name: str) -> dict[str, Any] | None:
         self._fail()
-        return name in self.pvs
+        return self.pvs.get(name)
 
     def get_object(
         self, api_version: str, kind: str, name: str, namespace: str, uid: str | None = None

@@ -37,6 +37,25 @@ ANNOTATION_TRAINING_CONTAINERS = "kubetune.kubeflow.org/training-containers"
 whose processes must complete, besides the primary one. The collector waits for all of them
 and the trial fails if any fails; other containers (sidecars) are never waited for."""
 
+ANNOTATION_SUGGESTION = "kubetune.kubeflow.org/suggestion"
+"""On a suggestion PV: `<namespace>/<name>` of the Suggestion that made it (a PV is cluster-scoped
+and cannot carry a namespaced owner reference)."""
+ANNOTATION_SUGGESTION_UID = "kubetune.kubeflow.org/suggestion-uid"
+"""On a suggestion PV: the uid of the Suggestion that made it; only that Suggestion uses or
+deletes it."""
+NAME_ANNOTATIONS = {
+    kind: f"kubetune.kubeflow.org/{short}-name"
+    for kind, short in (
+        ("Deployment", "deployment"),
+        ("Service", "service"),
+        ("PersistentVolumeClaim", "pvc"),
+        ("PersistentVolume", "pv"),
+    )
+}
+"""On a Suggestion, by kind: the fallback name its object got because another owner holds
+Katib's name (`owned_name`); absent while Katib's name is used. Written by the
+suggestion-controller, read by it and by the webhook (a PBT trial's claim)."""
+
 DEFAULT_SUGGESTION_VOLUME_PATH = "/opt/katib/data"
 DEFAULT_PV_HOST_PREFIX = "/tmp/katib/suggestions/"
 METRICS_VOLUME = "metrics-volume"
@@ -86,6 +105,37 @@ def suggestion_pvc_name(suggestion: str, algorithm: str) -> str:
 def suggestion_pv_name(suggestion: str, algorithm: str, namespace: str) -> str:
     """The cluster-scoped `<suggestion>-<algorithm>-<namespace>`: unique across namespaces."""
     return shorten(f"{suggestion}-{algorithm}-{namespace}", NAME_LIMIT)
+
+
+def owned_name(katib_name: str, limit: int, namespace: str, suggestion: str, uid: str) -> str:
+    """The fallback for `katib_name` when another owner holds it: a prefix of it and a hash of
+    the Suggestion's namespace, name and uid, so a restarted controller derives the same name
+    and no other Suggestion (not even a later one of the same name) derives it."""
+    prefix = katib_name[: limit - _HASH_LEN - 1].rstrip("-.")
+    return f"{prefix}-{_digest(f'{namespace}/{suggestion}/{uid}')}"
+
+
+def recorded_name(
+    katib_name: str,
+    limit: int,
+    kind: str,
+    meta: dict[str, object],
+) -> str:
+    """The name a Suggestion's object of `kind` has: the fallback when the Suggestion's
+    annotation records it, else Katib's. `meta` is the Suggestion's metadata (wire form); an
+    annotation holding anything but this Suggestion's own fallback is ignored."""
+    annotations = meta.get("annotations")
+    recorded = annotations.get(NAME_ANNOTATIONS[kind]) if isinstance(annotations, dict) else None
+    if not recorded:
+        return katib_name
+    fallback = owned_name(
+        katib_name,
+        limit,
+        str(meta.get("namespace") or ""),
+        str(meta.get("name") or ""),
+        str(meta.get("uid") or ""),
+    )
+    return fallback if recorded == fallback else katib_name
 
 
 def suggestion_pv_host_path(pv_name: str, prefix: str = DEFAULT_PV_HOST_PREFIX) -> str:

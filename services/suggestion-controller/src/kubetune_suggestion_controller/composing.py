@@ -1,9 +1,10 @@
 """The objects behind a Suggestion, as pure functions: Deployment, Service, PVC, PV, RBAC.
 
 Neighbours: `deciding` picks which of these a pass creates, `reconciling` creates them. Names
-come from `kubetune.naming`, image, resources, command and volume settings from the algorithm's
-`kubetune.config` entry (reference §4.3, §5). The algorithm process talks to the API server (not
-gRPC), so its pods run as a ServiceAccount bound (per namespace) to the ClusterRole
+are Katib's (`kubetune.naming`) unless `owning` chose fallbacks (passed in as `Names`); image,
+resources, command and volume settings come from the algorithm's `kubetune.config` entry
+(reference §4.3, §5). The algorithm process talks to the API server (not gRPC), so its pods
+run as a ServiceAccount bound (per namespace) to the ClusterRole
 `kubetune-suggestion-algorithm` unless the config entry names its own `serviceAccountName`.
 
 A Katib-protocol entry (`SuggestionConfig.katib_grpc`) gets the pod Katib would run: the image
@@ -18,6 +19,7 @@ sidecar alone), so the Katib images have no API credentials at all.
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any
 
 from kubetune import incluster, naming
@@ -97,22 +99,51 @@ def owner(suggestion: Suggestion) -> Obj:
     }
 
 
-def labels(suggestion: Suggestion) -> dict[str, str]:
+@dataclass(frozen=True)
+class Names:
+    """The names of a Suggestion's objects in this pass (`owning` chooses them)."""
+
+    deployment: str
+    service: str
+    pvc: str
+    pv: str
+
+    def of(self, kind: str) -> str:
+        return {
+            "Deployment": self.deployment,
+            "Service": self.service,
+            "PersistentVolumeClaim": self.pvc,
+            "PersistentVolume": self.pv,
+        }[kind]
+
+
+def katib_names(suggestion: Suggestion) -> Names:
+    return Names(
+        deployment_name(suggestion),
+        service_name(suggestion),
+        pvc_name(suggestion),
+        pv_name(suggestion),
+    )
+
+
+def labels(suggestion: Suggestion, names: Names | None = None) -> dict[str, str]:
     """Selector labels of the Deployment's pods and the Service."""
     name = _name(suggestion)
-    return naming.suggestion_labels(name, name, deployment_name(suggestion))
+    deployment = names.deployment if names else deployment_name(suggestion)
+    return naming.suggestion_labels(name, name, deployment)
 
 
-def _meta(suggestion: Suggestion, name: str) -> Obj:
+def _meta(suggestion: Suggestion, name: str, names: Names) -> Obj:
     return {
         "name": name,
         "namespace": _namespace(suggestion),
-        "labels": {**(suggestion.metadata.labels or {}), **labels(suggestion)},
+        "labels": {**(suggestion.metadata.labels or {}), **labels(suggestion, names)},
         "ownerReferences": [owner(suggestion)],
     }
 
 
 def deployment_name(suggestion: Suggestion) -> str:
+    """Katib's name of the Deployment (and of the Service, PVC and PV below)."""
     return naming.suggestion_deployment_name(_name(suggestion), algorithm_of(suggestion))
 
 
@@ -245,8 +276,10 @@ def deployment(
     *,
     bridge_image: str | None = None,
     early_stopping: EarlyStoppingConfig | None = None,
+    names: Names | None = None,
 ) -> Obj:
     """The algorithm's Deployment; `bridge_image` (for a Katib-protocol entry) is the sidecar's."""
+    names = names or katib_names(suggestion)
     name, algorithm = _name(suggestion), algorithm_of(suggestion)
     extra = entry.model_extra or {}
     path = mount_path(entry)
@@ -290,7 +323,7 @@ def deployment(
     container["volumeMounts"] = [{"name": naming.SUGGESTION_VOLUME, "mountPath": path}]
     source: Obj = {"emptyDir": {}}
     if volume:
-        source = {"persistentVolumeClaim": {"claimName": pvc_name(suggestion)}}
+        source = {"persistentVolumeClaim": {"claimName": names.pvc}}
     pod_spec["volumes"] = [{"name": naming.SUGGESTION_VOLUME, **source}]
     if entry.katib_grpc():
         pod_spec["containers"] = _katib_containers(
@@ -302,8 +335,8 @@ def deployment(
     elif early_stopping is not None:  # kubetune's algorithm asks the Katib image for the rules
         pod_spec["containers"].append(_early_stopping_container(early_stopping))
         container["args"] += ["--early-stopping-endpoint", f"localhost:{EARLY_STOPPING_PORT}"]
-    pod_labels = {**labels(suggestion), naming.ISTIO_INJECT: "false"}
-    meta = _meta(suggestion, deployment_name(suggestion))
+    pod_labels = {**labels(suggestion, names), naming.ISTIO_INJECT: "false"}
+    meta = _meta(suggestion, names.deployment, names)
     meta["labels"][naming.ISTIO_INJECT] = "false"
     meta["annotations"] = dict(suggestion.metadata.annotations or {})
     return {
@@ -314,7 +347,7 @@ def deployment(
             "replicas": 1,
             # never two algorithm processes on one study (and one RWO volume)
             "strategy": {"type": "Recreate"},
-            "selector": {"matchLabels": labels(suggestion)},
+            "selector": {"matchLabels": labels(suggestion, names)},
             "template": {
                 "metadata": {
                     "labels": pod_labels,
@@ -326,41 +359,44 @@ def deployment(
     }
 
 
-def service(suggestion: Suggestion) -> Obj:
-    name = service_name(suggestion)
+def service(suggestion: Suggestion, names: Names | None = None) -> Obj:
+    names = names or katib_names(suggestion)
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _meta(suggestion, name),
+        "metadata": _meta(suggestion, names.service, names),
         "spec": {
             "type": "ClusterIP",
-            "selector": labels(suggestion),
+            "selector": labels(suggestion, names),
             "ports": [{"name": PORT_NAME, "port": PORT, "targetPort": PORT}],
         },
     }
 
 
-def pvc(suggestion: Suggestion, entry: SuggestionConfig) -> Obj:
+def pvc(suggestion: Suggestion, entry: SuggestionConfig, names: Names | None = None) -> Obj:
+    names = names or katib_names(suggestion)
     spec: Obj = copy.deepcopy(entry.persistent_volume_claim_spec or {})
     spec.setdefault("accessModes", ["ReadWriteOnce"])
     spec.setdefault("resources", {}).setdefault("requests", {}).setdefault("storage", "1Gi")
     if entry.persistent_volume_spec:
-        spec["volumeName"] = pv_name(suggestion)
+        spec["volumeName"] = names.pv
         spec.setdefault(
             "storageClassName", entry.persistent_volume_spec.get("storageClassName") or ""
         )
-    meta = _meta(suggestion, pvc_name(suggestion))
+    meta = _meta(suggestion, names.pvc, names)
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec}
 
 
-def pv(suggestion: Suggestion, entry: SuggestionConfig) -> Obj:
+def pv(suggestion: Suggestion, entry: SuggestionConfig, names: Names | None = None) -> Obj:
     """The PV pre-bound to the claim; a hostPath in the config is a prefix (path = prefix + name).
 
     Cluster-scoped: no owner reference (the garbage collector ignores namespaced owners of
-    cluster-scoped objects); the Suggestion's finalizer deletes it.
+    cluster-scoped objects); annotations name the Suggestion and its uid instead (`owning`
+    reads them), and the Suggestion's finalizer deletes it.
     """
-    name = pv_name(suggestion)
-    claim = pvc(suggestion, entry)["spec"]
+    names = names or katib_names(suggestion)
+    name = names.pv
+    claim = pvc(suggestion, entry, names)["spec"]
     spec: Obj = copy.deepcopy(entry.persistent_volume_spec or {})
     spec.setdefault("accessModes", claim["accessModes"])
     spec.setdefault("capacity", {"storage": claim["resources"]["requests"]["storage"]})
@@ -370,9 +406,12 @@ def pv(suggestion: Suggestion, entry: SuggestionConfig) -> Obj:
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "namespace": _namespace(suggestion),
-        "name": pvc_name(suggestion),
+        "name": names.pvc,
     }
-    annotations: dict[str, str] = {}
+    annotations = {
+        naming.ANNOTATION_SUGGESTION: f"{_namespace(suggestion)}/{_name(suggestion)}",
+        naming.ANNOTATION_SUGGESTION_UID: suggestion.metadata.uid or "",
+    }
     if "hostPath" in spec:
         prefix = (spec["hostPath"] or {}).get("path") or naming.DEFAULT_PV_HOST_PREFIX
         path = naming.suggestion_pv_host_path(name, prefix)

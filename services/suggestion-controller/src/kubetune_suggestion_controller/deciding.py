@@ -24,6 +24,8 @@ code wins, as upstream):
   `kubetune_validation_failed`) fails the Suggestion with upstream's message.
 * FromVolume with a PV in the config: the finalizer first, alone (a metadata write; its event
   brings the next pass), because only the finalizer deletes a cluster-scoped PV.
+* A fallback name `owning` chose because another owner holds Katib's: recorded in the
+  Suggestion's annotations first, alone (a metadata write; its event brings the next pass).
 * Then whatever is missing is created (PV, PVC, the algorithm's ServiceAccount and RoleBinding
   unless the config names its own account, Service, Deployment) and the Deployment's availability
   gives DeploymentReady=False (look again in 5 s) or DeploymentReady=True then Running=True.
@@ -48,7 +50,7 @@ from kubetune.conditions import (
 )
 from kubetune.config import ConfigError, KatibConfig
 from kubetune_suggestion_controller import composing
-from kubetune_suggestion_controller.composing import Obj
+from kubetune_suggestion_controller.composing import Names, Obj
 
 S = SuggestionCondition
 R = SuggestionReason
@@ -106,7 +108,8 @@ def deployment_available(deployment: Obj | None) -> bool:
 
 @dataclass(frozen=True)
 class Seen:
-    """What the reconciler read besides the Suggestion; None/False means absent."""
+    """What the reconciler read besides the Suggestion; None/False means absent (an object of
+    another owner under the name counts as absent: it is never adopted)."""
 
     experiment: Experiment | None = None
     deployment: Obj | None = None
@@ -115,19 +118,26 @@ class Seen:
     pv: bool = False
     service_account: bool = False
     role_binding: bool = False
+    names: Names | None = None
+    """The objects' names (`owning`); None = Katib's."""
+    record: dict[str, str] = field(default_factory=dict)
+    """Fallback names to record in the Suggestion's annotations (annotation key -> name)."""
 
 
 @dataclass(frozen=True)
 class Decision:
     """The pass, in order: `create`, then `status` (one patch), then `delete`.
 
-    `add_finalizer` is a pass of its own (a metadata write, nothing else happens with it).
+    `add_finalizer` and `annotate` are passes of their own (a metadata write, nothing else
+    happens with it).
     """
 
     create: list[Obj] = field(default_factory=list)
     status: dict[str, Any] | None = None  # status fields to patch; None = nothing changed
     delete: list[tuple[str, str]] = field(default_factory=list)  # (kind, name)
     add_finalizer: bool = False
+    annotate: dict[str, str] = field(default_factory=dict)
+    """Annotations to add to the Suggestion, in a pass of their own (like `add_finalizer`)."""
     requeue_after: float | None = None
     note: str = ""  # what happened, for the log
 
@@ -166,17 +176,15 @@ class _Status:
         return {"conditions": wire, **self.times}
 
 
-def runtime_names(suggestion: Suggestion) -> list[tuple[str, str]]:
-    """(kind, name) of the Deployment and Service, which live only while the Suggestion runs."""
-    return [
-        ("Deployment", composing.deployment_name(suggestion)),
-        ("Service", composing.service_name(suggestion)),
-    ]
+def _names(suggestion: Suggestion, seen: Seen) -> Names:
+    return seen.names or composing.katib_names(suggestion)
 
 
 def _teardown(suggestion: Suggestion, seen: Seen) -> list[tuple[str, str]]:
+    """(kind, name) of the Deployment and Service, which live only while the Suggestion runs."""
+    names = _names(suggestion, seen)
     present = {"Deployment": seen.deployment is not None, "Service": seen.service}
-    return [(kind, name) for kind, name in runtime_names(suggestion) if present[kind]]
+    return [(kind, names.of(kind)) for kind in ("Deployment", "Service") if present[kind]]
 
 
 def problems_of(
@@ -247,6 +255,10 @@ def decide(suggestion: Suggestion, seen: Seen, config: KatibConfig, *, now: str)
         st.put(S.FAILED, TRUE, R.FAILED, MSG_VALIDATION + "; ".join(problems))
         return Decision(status=st.patch(), note="failed validation")
     entry = config.suggestion(composing.algorithm_of(suggestion))
+    if seen.record:
+        taken = ", ".join(f"{k.rsplit('/', 1)[-1]} {v}" for k, v in seen.record.items())
+        return Decision(annotate=dict(seen.record), note=f"Katib's name is taken: {taken}")
+    names = _names(suggestion, seen)
 
     create: list[Obj] = []
     volume = policy == ResumePolicy.FROM_VOLUME
@@ -255,9 +267,9 @@ def decide(suggestion: Suggestion, seen: Seen, config: KatibConfig, *, now: str)
             if FINALIZER not in (suggestion.metadata.finalizers or []):
                 return Decision(add_finalizer=True)
             if not seen.pv:
-                create.append(composing.pv(suggestion, entry))
+                create.append(composing.pv(suggestion, entry, names))
         if not seen.pvc:
-            create.append(composing.pvc(suggestion, entry))
+            create.append(composing.pvc(suggestion, entry, names))
     namespace = suggestion.metadata.namespace
     if not entry.service_account_name and namespace:
         if not seen.service_account:
@@ -265,7 +277,7 @@ def decide(suggestion: Suggestion, seen: Seen, config: KatibConfig, *, now: str)
         if not seen.role_binding:
             create.append(composing.role_binding(namespace))
     if not seen.service:
-        create.append(composing.service(suggestion))
+        create.append(composing.service(suggestion, names))
     if seen.deployment is None:
         early = None
         if seen.experiment is not None and seen.experiment.spec.early_stopping is not None:
@@ -279,6 +291,7 @@ def decide(suggestion: Suggestion, seen: Seen, config: KatibConfig, *, now: str)
                 volume,
                 bridge_image=config.bridge_image(entry),
                 early_stopping=early,
+                names=names,
             )
         )
 

@@ -1,10 +1,12 @@
 """Reconcile one Suggestion: read, let `deciding` decide, carry the decision out.
 
 Neighbours: `deciding` (pure: which objects to create or delete and the next conditions),
-`composing` (the objects), `main` (wires this into `kubetune.runtime`). Writes: the objects it
-owns (creates before the status write, deletes after it), the Suggestion's finalizer (only with
-a PV, in a pass of its own), and of the Suggestion status only `conditions`, `startTime`,
-`completionTime`, `lastReconcileTime` (contract): at most one merge patch per pass, made only
+`composing` (the objects), `owning` (their names, and whose an object found there is), `main`
+(wires this into `kubetune.runtime`). Writes: the objects it owns (creates before the status
+write, deletes after it; never an object of another owner), the Suggestion's finalizer (only
+with a PV) and its name annotations (`naming.NAME_ANNOTATIONS`), each in a pass of its own, and
+of the Suggestion status only `conditions`, `startTime`, `completionTime`, `lastReconcileTime`
+(contract): at most one merge patch per pass, made only
 when the decided status differs from the one read, carrying the resourceVersion that was read
 (the algorithm writes the other status fields; a 409 makes the runtime read again).
 
@@ -22,8 +24,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kubetune import conditions, errors
-from kubetune.api.experiment import Experiment
+from kubetune import conditions, errors, naming
+from kubetune.api.experiment import Experiment, ResumePolicy
 from kubetune.api.suggestion import Suggestion
 from kubetune.clock import rfc3339
 from kubetune.config import KatibConfig
@@ -42,9 +44,11 @@ from kubetune.kube import (
     Resource,
 )
 from kubetune.runtime import Context, Key, Result
-from kubetune_suggestion_controller import composing, deciding
+from kubetune_suggestion_controller import composing, deciding, owning
+from kubetune_suggestion_controller.composing import Obj
 from kubetune_suggestion_controller.deciding import FINALIZER
 
+CLAIM = PERSISTENT_VOLUME_CLAIMS.kind
 BY_KIND = {
     r.kind: r
     for r in (
@@ -68,30 +72,85 @@ class Reconciler:
         self, ctx: Context, suggestion: Suggestion, experiment: Experiment | None
     ) -> deciding.Seen:
         """The objects a decision depends on (the ServiceAccount and RoleBinding are per
-        namespace, shared by every Suggestion there)."""
+        namespace, shared by every Suggestion there), each under the name `owning` picks."""
         namespace = suggestion.metadata.namespace or ""
 
         def exists(res: Resource, name: str, namespace: str) -> bool:
             return ctx.read(res, Key(namespace, name)) is not None
 
+        volume = deciding.policy_of(suggestion, experiment) == ResumePolicy.FROM_VOLUME
+        chosen: dict[str, str] = {}
+        found: dict[str, Obj | None] = {}
+        record: dict[str, str] = {}
+        for kind in owning.KINDS if volume else owning.KINDS[:2]:
+            name, found[kind], taken = self._choose(ctx, suggestion, kind, found.get(CLAIM))
+            chosen[kind] = name
+            if taken:
+                record[naming.NAME_ANNOTATIONS[kind]] = name
+        recorded = owning.recorded(suggestion)
+        names = composing.Names(*(chosen.get(k, recorded.of(k)) for k in owning.KINDS))
         return deciding.Seen(
             experiment=experiment,
-            deployment=ctx.read(DEPLOYMENTS, Key(namespace, composing.deployment_name(suggestion))),
-            service=exists(SERVICES, composing.service_name(suggestion), namespace),
-            pvc=exists(PERSISTENT_VOLUME_CLAIMS, composing.pvc_name(suggestion), namespace),
-            pv=exists(PERSISTENT_VOLUMES, composing.pv_name(suggestion), ""),
+            deployment=found["Deployment"],
+            service=found["Service"] is not None,
+            pvc=found.get(CLAIM) is not None,
+            pv=found.get("PersistentVolume") is not None,
             service_account=exists(SERVICE_ACCOUNTS, composing.ALGORITHM_SA, namespace),
             role_binding=exists(ROLE_BINDINGS, composing.ALGORITHM_SA, namespace),
+            names=names,
+            record=record,
         )
+
+    @staticmethod
+    def _read(ctx: Context, kind: str, name: str, namespace: str) -> Obj | None:
+        res = BY_KIND[kind]
+        return ctx.read(res, Key(namespace if res.namespaced else "", name))
+
+    def _choose(
+        self, ctx: Context, suggestion: Suggestion, kind: str, claim: Obj | None
+    ) -> tuple[str, Obj | None, bool]:
+        """(name, the Suggestion's object there or None, whether the name is a fallback not
+        recorded yet) for `kind`: the recorded name, else Katib's unless another owner holds
+        it. An object of another owner is never returned (it would be adopted)."""
+        namespace = suggestion.metadata.namespace or ""
+        who = f"Suggestion {namespace}/{suggestion.metadata.name}"
+        name = owning.recorded(suggestion).of(kind)
+        obj = self._read(ctx, kind, name, namespace)
+        if obj is None or owning.owns(suggestion, obj, claim):
+            return name, obj, False
+        other = owning.fallback(suggestion, kind)
+        if name == other:  # its own fallback taken: left alone, never deleted
+            ctx.log.warning("%s %s belongs to %s, not to %s", kind, name, owning.holder(obj), who)
+            return name, None, False
+        ctx.log.info("%s %s belongs to %s: %s takes %s", kind, name, owning.holder(obj), who, other)
+        obj = self._read(ctx, kind, other, namespace)
+        if obj is not None and not owning.owns(suggestion, obj, claim):
+            ctx.log.warning("%s %s belongs to %s, not to %s", kind, other, owning.holder(obj), who)
+            obj = None
+        return other, obj, True
 
     # -- writing -------------------------------------------------------------------------------
 
     @staticmethod
-    def _create(kube: Kube, body: dict[str, Any]) -> None:
+    def _create(ctx: Context, suggestion: Suggestion, body: dict[str, Any]) -> bool:
+        """Create `body`; False when another owner made one of that name meanwhile (left
+        alone: the next pass sees it and picks the fallback name)."""
         res = BY_KIND[body["kind"]]
         namespace = body["metadata"].get("namespace") if res.namespaced else None
-        with contextlib.suppress(errors.AlreadyExists):  # made meanwhile: there, as wanted
-            kube.create(res, body, namespace)
+        name = body["metadata"]["name"]
+        try:
+            ctx.kube.create(res, body, namespace)
+            return True
+        except errors.AlreadyExists:
+            existing = ctx.kube.get_or_none(res, name, namespace)
+        if existing is None or owning.owns(suggestion, existing):
+            return True  # ours, made by an earlier pass (or gone again: the next pass makes it)
+        ctx.log.warning(
+            "%s %s belongs to %s, not to Suggestion %s/%s: not adopted",
+            body["kind"], name, owning.holder(existing), suggestion.metadata.namespace,
+            suggestion.metadata.name,
+        )  # fmt: skip
+        return False
 
     @staticmethod
     def _delete(kube: Kube, res: Resource, name: str, namespace: str | None) -> None:
@@ -99,16 +158,12 @@ class Reconciler:
             kube.delete(res, name, namespace, propagation="Background")
 
     @staticmethod
-    def _patch_meta(kube: Kube, suggestion: Suggestion, finalizers: list[str] | None) -> None:
+    def _patch_meta(kube: Kube, suggestion: Suggestion, meta: dict[str, Any]) -> None:
+        """A metadata merge patch guarded by the resourceVersion that was read."""
         kube.patch(
             SUGGESTIONS,
             suggestion.metadata.name or "",
-            {
-                "metadata": {
-                    "finalizers": finalizers,
-                    "resourceVersion": suggestion.metadata.resource_version,
-                }
-            },
+            {"metadata": {**meta, "resourceVersion": suggestion.metadata.resource_version}},
             suggestion.metadata.namespace,
         )
 
@@ -147,10 +202,13 @@ class Reconciler:
 
         if decision.add_finalizer:
             finalizers = [*(suggestion.metadata.finalizers or []), FINALIZER]
-            self._patch_meta(ctx.kube, suggestion, finalizers)
+            self._patch_meta(ctx.kube, suggestion, {"finalizers": finalizers})
             return Result.done()  # the update event brings us back
-        for body in decision.create:
-            self._create(ctx.kube, body)
+        if decision.annotate:
+            self._patch_meta(ctx.kube, suggestion, {"annotations": decision.annotate})
+            ctx.log.info("suggestion %s", decision.note)
+            return Result.done()  # the update event brings us back
+        made = [self._create(ctx, suggestion, body) for body in decision.create]
         if decision.status is not None:
             now = rfc3339(ctx.clock.now())
             ctx.write_status(SUGGESTIONS, raw, {**decision.status, "lastReconcileTime": now})
@@ -160,19 +218,30 @@ class Reconciler:
             ctx.log.info("suggestion %s", decision.note)
         if decision.requeue_after is not None:
             return Result.after(decision.requeue_after)
+        if not all(made):
+            return Result.after(deciding.NOT_READY_REQUEUE)
         return Result.done()
 
     def _finalize(self, ctx: Context, suggestion: Suggestion) -> None:
-        """Delete the PV (and the hostPath directory kubetune derived for it), then let go."""
+        """Delete the PV (and the hostPath directory kubetune derived for it) if it is this
+        Suggestion's, then let go."""
         if FINALIZER not in (suggestion.metadata.finalizers or []):
             return
-        name = composing.pv_name(suggestion)
+        names = owning.recorded(suggestion)
+        name = names.pv
         pv = ctx.read(PERSISTENT_VOLUMES, Key("", name))
-        if pv is not None:
+        claim = ctx.read(
+            PERSISTENT_VOLUME_CLAIMS, Key(suggestion.metadata.namespace or "", names.pvc)
+        )
+        if claim is not None and not owning.owns(suggestion, claim):
+            claim = None
+        if pv is not None and not owning.owns(suggestion, pv, claim):
+            ctx.log.info("PV %s belongs to %s: left alone", name, owning.holder(pv))
+        elif pv is not None:
             path = ((pv.get("metadata") or {}).get("annotations") or {}).get(composing.CREATED_DIR)
             self._delete(ctx.kube, PERSISTENT_VOLUMES, name, None)
             if path and os.path.isdir(path):
                 shutil.rmtree(path, ignore_errors=True)
                 ctx.log.info("removed host directory %s of PV %s", path, name)
         kept = [f for f in suggestion.metadata.finalizers or [] if f != FINALIZER]
-        self._patch_meta(ctx.kube, suggestion, kept or None)
+        self._patch_meta(ctx.kube, suggestion, {"finalizers": kept or None})

@@ -344,9 +344,33 @@ def find_experiment(
     return None
 
 
-def pbt_mount(experiment: dict[str, Any], trial_name: str) -> tuple[str, dict[str, Any]] | None:
+def find_suggestion(
+    experiment: dict[str, Any], namespace: str, owners: Owners
+) -> dict[str, Any] | None:
+    """The Experiment's Suggestion (same name, owned by it), or None (not made yet, or a
+    Suggestion of that name that is not this Experiment's). Raises
+    `validating.ClusterError` when it cannot be read."""
+    meta = experiment.get("metadata") or {}
+    name, uid = str(meta.get("name") or ""), meta.get("uid")
+    try:
+        found = owners.get_object(
+            API_VERSION, "Suggestion", naming.suggestion_name(name), namespace
+        )
+    except errors.InvalidName:
+        return None
+    refs = ((found or {}).get("metadata") or {}).get("ownerReferences") or []
+    if any(isinstance(r, dict) and r.get("controller") and r.get("uid") == uid for r in refs):
+        return found
+    return None
+
+
+def pbt_mount(
+    experiment: dict[str, Any], trial_name: str, suggestion: dict[str, Any] | None = None
+) -> tuple[str, dict[str, Any]] | None:
     """(claim name, volumeMount) of a PBT Experiment's trial: the suggestion's PVC at
-    `suggestion_trial_dir`, subPath `<experiment>/<trial>` (the directory the algorithm made)."""
+    `suggestion_trial_dir`, subPath `<experiment>/<trial>` (the directory the algorithm made).
+    The claim has Katib's name unless `suggestion` records the one the suggestion-controller
+    chose because another owner held Katib's."""
     spec = experiment.get("spec") or {}
     algorithm = spec.get("algorithm") or {}
     if algorithm.get("algorithmName") != "pbt":
@@ -360,7 +384,10 @@ def pbt_mount(experiment: dict[str, Any], trial_name: str) -> tuple[str, dict[st
     if not path:
         return None
     name = str((experiment.get("metadata") or {}).get("name") or "")
-    claim = naming.suggestion_pvc_name(name, "pbt")
+    claim = naming.suggestion_pvc_name(naming.suggestion_name(name), "pbt")
+    if suggestion is not None:
+        meta = suggestion.get("metadata") or {}
+        claim = naming.recorded_name(claim, naming.NAME_LIMIT, "PersistentVolumeClaim", meta)
     mount = {"name": SUGGESTION_VOLUME, "mountPath": path, "subPath": f"{name}/{trial_name}"}
     return claim, mount
 
@@ -414,11 +441,12 @@ def inject(
     namespace: str,
     config: KatibConfig,
     experiment: dict[str, Any] | None = None,
+    suggestion: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The pod as it should be admitted. Raises `Denied` with the fix in its message.
 
     `experiment` (the Trial's, given when `needs_experiment`) adds the PBT checkpoint volume to
-    the primary containers of a primary pod."""
+    the primary containers of a primary pod; `suggestion` (the Experiment's) names its claim."""
     try:
         trial = Trial.model_validate(trial_manifest)
     except ValidationError as e:
@@ -454,7 +482,7 @@ def inject(
             f"(containers: {names or 'none'}); fix trialTemplate.primaryContainerName"
         )
     volumes = spec.setdefault("volumes", [])
-    mount = pbt_mount(experiment, trial_name) if experiment is not None else None
+    mount = pbt_mount(experiment, trial_name, suggestion) if experiment is not None else None
     if mount is not None:
         claim, volume_mount = mount
         if not any(isinstance(v, dict) and v.get("name") == SUGGESTION_VOLUME for v in volumes):

@@ -106,8 +106,8 @@ class KubeCluster:
         obj = self._get(CONFIGMAPS, name, namespace)
         return None if obj is None else dict(obj.get("data") or {})
 
-    def pv_exists(self, name: str) -> bool:
-        return self._get(PERSISTENT_VOLUMES, name) is not None
+    def persistent_volume(self, name: str) -> dict[str, Any] | None:
+        return self._get(PERSISTENT_VOLUMES, name)
 
     def may(self, user: dict[str, Any], permission: Permission) -> bool:
         """Ask the API server's authorizers (never cached: rights change at any time)."""

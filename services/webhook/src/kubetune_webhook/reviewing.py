@@ -276,16 +276,19 @@ class Admission:
                 allowed=False,
                 message="spec.containers: a pod needs at least one container",
             )
-        experiment = None
+        experiment = suggestion = None
         if injecting.needs_experiment(trial):
             try:
                 experiment = injecting.find_experiment(trial, namespace, self.cluster)
+                if experiment is not None:
+                    suggestion = injecting.find_suggestion(experiment, namespace, self.cluster)
             except validating.ClusterError as e:
                 return respond(
                     review.uid,
                     allowed=False,
                     code=500,
-                    message=f"the Experiment of Trial {_name(trial)} cannot be read to mount "
+                    message=f"the Experiment of Trial {_name(trial)} or its Suggestion cannot be "
+                    "read to mount "
                     f"its checkpoint volume: {e}; retry",
                 )
             if experiment is None:
@@ -297,7 +300,7 @@ class Admission:
                     "Trials through an Experiment",
                 )
         try:
-            mutated = injecting.inject(pod, trial, namespace, self.config, experiment)
+            mutated = injecting.inject(pod, trial, namespace, self.config, experiment, suggestion)
         except injecting.Denied as e:
             return respond(review.uid, allowed=False, message=str(e))
         return respond(review.uid, allowed=True, patch=patching.diff(pod, mutated))

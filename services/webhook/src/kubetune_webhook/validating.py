@@ -3,7 +3,7 @@
 Each problem is one line `<field path>: <what is wrong>; <what to do>`. The rules are pure
 functions of the Experiment, the old one (UPDATE), the katib-config and a `Cluster` seam for the
 three things that need the API server: the namespace's labels (rule a), a ConfigMap template
-(rule 8) and whether a PersistentVolume exists (the FromVolume check, §5). Nothing here raises on
+(rule 8) and a PersistentVolume (the FromVolume check, §5). Nothing here raises on
 any input: a manifest of the wrong shape is denied with the fields named.
 
 Neighbours: `defaulting` (runs before this), `reviewing` (turns problems into a denial),
@@ -71,8 +71,8 @@ class Cluster(Protocol):
         """The ConfigMap's `data`, None when it does not exist. Raises ClusterError."""
         ...
 
-    def pv_exists(self, name: str) -> bool:
-        """Whether the PersistentVolume exists. Raises ClusterError."""
+    def persistent_volume(self, name: str) -> dict[str, Any] | None:
+        """The PersistentVolume, None when it does not exist. Raises ClusterError."""
         ...
 
 
@@ -779,24 +779,40 @@ def validate_spec(
     )
 
 
+def left_here(pv: dict[str, Any], namespace: str, suggestion: str, claim: str) -> bool:
+    """Whether the PV was made for Suggestion `namespace/suggestion` (its owner annotation, or
+    for a PV without one its claimRef `namespace/claim`). Katib's PV names collide across
+    namespaces; a PV of anyone else is none of this Experiment's business (the
+    suggestion-controller gives its PV another name) and must never be named to its author."""
+    meta = pv.get("metadata")
+    annotations = (meta.get("annotations") if isinstance(meta, dict) else None) or {}
+    owner = annotations.get(naming.ANNOTATION_SUGGESTION) if isinstance(annotations, dict) else None
+    if owner is not None:
+        return bool(owner == f"{namespace}/{suggestion}")
+    spec = pv.get("spec")
+    ref = (spec.get("claimRef") if isinstance(spec, dict) else None) or {}
+    return isinstance(ref, dict) and (ref.get("namespace"), ref.get("name")) == (namespace, claim)
+
+
 def pv_problem(experiment: Experiment, namespace: str, cluster: Cluster) -> list[str]:
-    """§5: a FromVolume Experiment may not reuse a name whose PV an earlier one left behind."""
+    """§5: a FromVolume Experiment may not reuse a name whose PV an earlier one of that name
+    in this namespace left behind."""
     spec = experiment.spec
     if spec.resume_policy is not ResumePolicy.FROM_VOLUME or spec.algorithm is None:
         return []
     name = experiment.metadata.name or ""
-    pv = naming.suggestion_pv_name(
-        naming.suggestion_name(name), spec.algorithm.algorithm_name, namespace
-    )
+    suggestion, algorithm = naming.suggestion_name(name), spec.algorithm.algorithm_name
+    pv = naming.suggestion_pv_name(suggestion, algorithm, namespace)
     try:
-        exists = cluster.pv_exists(pv)
+        found = cluster.persistent_volume(pv)
     except ClusterError as e:
         return [f"spec.resumePolicy: cannot check PersistentVolume {pv}: {e}; retry"]
-    if exists:
+    claim = naming.suggestion_pvc_name(suggestion, algorithm)
+    if found is not None and left_here(found, namespace, suggestion, claim):
         return [
             f"spec.resumePolicy: FromVolume experiment {name} cannot be created: PV: {pv} is "
-            "not deleted (left by an earlier experiment of this name); delete it with "
-            f"`kubectl delete pv {pv}` or choose another name"
+            "not deleted (left by an earlier experiment of this name in this namespace); "
+            f"delete it with `kubectl delete pv {pv}` or choose another name"
         ]
     return []
 
