@@ -161,18 +161,48 @@ def test_drop_history_removes_the_history_while_a_list_is_parsed() -> None:
     assert mh.FIELD not in watch_event["object"]["status"]
 
 
+class ReferenceSeries(mh.Series):
+    """A metric as thinned before the shortcuts (a copy of the old `thin`)."""
+
+    def _refilter(self) -> None:
+        last = len(self.points) - 1
+        self.points = [p for i, p in enumerate(self.points) if i == last or self.on_grid(p.step)]
+        self.bytes = sum(p.cost for p in self.points)
+
+    def thin(self) -> bool:
+        if len(self.points) <= 1:
+            return False
+        before = len(self.points)
+        while len(self.points) == before:
+            if self.first + self.stride < self.reports:
+                self.stride *= 2
+            elif self.first > 1:
+                self.first //= 2
+            else:
+                self.first = 0
+                self.stride = max(self.stride, self.reports + 1) * 2
+            self._refilter()
+            if self.first == 0 and len(self.points) == before:
+                self.points = self.points[-1:]
+                self.bytes = sum(p.cost for p in self.points)
+        return True
+
+
 class Reference:
     """The trimming as it was before it was made linear (a copy, kept as the model): the
-    estimate summed over every metric and every metric sorted by size on every append."""
+    estimate summed over every metric, every metric sorted by size on every append, and each
+    halving of the prefix refiltered."""
 
     def __init__(self, max_bytes: int = mh.MAX_BYTES, series: dict[str, mh.Series] | None = None):
         self.max_bytes = max_bytes
         self.series: dict[str, mh.Series] = series or {}
+        for s in self.series.values():
+            s.__class__ = ReferenceSeries
 
     def _series(self, name: str) -> mh.Series:
         found = self.series.get(name)
         if found is None:
-            found = self.series[name] = mh.Series(name, first=mh.KEEP_FIRST)
+            found = self.series[name] = ReferenceSeries(name, first=mh.KEEP_FIRST)
         return found
 
     def estimate(self) -> int:

@@ -121,6 +121,8 @@ class Series:
                 self.stride *= 2
             elif self.first > 1:
                 self.first //= 2
+                if self.points[-2].step < self.first:
+                    continue  # all but the latest are still in the prefix: nothing drops
             else:
                 # Only step 0 and the latest remain possible; drop all but the latest.
                 self.first = 0
