@@ -349,15 +349,16 @@ def test_numbers_outside_the_strict_grammar_and_huge_names_are_refused(
     assert metrichistory.FIELD not in (kube.get(TRIALS, "t1", namespace).get("status") or {})
 
 
-def raw_report(trial_name: str, logs: int, size: int) -> bytes:
-    """A serialized report of `logs` values of `loss`, padded to about `size` bytes."""
-    one = pb.MetricLog(time_stamp=T0, metric=pb.Metric(name="loss", value="0.5"))
-    digits = max(1, min(120, (size // logs) - one.ByteSize() - 2))
+def raw_report(trial_name: str, logs: int, size: int, name: str = "loss") -> bytes:
+    """A serialized report of `logs` values of `name`, padded to about `size` bytes (values
+    of at most 122 characters: the rest is the name's to fill)."""
+    one = pb.MetricLog(time_stamp=T0, metric=pb.Metric(name=name, value="0.5"))
+    digits = max(1, min(120, (size // logs) - one.ByteSize() - 3))
     value = "0." + "1" * digits
     request = pb.ReportObservationLogRequest(
         trial_name=trial_name,
         observation_log=pb.ObservationLog(
-            metric_logs=[pb.MetricLog(time_stamp=T0, metric=pb.Metric(name="loss", value=value))]
+            metric_logs=[pb.MetricLog(time_stamp=T0, metric=pb.Metric(name=name, value=value))]
             * logs
         ),
     )
@@ -388,9 +389,10 @@ def test_concurrent_maximal_reports_stay_within_the_byte_budget(
         request_serializer=None,
         response_deserializer=pb.ReportObservationLogReply.FromString,
     )
-    maximal = raw_report("t1", 4_000, 1024 * 1024 - 4096)
-    too_dear = raw_report("t1", 10_000, 1024 * 1024 - 4096)  # ~29 MiB priced
-    assert 1000 * 1024 < len(maximal) < 1024 * 1024 and len(too_dear) < 1024 * 1024
+    long_name = "loss-" + "x" * 140
+    maximal = raw_report("t1", 4_000, 1024 * 1024 - 4096, long_name)  # ~14 MiB priced
+    too_dear = raw_report("t1", 10_000, 300_000)  # the most logs: ~27 MiB priced
+    assert 1000 * 1024 < len(maximal) < 1024 * 1024, len(maximal)
     codes: list[grpc.StatusCode] = []
     details: list[str] = []
     barrier = threading.Barrier(44)
@@ -413,4 +415,5 @@ def test_concurrent_maximal_reports_stay_within_the_byte_budget(
     peak = scrape(probes, "kubetune_db_manager_budget_peak_bytes")
     assert 4 * len(maximal) < peak <= budget
     status = kube.get(TRIALS, "t1", namespace)["status"]
-    assert metrichistory.reports(status, "loss") == 4_000 * ok
+    assert metrichistory.reports(status, long_name) == 4_000 * ok
+    assert metrichistory.reports(status, "loss") == 0
