@@ -141,7 +141,7 @@ def run(kubeconfig: str, server_args: list[str], pythonpath: str) -> None:
         small_logs = (4_000_000 // 34) + 1  # ~34 bytes a log: 4 MB
         shapes = {
             "4 MB of small logs": report("t1", ["loss"] * small_logs, "0.5"),
-            "1 MiB, 4,000 logs": report("t1", ["loss"] * 4_000, "0." + "1" * 225),
+            "~1 MiB, 4,000 logs": report("t1", ["loss-" + "x" * 140] * 4_000, "0." + "1" * 81),
             "10,000 logs (~0.5 MB)": report("t1", ["loss"] * 10_000, "0." + "1" * 20),
         }
         for label, raw in shapes.items():
