@@ -9,6 +9,7 @@ accepted (just under --max-message-bytes, 4,000 logs) and a report of 10,000 log
 Last, one report of 10,000 distinct metric names to a fresh Trial, timed.
 
     python bench/db_manager_memory.py [--kubeconfig K] [--server-args "--workers=32"]
+    python bench/db_manager_memory.py --history-only   # no cluster: the history's share
 
 To measure the code before a change, put its sources first on db-manager's path:
 `--pythonpath OLD/services/db-manager/src:OLD/shared/src`.
@@ -180,12 +181,35 @@ def run(kubeconfig: str, server_args: list[str], pythonpath: str) -> None:
         kube.delete(NAMESPACES, namespace)
 
 
+def history_only() -> None:
+    """The history's share of a 10,000-name report, in this process (`PYTHONPATH` picks the
+    code measured): a fresh Trial, then the same names again on the reloaded history."""
+    from kubetune import metrichistory
+
+    names = [f"metric-{i:05d}" for i in range(10_000)]
+    started = time.perf_counter()
+    history = metrichistory.History()
+    for name in names:
+        history.append(name, "0.5", T0)
+    first = time.perf_counter() - started
+    started = time.perf_counter()
+    again = metrichistory.History.from_status({metrichistory.FIELD: history.to_wire()})
+    for name in names:
+        again.append(name, "0.6", T0)
+    second = time.perf_counter() - started
+    print(f"history of 10,000 names: {first:.2f} s new, {second:.2f} s reloaded and appended")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
     p.add_argument("--server-args", default="", help="more db-manager flags (shell words)")
     p.add_argument("--pythonpath", default="", help="PYTHONPATH of the db-manager process")
+    p.add_argument("--history-only", action="store_true", help="time the history alone")
     args = p.parse_args()
+    if args.history_only:
+        history_only()
+        return 0
     extra = shlex.split(args.server_args)
     if args.kubeconfig:
         run(args.kubeconfig, extra, args.pythonpath)
