@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Callable
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -156,3 +159,162 @@ def test_drop_history_removes_the_history_while_a_list_is_parsed() -> None:
         json.dumps({"type": "MODIFIED", "object": trial}), object_hook=mh.drop_history
     )
     assert mh.FIELD not in watch_event["object"]["status"]
+
+
+class ReferenceSeries(mh.Series):
+    """A metric as thinned before the shortcuts (a copy of the old `thin`)."""
+
+    def _refilter(self) -> None:
+        last = len(self.points) - 1
+        self.points = [p for i, p in enumerate(self.points) if i == last or self.on_grid(p.step)]
+        self.bytes = sum(p.cost for p in self.points)
+
+    def thin(self) -> bool:
+        if len(self.points) <= 1:
+            return False
+        before = len(self.points)
+        while len(self.points) == before:
+            if self.first + self.stride < self.reports:
+                self.stride *= 2
+            elif self.first > 1:
+                self.first //= 2
+            else:
+                self.first = 0
+                self.stride = max(self.stride, self.reports + 1) * 2
+            self._refilter()
+            if self.first == 0 and len(self.points) == before:
+                self.points = self.points[-1:]
+                self.bytes = sum(p.cost for p in self.points)
+        return True
+
+
+class Reference:
+    """The trimming as it was before it was made linear (a copy, kept as the model): the
+    estimate summed over every metric, every metric sorted by size on every append, and each
+    halving of the prefix refiltered."""
+
+    def __init__(self, max_bytes: int = mh.MAX_BYTES, series: dict[str, mh.Series] | None = None):
+        self.max_bytes = max_bytes
+        self.series: dict[str, mh.Series] = series or {}
+        for s in self.series.values():
+            s.__class__ = ReferenceSeries
+
+    def _series(self, name: str) -> mh.Series:
+        found = self.series.get(name)
+        if found is None:
+            found = self.series[name] = ReferenceSeries(name, first=mh.KEEP_FIRST)
+        return found
+
+    def estimate(self) -> int:
+        return 16 + sum(
+            s.bytes + 64 + s.name_bytes + len(str(s.reports)) for s in self.series.values()
+        )
+
+    def _fit(self) -> None:
+        while self.estimate() > self.max_bytes:
+            for s in sorted(self.series.values(), key=lambda s: s.bytes, reverse=True):
+                if s.thin():
+                    break
+            else:
+                return
+
+    def append(self, name: str, value: str, time: str) -> None:
+        s = self._series(name)
+        step = s.reports
+        s.reports += 1
+        s._add(step, value, time)
+        self._fit()
+
+    def extend(self, name: str, values: list[str], time: str) -> None:
+        if not values:
+            return
+        s = self._series(name)
+        base = s.reports
+        last = len(values) - 1
+        i = 0
+        while True:
+            s.reports = base + i + 1
+            s._add(base + i, values[i], time)
+            self._fit()
+            if i == last:
+                break
+            i = min(s.next_grid(base + i) - base, last)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"metrics": [s.to_wire() for s in self.series.values()]}
+
+
+NAMES = st.text(alphabet="abcdefgh", min_size=1, max_size=12)
+VALUES = st.text(alphabet="0123456789.e-", min_size=1, max_size=30)
+STEPS = st.lists(
+    st.tuples(st.booleans(), NAMES, st.lists(VALUES, min_size=1, max_size=60)),
+    min_size=1,
+    max_size=80,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=STEPS, max_bytes=st.integers(200, 12_000), reload_at=st.integers(0, 80))
+def test_trimming_keeps_what_the_sorting_algorithm_kept(
+    steps: list[tuple[bool, str, list[str]]], max_bytes: int, reload_at: int
+) -> None:
+    """Same appends and extends, same bound: the same history as the reference model, and the
+    same estimate, also across a reload from the stored form halfway (as db-manager does)."""
+    new, old = mh.History(max_bytes=max_bytes), Reference(max_bytes)
+    for i, (one_by_one, name, values) in enumerate(steps):
+        if i == reload_at:
+            wire = {mh.FIELD: new.to_wire()}
+            new = mh.History.from_status(wire, max_bytes=max_bytes)
+            # The reference continues from the same parsed metrics, trimmed its own way.
+            old = Reference(max_bytes, mh.History.from_status(wire, max_bytes=10**9).series)
+            old._fit()
+            assert new.to_wire() == old.to_wire()
+        times = [mh.rfc3339(1_800_000_000 + i)] * len(values)
+        if one_by_one:
+            for value, time in zip(values, times, strict=True):
+                new.append(name, value, time)
+                old.append(name, value, time)
+        else:
+            new.extend(name, values, times[0])
+            old.extend(name, values, times[0])
+        assert new.estimate() == old.estimate()
+    assert new.to_wire() == old.to_wire()
+
+
+class TooMuchWork(Exception):
+    pass
+
+
+def count_calls(limit: int) -> tuple[Callable[[], int], Callable[..., None]]:
+    """A profile hook counting Python and builtin calls (a sort's key function, each resumed
+    generator, each heap operation), raising once there are more than `limit`: work counted
+    without a clock, and a quadratic algorithm stops early instead of running for minutes."""
+    calls = 0
+
+    def hook(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        if event in ("call", "c_call"):
+            calls += 1
+            if calls > limit:
+                sys.setprofile(None)
+                raise TooMuchWork(f"more than {limit} calls")
+
+    return lambda: calls, hook
+
+
+@pytest.mark.parametrize("per_name", [1, 3])
+def test_ten_thousand_distinct_names_take_linear_work(per_name: int) -> None:
+    """One report of 10,000 metric names (each its own series): no re-sort of every series per
+    append, so the calls made stay a constant per append."""
+    n = 10_000
+    h = mh.History()
+    done, hook = count_calls(limit=100 * n * per_name)
+    sys.setprofile(hook)
+    try:
+        for round_ in range(per_name):
+            for i in range(n):
+                h.append(f"metric-{i:05d}", str(round_), T)
+    finally:
+        sys.setprofile(None)
+    assert len(h.series) == n
+    assert done() > n  # the hook saw the appends

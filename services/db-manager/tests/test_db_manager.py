@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -327,3 +328,92 @@ def test_a_name_in_two_namespaces_is_ambiguous_without_namespace(
         )
     finally:
         kube.delete(NAMESPACES, other)
+
+
+def test_numbers_outside_the_strict_grammar_and_huge_names_are_refused(
+    kube: Kube, namespace: str, start: Callable[..., Server]
+) -> None:
+    """The one metric check of every writer: `1_0` and full-width digits convert with float()
+    but are not numbers here; a 1 MB name is refused, not stored in the Trial."""
+    trial(kube, namespace)
+    stub = start().stub
+    for metric, says in [
+        (("loss", "1_0"), "'1_0'"),
+        (("loss", "\uff11\uff10"), "is not a number"),
+        (("n" * 1_000_000, "0.5"), "use a shorter name"),
+    ]:
+        with pytest.raises(grpc.RpcError) as bad:
+            report(stub, "t1", ("accuracy", "0.5"), metric)
+        assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert says in str(bad.value.details()) and "metric_logs[1]" in str(bad.value.details())
+    assert metrichistory.FIELD not in (kube.get(TRIALS, "t1", namespace).get("status") or {})
+
+
+def raw_report(trial_name: str, logs: int, size: int, name: str = "loss") -> bytes:
+    """A serialized report of `logs` values of `name`, padded to about `size` bytes (values
+    of at most 122 characters: the rest is the name's to fill)."""
+    one = pb.MetricLog(time_stamp=T0, metric=pb.Metric(name=name, value="0.5"))
+    digits = max(1, min(120, (size // logs) - one.ByteSize() - 3))
+    value = "0." + "1" * digits
+    request = pb.ReportObservationLogRequest(
+        trial_name=trial_name,
+        observation_log=pb.ObservationLog(
+            metric_logs=[pb.MetricLog(time_stamp=T0, metric=pb.Metric(name=name, value=value))]
+            * logs
+        ),
+    )
+    return bytes(request.SerializeToString())
+
+
+def scrape(port: int, name: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as answer:
+        for line in answer.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    raise AssertionError(f"{name} not in db-manager's /metrics")
+
+
+def test_concurrent_maximal_reports_stay_within_the_byte_budget(
+    kube: Kube, namespace: str, start: Callable[..., Server]
+) -> None:
+    """Memory is bounded by bytes in flight: 40 reports of ~1 MiB (the largest message) sent
+    at once are served within the budget (room for one at a time) or refused with
+    RESOURCE_EXHAUSTED naming the limit; a report priced above the budget is always refused;
+    the budget's high-water mark never passes its limit, and no refused value is written."""
+    trial(kube, namespace)
+    budget = 24 * 1024 * 1024
+    probes = free_port()
+    server = start("--budget-bytes", str(budget), "--probe-port", str(probes))
+    send = server.channel.unary_unary(
+        "/api.v1.beta1.DBManager/ReportObservationLog",
+        request_serializer=None,
+        response_deserializer=pb.ReportObservationLogReply.FromString,
+    )
+    long_name = "loss-" + "x" * 140
+    maximal = raw_report("t1", 4_000, 1024 * 1024 - 4096, long_name)  # ~14 MiB priced
+    too_dear = raw_report("t1", 10_000, 300_000)  # the most logs: ~27 MiB priced
+    assert 1000 * 1024 < len(maximal) < 1024 * 1024, len(maximal)
+    codes: list[grpc.StatusCode] = []
+    details: list[str] = []
+    barrier = threading.Barrier(44)
+
+    def push(i: int) -> None:
+        barrier.wait()
+        try:
+            send(too_dear if i % 11 == 0 else maximal, timeout=120)
+            codes.append(grpc.StatusCode.OK)
+        except grpc.RpcError as e:
+            codes.append(e.code())
+            details.append(str(e.details()))
+
+    assert not in_threads(push, 44)
+    ok = codes.count(grpc.StatusCode.OK)
+    refused = codes.count(grpc.StatusCode.RESOURCE_EXHAUSTED)
+    assert ok + refused == 44, codes
+    assert ok >= 1 and refused >= 4
+    assert all("--budget-bytes" in d and "smaller batches" in d for d in details), details
+    peak = scrape(probes, "kubetune_db_manager_budget_peak_bytes")
+    assert 4 * len(maximal) < peak <= budget
+    status = kube.get(TRIALS, "t1", namespace)["status"]
+    assert metrichistory.reports(status, long_name) == 4_000 * ok
+    assert metrichistory.reports(status, "loss") == 0

@@ -20,13 +20,17 @@ def test_values_must_be_numbers_or_unavailable() -> None:
     with pytest.raises(StoreError) as bad:
         checked_logs("t", [("loss", "0.5", ""), ("acc", "n/a", "")], 0)
     assert bad.value.code is Code.INVALID
-    assert str(bad.value).startswith("observation_log.metric_logs[1] of trial t: metric.value")
+    assert str(bad.value).startswith("observation_log.metric_logs[1] of trial t: value 'n/a'")
 
 
 @pytest.mark.parametrize(
     ("logs", "says"),
     [
-        ([("", "1", "")], "metric.name is empty"),
+        ([("", "1", "")], "metric name is empty"),
+        ([("loss", "1_0", "")], "value '1_0' of metric 'loss' is not a number"),
+        ([("loss", "\uff11\uff10", "")], "is not a number"),  # full-width digits
+        ([("n" * 1_000_000, "1", "")], "more than 256: use a shorter name"),
+        ([("loss", "1" * 129, "")], "more than 128: report the number itself"),
         ([("loss", "1", "2026-13-01T00:00:00Z")], "time_stamp '2026-13-01T00:00:00Z'"),
         ([("loss", "1", "2026-12-01T00:00:00")], "not an RFC3339 time"),  # no zone
         ([("loss", "1", "")] * 10_001, "report in smaller batches"),

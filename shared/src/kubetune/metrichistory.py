@@ -21,9 +21,10 @@ into the Trial; readers call `read(trial_status)`.
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -81,6 +82,7 @@ class Series:
     points: list[_Point] = field(default_factory=list)
     bytes: int = 0
     name_bytes: int = field(init=False)
+    index: int = field(default=0, compare=False)  # creation order in its History
 
     def __post_init__(self) -> None:
         self.name_bytes = json_length(self.name)
@@ -119,6 +121,8 @@ class Series:
                 self.stride *= 2
             elif self.first > 1:
                 self.first //= 2
+                if self.points[-2].step < self.first:
+                    continue  # all but the latest are still in the prefix: nothing drops
             else:
                 # Only step 0 and the latest remain possible; drop all but the latest.
                 self.first = 0
@@ -140,42 +144,83 @@ class Series:
 
 
 class History:
-    """All metrics of one Trial; every append keeps `size() <= MAX_BYTES`."""
+    """All metrics of one Trial; every append keeps `size() <= MAX_BYTES`.
+
+    Trimming is amortised O(log n) per append whatever the number of metrics n: the size
+    estimate is kept as a running total, and the biggest metric that can still give values is
+    the top of a heap (stale entries are dropped when they surface), instead of summing and
+    sorting every metric on every append (10,000 metric names made one report quadratic).
+    """
 
     def __init__(self, max_bytes: int = MAX_BYTES, keep_first: int = KEEP_FIRST) -> None:
         self.max_bytes = max_bytes
         self.keep_first = keep_first
         self.series: dict[str, Series] = {}
+        self._ordered: list[Series] = []  # by creation: the index breaks ties, oldest first
+        self._total = _OVERHEAD
+        self._heap: list[tuple[int, int]] = []  # (-bytes, index) of metrics with 2+ values
+        self._changed: dict[int, Series] = {}  # changed since they were last pushed
 
     def _series(self, name: str) -> Series:
         found = self.series.get(name)
         if found is None:
             found = self.series[name] = Series(name, first=self.keep_first)
+            found.index = len(self._ordered)
+            self._ordered.append(found)
+            self._total += _weight(found)
         return found
 
     def estimate(self) -> int:
         """An upper bound of the serialized size, kept without serializing."""
-        return _OVERHEAD + sum(
-            s.bytes + _SERIES_OVERHEAD + s.name_bytes + len(str(s.reports))
-            for s in self.series.values()
-        )
+        return self._total
+
+    def _biggest(self) -> Series | None:
+        """The metric with the most bytes that can still give values (ties: the oldest)."""
+        if len(self._heap) > 2 * len(self._ordered) + 64:  # mostly stale: rebuild
+            self._changed = dict(enumerate(self._ordered))
+            self._heap = []
+        fresh = [(-s.bytes, i) for i, s in self._changed.items() if len(s.points) > 1]
+        self._changed.clear()
+        if len(fresh) > len(self._heap):
+            self._heap.extend(fresh)
+            heapq.heapify(self._heap)
+        else:
+            for entry in fresh:
+                heapq.heappush(self._heap, entry)
+        while self._heap:
+            negative, index = self._heap[0]
+            s = self._ordered[index]
+            if -negative == s.bytes and len(s.points) > 1:
+                return s
+            heapq.heappop(self._heap)
+        return None
 
     def _fit(self) -> None:
-        while self.estimate() > self.max_bytes:
+        while self._total > self.max_bytes:
             # Thin the biggest metric; a metric with one value left cannot give more.
-            for s in sorted(self.series.values(), key=lambda s: s.bytes, reverse=True):
-                if s.thin():
-                    break
-            else:
+            found = self._biggest()
+            if found is None:
                 return
+            before = _weight(found)
+            found.thin()
+            self._total += _weight(found) - before
+            self._changed[found.index] = found
+
+    def _record(self, s: Series, step: int, value: str, time: str) -> None:
+        """Add a value at `step` (reports counted up to it), then trim to the bound."""
+        before = _weight(s)
+        s.reports = step + 1
+        s._add(step, value, time)
+        self._total += _weight(s) - before
+        self._changed[s.index] = s
+        if self._total > self.max_bytes:
+            self._fit()
 
     def append(self, name: str, value: str, time: str | None = None) -> int:
         """Record one reported value; returns its step (0-based report index)."""
         s = self._series(name)
         step = s.reports
-        s.reports += 1
-        s._add(step, value, time or rfc3339())
-        self._fit()
+        self._record(s, step, value, time or rfc3339())
         return step
 
     def extend(self, name: str, values: Sequence[str], time: str | None = None) -> None:
@@ -189,9 +234,7 @@ class History:
         last = len(values) - 1
         i = 0
         while True:
-            s.reports = base + i + 1
-            s._add(base + i, values[i], stamp)
-            self._fit()
+            self._record(s, base + i, values[i], stamp)
             if i == last:
                 break
             i = min(s.next_grid(base + i) - base, last)
@@ -212,9 +255,12 @@ class History:
         from it (the latest excepted, it may be off-grid).
         """
         history = cls(max_bytes)
+        wires: dict[str, Mapping[str, Any]] = {}
+        for metric in _wire_metrics(status):
+            wires.setdefault(metric["name"], metric)  # the first of a name, as `reports` reads
         for name, points in read(status).items():
             s = history._series(name)
-            wire = _wire_metric(status, name)
+            wire = wires.get(name, {})
             s.reports = max(int(wire.get("reports") or 0), points[-1][0] + 1 if points else 0)
             steps = [p[0] for p in points]
             first = 0
@@ -231,19 +277,30 @@ class History:
                 point = _Point(step, value, time, _cost(step, value, time))
                 s.points.append(point)
                 s.bytes += point.cost
+        history._total = _OVERHEAD + sum(_weight(s) for s in history._ordered)
+        history._changed = dict(enumerate(history._ordered))
         history._fit()
         return history
+
+
+def _weight(s: Series) -> int:
+    """A metric's share of `History.estimate()`."""
+    return s.bytes + _SERIES_OVERHEAD + s.name_bytes + len(str(s.reports))
 
 
 def serialized_size(wire: Mapping[str, Any]) -> int:
     return len(json.dumps(wire, separators=(",", ":")).encode())
 
 
-def _wire_metric(status: Mapping[str, Any] | None, name: str) -> Mapping[str, Any]:
+def _wire_metrics(status: Mapping[str, Any] | None) -> Iterator[Mapping[str, Any]]:
+    """The stored metrics that have a name (hand-written junk is skipped)."""
     for metric in ((status or {}).get(FIELD) or {}).get("metrics") or []:
-        if isinstance(metric, Mapping) and metric.get("name") == name:
-            return metric
-    return {}
+        if isinstance(metric, Mapping) and metric.get("name"):
+            yield metric
+
+
+def _wire_metric(status: Mapping[str, Any] | None, name: str) -> Mapping[str, Any]:
+    return next((m for m in _wire_metrics(status) if m["name"] == name), {})
 
 
 def read(trial_status: Mapping[str, Any] | None) -> dict[str, list[tuple[int, str, str]]]:
@@ -252,9 +309,7 @@ def read(trial_status: Mapping[str, Any] | None) -> dict[str, list[tuple[int, st
     Tolerates a history written by hand or cut short: lists of unequal length are zipped.
     """
     out: dict[str, list[tuple[int, str, str]]] = {}
-    for metric in ((trial_status or {}).get(FIELD) or {}).get("metrics") or []:
-        if not isinstance(metric, Mapping) or not metric.get("name"):
-            continue
+    for metric in _wire_metrics(trial_status):
         points = zip(
             metric.get("steps") or [],
             metric.get("values") or [],

@@ -38,14 +38,33 @@ def parser() -> argparse.ArgumentParser:
 
     flag("address", default="0.0.0.0:6789", help="listen address (Katib's port: 6789)")
     flag("namespace", default=None, help="serve the Trials of this namespace only (default: all)")
-    flag("max-message-bytes", type=int, default=4 * 1024 * 1024, help="largest gRPC message")
-    flag("max-concurrent-rpcs", type=int, default=512, help="RPCs in progress")
+    flag(
+        "max-message-bytes",
+        type=int,
+        default=1024 * 1024,
+        help="largest gRPC message (Katib's SDK sends a few metrics per report)",
+    )
+    flag("max-concurrent-rpcs", type=int, default=64, help="RPCs in progress")
     flag(
         "workers",
         type=int,
-        default=512,
+        default=32,
         help="threads serving RPCs, made as needed: a report waits for its Trial's write in "
-        "one, so fewer than --max-concurrent-rpcs cap how many reports a write can merge",
+        "one, so fewer than --max-concurrent-rpcs cap how many reports a write can merge; "
+        "each holds its request's raw bytes while it waits for the budget",
+    )
+    flag(
+        "budget-bytes",
+        type=int,
+        default=32 * 1024 * 1024,
+        help="memory the requests being served may take, priced from their size and metric "
+        "logs before they are parsed; a request that finds no room is RESOURCE_EXHAUSTED",
+    )
+    flag(
+        "budget-wait",
+        type=float,
+        default=2.0,
+        help="seconds a request waits for room in --budget-bytes",
     )
     flag(
         "recent-trials",
@@ -62,7 +81,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logs.configure(args.log_format, args.log_level)
-    for name in ("max_message_bytes", "max_concurrent_rpcs", "workers", "max_deadline"):
+    positive = ("max_message_bytes", "max_concurrent_rpcs", "workers", "max_deadline")
+    for name in (*positive, "budget_bytes", "budget_wait"):
         if getattr(args, name) <= 0:
             log.error("--%s must be positive, got %s", name.replace("_", "-"), getattr(args, name))
             return 2
@@ -79,7 +99,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from kubetune_db_manager import serving, storing
 
     limits = serving.Limits(
-        args.max_message_bytes, args.max_concurrent_rpcs, args.workers, args.max_deadline
+        args.max_message_bytes,
+        args.max_concurrent_rpcs,
+        args.workers,
+        args.max_deadline,
+        args.budget_bytes,
+        args.budget_wait,
     )
     # At most one API connection per worker (only the thread writing a Trial calls the API).
     kube = Kube(connect(args.kubeconfig, pool_size=args.workers))

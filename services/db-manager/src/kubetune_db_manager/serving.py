@@ -4,23 +4,28 @@ The message and service types are the generated modules `kubeflow-katib` ships
 (`kubeflow.katib.katib_api_pb2`, `_pb2_grpc`, imported by `kubetune.katibapi` without the SDK).
 Bounds: a maximum message size, a maximum number
 of RPCs in progress (more are refused with RESOURCE_EXHAUSTED rather than queued without
-limit), a worker pool, and a deadline on every RPC (the caller's, capped by `--max-deadline`).
+limit), a worker pool, a deadline on every RPC (the caller's, capped by `--max-deadline`), and
+a byte budget: requests arrive unparsed and are parsed only once the memory they will take
+(`admission.cost`) is held, so memory is bounded by bytes in flight, not by the RPC count.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent import futures
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import grpc
-from prometheus_client import Histogram
+from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+from prometheus_client import Gauge, Histogram
 
 from kubetune.katibapi import pb, pb_grpc
-from kubetune_db_manager.storing import Code, Store, StoreError
+from kubetune_db_manager import admission
+from kubetune_db_manager.storing import MAX_LOGS, Code, Store, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +36,13 @@ RPCS = Histogram(
     "DBManager RPCs by method and gRPC code, and their duration",
     ["method", "code"],
 )
+BUDGET_USED = Gauge(
+    "kubetune_db_manager_budget_used_bytes", "Bytes of the request budget held right now"
+)
+BUDGET_PEAK = Gauge(
+    "kubetune_db_manager_budget_peak_bytes", "The most bytes of the request budget ever held"
+)
+BUDGET_LIMIT = Gauge("kubetune_db_manager_budget_limit_bytes", "The request budget (bytes)")
 
 STATUS = {
     Code.INVALID: grpc.StatusCode.INVALID_ARGUMENT,
@@ -44,10 +56,12 @@ STATUS = {
 
 @dataclass(frozen=True)
 class Limits:
-    max_message_bytes: int = 4 * 1024 * 1024
-    max_concurrent_rpcs: int = 512
-    workers: int = 512
+    max_message_bytes: int = 1024 * 1024
+    max_concurrent_rpcs: int = 64
+    workers: int = 32
     max_deadline: float = 30.0
+    budget_bytes: int = 32 * 1024 * 1024
+    budget_wait: float = 2.0
 
 
 class DBManager(pb_grpc.DBManagerServicer):  # type: ignore[misc]
@@ -126,18 +140,109 @@ class DBManager(pb_grpc.DBManagerServicer):  # type: ignore[misc]
         return pb.DeleteObservationLogReply()
 
 
+class Admitted:
+    """The method handlers, taking raw bytes: each request is priced (`admission.cost`), waits
+    at most `budget_wait` for that many bytes of the budget, and only then is parsed and
+    served; refused unparsed with RESOURCE_EXHAUSTED when the budget stays full."""
+
+    def __init__(self, servicer: DBManager, limits: Limits) -> None:
+        self.servicer = servicer
+        self.limits = limits
+        self.budget = admission.Budget(limits.budget_bytes)
+        BUDGET_LIMIT.set(limits.budget_bytes)
+
+    def handler(self, name: str, request_type: Any, reply_type: Any) -> grpc.RpcMethodHandler:
+        method = getattr(self.servicer, name)
+
+        def serve(raw: bytes, context: grpc.ServicerContext) -> Any:
+            try:
+                logs = admission.count_metric_logs(raw, MAX_LOGS) if name == REPORT else 0
+            except admission.Malformed as e:
+                _refuse(context, grpc.StatusCode.INVALID_ARGUMENT, f"not a {name} request: {e}")
+            if logs is None:
+                _refuse(
+                    context,
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"observation_log has more than {MAX_LOGS} metric_logs: report in smaller "
+                    "batches",
+                )
+            with self._holding(admission.cost(len(raw), logs), len(raw), context):
+                try:
+                    request = request_type.FromString(raw)
+                except DecodeError as e:
+                    _refuse(context, grpc.StatusCode.INVALID_ARGUMENT, f"not a {name} request: {e}")
+                return method(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(
+            serve, request_deserializer=None, response_serializer=reply_type.SerializeToString
+        )
+
+    @contextmanager
+    def _holding(self, price: int, size: int, context: grpc.ServicerContext) -> Iterator[None]:
+        """Hold `price` bytes of the budget for the block, or refuse the request."""
+        remaining = context.time_remaining()
+        wait = self.limits.budget_wait
+        if remaining is not None:
+            wait = min(remaining, wait)
+        if not self.budget.acquire(price, wait):
+            limit = self.limits.budget_bytes
+            if price > limit:
+                why = f"needs {price} bytes of memory, more than the {limit}-byte request budget"
+            else:
+                why = (
+                    f"needs {price} bytes of memory and the {limit}-byte request budget stayed "
+                    f"full for {wait:.1f} s"
+                )
+            _refuse(
+                context,
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"this request ({size} bytes) {why} (--budget-bytes): send smaller batches "
+                "(fewer metric logs per report) or retry later",
+            )
+        BUDGET_USED.set(self.budget.used)
+        BUDGET_PEAK.set(self.budget.peak)
+        try:
+            yield
+        finally:
+            self.budget.release(price)
+            BUDGET_USED.set(self.budget.used)
+
+
+def _refuse(context: grpc.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:
+    log.info("refused: %s", message)
+    context.abort(code, message)
+    raise AssertionError("ServicerContext.abort raises")
+
+
+REPORT = "ReportObservationLog"
+METHODS = {
+    REPORT: (pb.ReportObservationLogRequest, pb.ReportObservationLogReply),
+    "GetObservationLog": (pb.GetObservationLogRequest, pb.GetObservationLogReply),
+    "DeleteObservationLog": (pb.DeleteObservationLogRequest, pb.DeleteObservationLogReply),
+}
+
+
 def server(store: Store, address: str, limits: Limits = Limits()) -> tuple[grpc.Server, int]:
     """A started server and the port it bound (`address` may end in `:0`)."""
     options = [
         ("grpc.max_receive_message_length", limits.max_message_bytes),
         ("grpc.max_send_message_length", limits.max_message_bytes),
+        # With bandwidth-delay probing the transport widens each stream's window and buffers
+        # whole messages nobody asked for yet: 160 concurrent 6 MB requests, refused as too
+        # large, took the process from 146 to 506 MiB; without it, 148 MiB. A stream's window
+        # then opens to a message when a handler reads it.
+        ("grpc.http2.bdp_probe", 0),
     ]
     srv = grpc.server(
         futures.ThreadPoolExecutor(max_workers=limits.workers, thread_name_prefix="rpc"),
         options=options,
         maximum_concurrent_rpcs=limits.max_concurrent_rpcs,
     )
-    pb_grpc.add_DBManagerServicer_to_server(DBManager(store, limits), srv)
+    admitted = Admitted(DBManager(store, limits), limits)
+    handlers = {name: admitted.handler(name, *types) for name, types in METHODS.items()}
+    srv.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("api.v1.beta1.DBManager", handlers),)
+    )
     port = srv.add_insecure_port(address)
     if port == 0:
         raise OSError(f"cannot listen on {address}")

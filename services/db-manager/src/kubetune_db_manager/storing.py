@@ -88,8 +88,9 @@ def parse_time(text: str, what: str) -> float:
 def checked_logs(trial: str, logs: Sequence[tuple[str, str, str]], now: float) -> list[Log]:
     """Validate a report's (metric name, value, time) triples; an empty time means now.
 
-    A value must convert to a float (what Katib's SDK checks before sending) or be
-    `unavailable` (what Katib's collectors report for a metric never seen).
+    A value must be a number in the one grammar every writer checks
+    (`observations.metric_error`: ASCII digits, bounded name and value) or `unavailable` (what
+    Katib's collectors report for a metric never seen).
 
     Raises:
         StoreError: INVALID, naming the trial, the log's index, the field and the fix.
@@ -105,17 +106,9 @@ def checked_logs(trial: str, logs: Sequence[tuple[str, str, str]], now: float) -
     out = []
     for i, (name, value, stamp) in enumerate(logs):
         where = f"observation_log.metric_logs[{i}] of trial {trial}"
-        if not name:
-            raise StoreError(Code.INVALID, f"{where}: metric.name is empty")
-        if value != UNAVAILABLE:
-            try:
-                float(value)
-            except ValueError:
-                raise StoreError(
-                    Code.INVALID,
-                    f"{where}: metric.value {value!r} of metric {name!r} is not a number "
-                    '(report a float, e.g. "0.25")',
-                ) from None
+        wrong = observations.metric_error(name, value)
+        if wrong:
+            raise StoreError(Code.INVALID, f"{where}: {wrong}")
         if stamp:
             epoch = parse_time(stamp, f"{where}: time_stamp")
         else:
