@@ -155,23 +155,32 @@ def test_grid_needs_steps_on_doubles() -> None:
     assert algorithmsettings.validate("grid", None, [stepped, LAYERS, OPT]) == []
 
 
+def _values(parameter: ParameterSpec) -> list[str]:
+    axis = algorithmsettings.grid_axis(parameter)
+    assert axis is not None
+    return [axis.value(k) for k in range(axis.count)]
+
+
 def test_grid_values_and_size() -> None:
     stepped = _p("lr", "double", min="0.1", max="0.3", step="0.1")
-    assert algorithmsettings.grid_values(stepped) == ["0.1", "0.2", "0.3"]
-    assert algorithmsettings.grid_values(LAYERS) == ["1", "2", "3", "4"]
-    assert algorithmsettings.grid_values(_p("n", "int", min="0", max="10", step="5")) == [
-        "0",
-        "5",
-        "10",
-    ]
+    assert _values(stepped) == ["0.1", "0.2", "0.3"]
+    assert _values(LAYERS) == ["1", "2", "3", "4"]
+    assert _values(_p("n", "int", min="0", max="10", step="5")) == ["0", "5", "10"]
+    assert _values(_p("n", "int", min="0", max="11", step="5")) == ["0", "5", "10"]
+    assert _values(OPT) == ["sgd", "adam"]
     assert algorithmsettings.grid_size([stepped, LAYERS, OPT, BATCH]) == 3 * 4 * 2 * 2
     assert algorithmsettings.grid_size([LR]) == 0
+    assert algorithmsettings.grid_axis(LR) is None
 
 
 def test_grid_too_large_is_a_problem() -> None:
     huge = _p("x", "double", min="0", max="1", step="1e-9")
     problems = algorithmsettings.validate("grid", None, [huge])
-    assert problems and "raise the step" in problems[0]
+    assert problems == [
+        "parameter x: the grid has 1000000001 points, more than the limit of 1000000 per "
+        "parameter; set a larger feasibleSpace.step, narrow min..max, or use another algorithm "
+        "(e.g. random)"
+    ]
 
 
 @pytest.mark.parametrize(
