@@ -306,7 +306,7 @@ def grid_axis(parameter: ParameterSpec) -> GridAxis | None:
 
     int: min..max by step (default 1); double: min..max by step (required); discrete and
     categorical: the list. Double points are rounded to the step's decimals so 0.1+0.2 prints
-    as 0.3. Counting is exact arithmetic (fractions for doubles, so 1e308 / 1e-308 counts too).
+    as 0.3. Counting is arithmetic (in fractions where floats overflow: 1e308 / 1e-308 counts too).
     """
     space = parameter.feasible_space
     name = parameter.name
@@ -321,8 +321,11 @@ def grid_axis(parameter: ParameterSpec) -> GridAxis | None:
         return GridAxis(name, (int(high) - int(low)) // istep + 1, int(low), istep)
     if parameter.parameter_type != ParameterType.DOUBLE or step is None or step <= 0:
         return None
-    span = (Fraction(high) - Fraction(low)) / Fraction(step)
-    count = math.floor(span + Fraction(1, 10**9)) + 1
+    span = (high - low) / step
+    if math.isfinite(span):  # a tolerance for float noise: 1 / 1e-6 is 999999.9999999999
+        count = math.floor(span + 1e-9 * max(1.0, span)) + 1
+    else:  # too many points for a float: counted exactly
+        count = math.floor((Fraction(high) - Fraction(low)) / Fraction(step)) + 1
     decimals = max(0, -math.floor(math.log10(step))) + 6 if step < 1 else 6
     return GridAxis(name, count, low, step, decimals)
 
