@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from kubetune import algorithmsettings
 from kubetune.api.common import AlgorithmSetting
 from kubetune.api.experiment import ParameterSpec
+from kubetune_testkit import capped
 
 
 def _s(**values: str) -> list[AlgorithmSetting]:
@@ -328,34 +327,15 @@ def test_pbt_problems_name_the_setting_and_the_fix(
     assert fragment in problems[0]
 
 
-GUARD = 512 * 1024 * 1024
-"""Address space a guarded check may add to its process: today's arithmetic needs kilobytes; a
-check that lists 9e18 grid points dies of MemoryError within it instead of eating the machine."""
-
-_GUARDED = """
-import json, os, resource, sys
-from kubetune import algorithmsettings
-from kubetune.api.experiment import ParameterSpec
-parameters = [ParameterSpec.model_validate(p) for p in json.loads(sys.stdin.read())]
-used = int(open("/proc/self/statm").read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-resource.setrlimit(resource.RLIMIT_AS, (used + int(sys.argv[1]),) * 2)
-print(json.dumps(algorithmsettings.validate("grid", None, parameters)))
-"""
-
-
 def _validate_guarded(parameters: list[dict[str, object]]) -> list[str]:
-    """`validate("grid", ...)` in a child process whose address space is capped at GUARD more
-    than it holds after its imports (and killed after two minutes)."""
-    result = subprocess.run(
-        [sys.executable, "-c", _GUARDED, str(GUARD)],
-        input=json.dumps(parameters),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    """`validate("grid", ...)` under an address-space cap (`capped`): a check that would list
+    9e18 grid points fails of MemoryError instead of eating the machine."""
+    setup = "import json, sys\nfrom kubetune import algorithmsettings\nfrom kubetune.api.experiment import ParameterSpec"
+    code = (
+        "parameters = [ParameterSpec.model_validate(p) for p in json.loads(sys.stdin.read())]\n"
+        'print(json.dumps(algorithmsettings.validate("grid", None, parameters)))'
     )
-    assert result.returncode == 0, result.stderr[-2000:]
-    problems: list[str] = json.loads(result.stdout)
+    problems: list[str] = json.loads(capped.run(setup, code, json.dumps(parameters)))
     return problems
 
 
