@@ -460,6 +460,32 @@ def _flood_runs(
         )
 
 
+def serve(kubeconfig: str, tmp: Path, *extra: str) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """`webhook serve` on loopback with certificates issued in `tmp`, once it answers /readyz;
+    returns the process, its port and the CA certificate's path."""
+    files = certificates.issue(tmp, ["localhost"], ["127.0.0.1"])
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).with_name("webhook")), "serve", "--address", "127.0.0.1",
+         "--port", str(port), "--cert-file", str(files.cert), "--key-file", str(files.key),
+         "--kubeconfig", kubeconfig, "--log-level", "warning", *extra],
+    )  # fmt: skip
+    ctx = ssl.create_default_context(cafile=str(files.ca_cert))
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            c = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=2)
+            c.request("GET", "/readyz")
+            if c.getresponse().status == 200:
+                c.close()
+                return proc, port, files.ca_cert
+        except OSError:
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise SystemExit("webhook did not start") from None
+            time.sleep(0.1)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
@@ -506,27 +532,13 @@ def main() -> int:
     try:
         _install_trial_crd(kube)
         job_uid = _setup(kube, ns)
-        files = certificates.issue(tmp, ["localhost"], ["127.0.0.1"])
-        port = free_port()
-        proc = subprocess.Popen(
-            [str(Path(sys.executable).with_name("webhook")), "serve", "--address", "127.0.0.1",
-             "--port", str(port), "--cert-file", str(files.cert), "--key-file", str(files.key),
-             "--kubeconfig", kubeconfig, "--log-level", "warning",
-             "--lookup-cache-seconds", str(args.lookup_cache_seconds), *args.webhook_arg],
-        )  # fmt: skip
-        ctx = ssl.create_default_context(cafile=str(files.ca_cert))
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                c = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=2)
-                c.request("GET", "/readyz")
-                if c.getresponse().status == 200:
-                    c.close()
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit("webhook did not start") from None
-                time.sleep(0.1)
+        proc, port, ca = serve(
+            kubeconfig,
+            tmp,
+            "--lookup-cache-seconds",
+            str(args.lookup_cache_seconds),
+            *args.webhook_arg,
+        )
         webhook = psutil.Process(proc.pid)
         peak = [webhook.memory_info().rss]
         sampling = threading.Event()
@@ -536,7 +548,7 @@ def main() -> int:
                 peak[0] = max(peak[0], webhook.memory_info().rss)
 
         threading.Thread(target=sample, daemon=True).start()
-        load = Load(port, files.ca_cert, args.rate, args.threads)
+        load = Load(port, ca, args.rate, args.threads)
         cases = {
             "/validate-experiment": [_review(_experiment(ns), "Experiment", ns)],
             "/mutate-pod": [_review(_pod(ns, "bench-trial", job_uid), "Pod", ns)],
@@ -554,7 +566,7 @@ def main() -> int:
                 f"{webhook.num_threads()} threads"
             )
             sampling.set()
-            _flood_runs(args, webhook, port, files.ca_cert, load, cases)
+            _flood_runs(args, webhook, port, ca, load, cases)
             return 0
         print("endpoint               requests  req/s   p50 ms   p99 ms   max ms  failed")
         for path, bodies in cases.items():

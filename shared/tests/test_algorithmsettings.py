@@ -330,7 +330,10 @@ def test_pbt_problems_name_the_setting_and_the_fix(
 def _validate_guarded(parameters: list[dict[str, object]]) -> list[str]:
     """`validate("grid", ...)` under an address-space cap (`capped`): a check that would list
     9e18 grid points fails of MemoryError instead of eating the machine."""
-    setup = "import json, sys\nfrom kubetune import algorithmsettings\nfrom kubetune.api.experiment import ParameterSpec"
+    setup = (
+        "import json, sys\nfrom kubetune import algorithmsettings\n"
+        "from kubetune.api.experiment import ParameterSpec"
+    )
     code = (
         "parameters = [ParameterSpec.model_validate(p) for p in json.loads(sys.stdin.read())]\n"
         'print(json.dumps(algorithmsettings.validate("grid", None, parameters)))'

@@ -13,6 +13,7 @@ import contextlib
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -49,9 +50,8 @@ def webhook(
         yield running
 
 
-@pytest.fixture
-def registered(cluster: Any, kube: Kube, webhook: Webhook, namespace: str) -> Iterator[str]:
-    """The namespace, labelled for injection, with the webhook registered for it only."""
+@contextlib.contextmanager
+def _registering(cluster: Any, kube: Kube, webhook: Webhook, namespace: str) -> Iterator[str]:
     cluster.kubectl(
         "label", "namespace", namespace, f"{naming.LABEL_INJECTION}={naming.INJECTION_ENABLED}"
     )
@@ -59,6 +59,56 @@ def registered(cluster: Any, kube: Kube, webhook: Webhook, namespace: str) -> It
     with registered_configurations(kube, configurations(webhook, namespace, name)):
         wait_effective(cluster, namespace)
         yield namespace
+
+
+@pytest.fixture
+def registered(cluster: Any, kube: Kube, webhook: Webhook, namespace: str) -> Iterator[str]:
+    """The namespace, labelled for injection, with the webhook registered for it only."""
+    with _registering(cluster, kube, webhook, namespace) as registered_namespace:
+        yield registered_namespace
+
+
+CAP = 1 << 30
+"""Virtual memory of the capped webhook: serving needs a fraction of it; a check listing a grid
+of 9e18 points dies of MemoryError there instead of eating the machine."""
+
+
+@pytest.fixture
+def capped(cluster: Any, kube: Kube, namespace: str, tmp_path: Path) -> Iterator[str]:
+    """A webhook of its own with at most CAP bytes of address space, registered for the
+    namespace only."""
+    env = {
+        **os.environ,
+        "KUBETUNE_WEBHOOK_REQUIRE_NAMESPACE_LABEL": "true",
+        "MALLOC_ARENA_MAX": "2",
+    }
+    with contextlib.ExitStack() as stack:
+        running = stack.enter_context(
+            serving(cluster.kubeconfig, tmp_path, env=env, address_space=CAP)
+        )
+        yield stack.enter_context(_registering(cluster, kube, running, namespace))
+
+
+@pytest.mark.parametrize("high", ["9e18", "9000000000000000000"])
+def test_grid_of_9e18_ints_is_refused_at_a_server_side_dry_run(
+    cluster: Any, capped: str, high: str
+) -> None:
+    """The attack that made the webhook allocate 9.1 GB within its 10 s admission deadline."""
+    space = {"min": "0", "max": high}
+    experiment = undefaulted_experiment(
+        "grid",
+        capped,
+        algorithm="grid",
+        parameters=[{"name": "lr", "parameterType": "int", "feasibleSpace": space}],
+    )
+    result = _apply(cluster, experiment, "--dry-run=server")
+    assert result.returncode != 0
+    assert "denied the request" in result.stderr, result.stderr
+    assert (
+        "spec.algorithm.algorithmSettings: parameter lr: the grid has about 9.0e18 "
+        "points, more than the limit of 1000000 per parameter; set a larger feasibleSpace.step, "
+        "narrow min..max, or use another algorithm (e.g. random)"
+    ) in result.stderr
 
 
 def test_invalid_experiment_is_refused_with_the_message(cluster: Any, registered: str) -> None:

@@ -418,12 +418,12 @@ def _check_parameters(algorithm: str, parameters: Sequence[ParameterSpec]) -> li
                 problems.append(f"parameter {parameter.name}: step must be a number > 0")
         elif not space.values:
             problems.append(f"parameter {parameter.name}: feasibleSpace.list must not be empty")
-        if algorithm == "grid":
-            if parameter.parameter_type == ParameterType.DOUBLE and space.step in (None, ""):
-                problems.append(
-                    f"parameter {parameter.name}: algorithm grid needs feasibleSpace.step on "
-                    "double parameters; set a step"
-                )
+        grid_double = algorithm == "grid" and parameter.parameter_type == ParameterType.DOUBLE
+        if grid_double and space.step in (None, ""):
+            problems.append(
+                f"parameter {parameter.name}: algorithm grid needs feasibleSpace.step on "
+                "double parameters; set a step"
+            )
     if algorithm == "grid" and not problems:
         problems += _check_grid(parameters)
     if algorithm == "cmaes":

@@ -16,7 +16,9 @@ resource.setrlimit(resource.RLIMIT_AS, (_used + {extra},) * 2)
 """
 
 
-def run(setup: str, code: str, stdin: str = "", extra: int = 512 << 20, timeout: float = 120) -> str:
+def run(
+    setup: str, code: str, stdin: str = "", extra: int = 512 << 20, timeout: float = 120
+) -> str:
     """Run `setup` (imports), then `code` with at most `extra` more bytes of address space;
     its stdout. Fails (AssertionError with the child's stderr) when the child does not exit 0,
     and raises subprocess.TimeoutExpired after `timeout` seconds."""

@@ -215,6 +215,8 @@ class Search:
                     ],
                 )
             )
-        if self.algorithm == "grid" and start + len(out) >= algorithmsettings.grid_size(self.parameters):
+        if self.algorithm == "grid" and start + len(out) >= algorithmsettings.grid_size(
+            self.parameters
+        ):
             self.exhausted = True
         return out
