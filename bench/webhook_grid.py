@@ -21,11 +21,10 @@ import contextlib
 import http.client
 import json
 import os
-import shutil
 import ssl
 import statistics
+import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -33,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from webhook_latency import _experiment, _review, serve
+from webhook_latency import _experiment, _review, served
 
 from kubetune import errors, naming
-from kubetune.kube import NAMESPACES, Kube, connect
+from kubetune.kube import NAMESPACES
 
 
 def _int(name: str, high: str) -> dict[str, Any]:
@@ -80,74 +79,50 @@ def main() -> int:
     parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
     parser.add_argument("--repeat", type=int, default=20)
     args = parser.parse_args()
-    own_cluster: Path | None = None
-    kubeconfig = args.kubeconfig
-    if not kubeconfig:
-        from localcluster import cluster as lc
-
-        own_cluster = Path(tempfile.mkdtemp(prefix="bench-webhook-grid-"))
-        kubeconfig = lc.up(own_cluster, with_nodeagent=False, quiet=True).kubeconfig
-    kube = Kube(connect(kubeconfig))
-    tmp = Path(tempfile.mkdtemp(prefix="bench-webhook-grid-certs-"))
     ns = f"bench-webhook-grid-{uuid.uuid4().hex[:6]}"
-    proc = None
-    try:
+    with served(args.kubeconfig) as (kube, proc, port, ca):
         labels = {naming.LABEL_INJECTION: naming.INJECTION_ENABLED}
-        namespace = {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": ns, "labels": labels},
-        }
-        kube.create(NAMESPACES, namespace)
-        proc, port, ca = serve(kubeconfig, tmp)
-        webhook = psutil.Process(proc.pid)
-        ctx = ssl.create_default_context(cafile=str(ca))
-        conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=120)
-        print(f"webhook pid {proc.pid}, {args.repeat} requests per case, {os.cpu_count()} CPUs")
-        print(f"{'case':28} {'p50 ms':>8} {'max ms':>8} {'RSS MiB':>8} {'peak MiB':>9}  answer")
-        for case, parameters in CASES.items():
-            body = _review(_grid_experiment(ns, parameters), "Experiment", ns)
-            before = webhook.memory_info().rss
-            done = threading.Event()
-            peak = [before]
-            sampler = threading.Thread(target=_sample, args=(webhook, peak, done), daemon=True)
-            sampler.start()
-            times: list[float] = []
-            answer: dict[str, Any] = {}
-            for _ in range(args.repeat):
-                t0 = time.perf_counter()
-                conn.request(
-                    "POST",
-                    "/validate-experiment",
-                    body=body,
-                    headers={"Content-Type": "application/json"},
-                )
-                answer = json.loads(conn.getresponse().read())["response"]
-                times.append((time.perf_counter() - t0) * 1e3)
-            done.set()
-            sampler.join()
-            message = (
-                "allowed"
-                if answer.get("allowed")
-                else (answer.get("status") or {}).get("message", "")
-            )
-            print(
-                f"{case:28} {statistics.median(times):8.2f} {max(times):8.2f} "
-                f"{before / 2**20:8.1f} {peak[0] / 2**20:9.1f}  {message[:110]}"
-            )
-        return 0
-    finally:
-        if proc is not None:
-            proc.terminate()
-            proc.wait(timeout=20)
-        with contextlib.suppress(errors.ApiError):
-            kube.delete(NAMESPACES, ns)
-        shutil.rmtree(tmp, ignore_errors=True)
-        if own_cluster is not None:
-            from localcluster import cluster as lc
+        kube.create(
+            NAMESPACES,
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}},
+        )
+        try:
+            _measure(ns, args.repeat, proc, port, ca)
+        finally:
+            with contextlib.suppress(errors.ApiError):
+                kube.delete(NAMESPACES, ns)
+    return 0
 
-            lc.down(own_cluster, quiet=True)
-            shutil.rmtree(own_cluster, ignore_errors=True)
+
+def _measure(ns: str, repeat: int, proc: subprocess.Popen[bytes], port: int, ca: Path) -> None:
+    webhook = psutil.Process(proc.pid)
+    ctx = ssl.create_default_context(cafile=str(ca))
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=120)
+    print(f"webhook pid {proc.pid}, {repeat} requests per case, {os.cpu_count()} CPUs")
+    print(f"{'case':28} {'p50 ms':>8} {'max ms':>8} {'RSS MiB':>8} {'peak MiB':>9}  answer")
+    for case, parameters in CASES.items():
+        body = _review(_grid_experiment(ns, parameters), "Experiment", ns)
+        before = webhook.memory_info().rss
+        done = threading.Event()
+        peak = [before]
+        sampler = threading.Thread(target=_sample, args=(webhook, peak, done), daemon=True)
+        sampler.start()
+        times: list[float] = []
+        answer: dict[str, Any] = {}
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            headers = {"Content-Type": "application/json"}
+            conn.request("POST", "/validate-experiment", body=body, headers=headers)
+            answer = json.loads(conn.getresponse().read())["response"]
+            times.append((time.perf_counter() - t0) * 1e3)
+        done.set()
+        sampler.join()
+        status = answer.get("status") or {}
+        message = "allowed" if answer.get("allowed") else str(status.get("message", ""))
+        print(
+            f"{case:28} {statistics.median(times):8.2f} {max(times):8.2f} "
+            f"{before / 2**20:8.1f} {peak[0] / 2**20:9.1f}  {message[:110]}"
+        )
 
 
 if __name__ == "__main__":
