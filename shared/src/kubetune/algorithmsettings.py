@@ -25,6 +25,12 @@ for Katib.
 (darts accepts any name; enas refuses unknown ones); `parse` gives their values as text, over
 upstream's defaults, since each service converts them its own way.
 
+`grid`: a grid is counted and its points computed (`grid_axis`), never listed, so checking one
+costs the same for 3 points as for 9e18: the webhook answers in bounded time and memory. At
+most GRID_LIMIT points per parameter and GRID_SIZE_LIMIT in all (upstream's services list the
+whole product to count it, and refuse a maxTrialCount above the count; kubetune ends the
+Experiment when the grid is used up instead, below).
+
 Algorithm-owned status entries: the algorithm writes `status.algorithmSettings` of the Suggestion;
 `SEARCH_EXHAUSTED` there (value "true") says the search space has no new points left (grid), so
 the experiment-controller ends the Experiment (reason `ExperimentSuggestionEndReached`) instead of
