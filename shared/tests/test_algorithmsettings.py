@@ -386,7 +386,9 @@ def test_double_grid_with_a_vanishing_step_is_refused_with_its_count() -> None:
     assert problems[0].startswith("parameter x: the grid has about 4.0e631 points, more than")
 
 
-def test_categorical_list_longer_than_the_limit_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_grid_of_a_categorical_list_longer_than_the_limit_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(algorithmsettings, "GRID_LIMIT", 1)
     assert algorithmsettings.validate("grid", None, [OPT]) == [
         "parameter opt: the grid has 2 points, more than the limit of 1 per parameter; shorten "
