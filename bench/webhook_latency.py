@@ -44,7 +44,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from multiprocessing.sharedctypes import SynchronizedArray
 from multiprocessing.synchronize import Event as MpEvent
 from pathlib import Path
@@ -460,6 +460,61 @@ def _flood_runs(
         )
 
 
+def serve(kubeconfig: str, tmp: Path, *extra: str) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """`webhook serve` on loopback with certificates issued in `tmp`, once it answers /readyz;
+    returns the process, its port and the CA certificate's path."""
+    files = certificates.issue(tmp, ["localhost"], ["127.0.0.1"])
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).with_name("webhook")), "serve", "--address", "127.0.0.1",
+         "--port", str(port), "--cert-file", str(files.cert), "--key-file", str(files.key),
+         "--kubeconfig", kubeconfig, "--log-level", "warning", *extra],
+    )  # fmt: skip
+    ctx = ssl.create_default_context(cafile=str(files.ca_cert))
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            c = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=2)
+            c.request("GET", "/readyz")
+            if c.getresponse().status == 200:
+                c.close()
+                return proc, port, files.ca_cert
+        except OSError:
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise SystemExit("webhook did not start") from None
+            time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def served(
+    kubeconfig: str | None, *extra: str
+) -> Iterator[tuple[Kube, subprocess.Popen[bytes], int, Path]]:
+    """A client and `serve`'s webhook for the block, on the cluster of `kubeconfig` or, without
+    one, on a local cluster started for the block; everything stopped and removed after."""
+    own_cluster: Path | None = None
+    if not kubeconfig:
+        from localcluster import cluster as lc
+
+        own_cluster = Path(tempfile.mkdtemp(prefix="bench-webhook-"))
+        kubeconfig = lc.up(own_cluster, with_nodeagent=False, quiet=True).kubeconfig
+    tmp = Path(tempfile.mkdtemp(prefix="bench-webhook-certs-"))
+    proc: subprocess.Popen[bytes] | None = None
+    try:
+        proc, port, ca = serve(kubeconfig, tmp, *extra)
+        yield Kube(connect(kubeconfig)), proc, port, ca
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=20)
+        shutil.rmtree(tmp, ignore_errors=True)
+        if own_cluster is not None:
+            from localcluster import cluster as lc
+
+            lc.down(own_cluster, quiet=True)
+            shutil.rmtree(own_cluster, ignore_errors=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
@@ -491,96 +546,68 @@ def main() -> int:
     args = parser.parse_args()
     _raise_file_limit()
 
-    own_cluster: Path | None = None
-    kubeconfig = args.kubeconfig
-    if not kubeconfig:
-        from localcluster import cluster as lc
-
-        own_cluster = Path(tempfile.mkdtemp(prefix="bench-webhook-"))
-        state = lc.up(own_cluster, with_nodeagent=False, quiet=True)
-        kubeconfig = state.kubeconfig
-    kube = Kube(connect(kubeconfig))
-    tmp = Path(tempfile.mkdtemp(prefix="bench-webhook-certs-"))
     ns = f"bench-webhook-{uuid.uuid4().hex[:6]}"
-    proc: subprocess.Popen[bytes] | None = None
-    try:
-        _install_trial_crd(kube)
-        job_uid = _setup(kube, ns)
-        files = certificates.issue(tmp, ["localhost"], ["127.0.0.1"])
-        port = free_port()
-        proc = subprocess.Popen(
-            [str(Path(sys.executable).with_name("webhook")), "serve", "--address", "127.0.0.1",
-             "--port", str(port), "--cert-file", str(files.cert), "--key-file", str(files.key),
-             "--kubeconfig", kubeconfig, "--log-level", "warning",
-             "--lookup-cache-seconds", str(args.lookup_cache_seconds), *args.webhook_arg],
-        )  # fmt: skip
-        ctx = ssl.create_default_context(cafile=str(files.ca_cert))
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                c = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=2)
-                c.request("GET", "/readyz")
-                if c.getresponse().status == 200:
-                    c.close()
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit("webhook did not start") from None
-                time.sleep(0.1)
-        webhook = psutil.Process(proc.pid)
-        peak = [webhook.memory_info().rss]
-        sampling = threading.Event()
+    extra = ["--lookup-cache-seconds", str(args.lookup_cache_seconds), *args.webhook_arg]
+    with served(args.kubeconfig, *extra) as (kube, proc, port, ca):
+        try:
+            return _measure(args, kube, ns, proc, port, ca)
+        finally:
+            with contextlib.suppress(errors.ApiError):
+                kube.delete(NAMESPACES, ns)
 
-        def sample() -> None:
-            while not sampling.wait(0.1):
-                peak[0] = max(peak[0], webhook.memory_info().rss)
 
-        threading.Thread(target=sample, daemon=True).start()
-        load = Load(port, files.ca_cert, args.rate, args.threads)
-        cases = {
-            "/validate-experiment": [_review(_experiment(ns), "Experiment", ns)],
-            "/mutate-pod": [_review(_pod(ns, "bench-trial", job_uid), "Pod", ns)],
-        }
-        print(
-            f"webhook pid {proc.pid}, {args.rate:g} req/s for {args.seconds:g} s per endpoint, "
-            f"lookup cache {args.lookup_cache_seconds:g} s, {os.cpu_count()} CPUs, "
-            f"load average {os.getloadavg()[0]:.1f}"
-        )
-        if args.flood:
-            for path, bodies in cases.items():
-                load.run(path, bodies, 2.0)  # warm up: connections, discovery cache
-            print(
-                f"before the flood: RSS {webhook.memory_info().rss / 2**20:.1f} MiB, "
-                f"{webhook.num_threads()} threads"
-            )
-            sampling.set()
-            _flood_runs(args, webhook, port, files.ca_cert, load, cases)
-            return 0
-        print("endpoint               requests  req/s   p50 ms   p99 ms   max ms  failed")
+def _measure(
+    args: argparse.Namespace,
+    kube: Kube,
+    ns: str,
+    proc: subprocess.Popen[bytes],
+    port: int,
+    ca: Path,
+) -> int:
+    _install_trial_crd(kube)
+    job_uid = _setup(kube, ns)
+    webhook = psutil.Process(proc.pid)
+    peak = [webhook.memory_info().rss]
+    sampling = threading.Event()
+
+    def sample() -> None:
+        while not sampling.wait(0.1):
+            peak[0] = max(peak[0], webhook.memory_info().rss)
+
+    threading.Thread(target=sample, daemon=True).start()
+    load = Load(port, ca, args.rate, args.threads)
+    cases = {
+        "/validate-experiment": [_review(_experiment(ns), "Experiment", ns)],
+        "/mutate-pod": [_review(_pod(ns, "bench-trial", job_uid), "Pod", ns)],
+    }
+    print(
+        f"webhook pid {proc.pid}, {args.rate:g} req/s for {args.seconds:g} s per endpoint, "
+        f"lookup cache {args.lookup_cache_seconds:g} s, {os.cpu_count()} CPUs, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+    if args.flood:
         for path, bodies in cases.items():
             load.run(path, bodies, 2.0)  # warm up: connections, discovery cache
-            latencies, failed, achieved = load.run(path, bodies, args.seconds)
-            ms = [v * 1e3 for v in latencies]
-            print(
-                f"{path:22} {len(ms):8d} {achieved:6.0f} {statistics.median(ms):8.2f} "
-                f"{_pct(ms, 0.99):8.2f} {max(ms):8.2f} {failed:7d}"
-            )
+        print(
+            f"before the flood: RSS {webhook.memory_info().rss / 2**20:.1f} MiB, "
+            f"{webhook.num_threads()} threads"
+        )
         sampling.set()
-        rss = webhook.memory_info().rss
-        print(f"webhook RSS: {rss / 2**20:.1f} MiB now, {peak[0] / 2**20:.1f} MiB peak")
+        _flood_runs(args, webhook, port, ca, load, cases)
         return 0
-    finally:
-        if proc is not None:
-            proc.terminate()
-            proc.wait(timeout=20)
-        with contextlib.suppress(errors.ApiError):
-            kube.delete(NAMESPACES, ns)
-        shutil.rmtree(tmp, ignore_errors=True)
-        if own_cluster is not None:
-            from localcluster import cluster as lc
-
-            lc.down(own_cluster, quiet=True)
-            shutil.rmtree(own_cluster, ignore_errors=True)
+    print("endpoint               requests  req/s   p50 ms   p99 ms   max ms  failed")
+    for path, bodies in cases.items():
+        load.run(path, bodies, 2.0)  # warm up: connections, discovery cache
+        latencies, failed, achieved = load.run(path, bodies, args.seconds)
+        ms = [v * 1e3 for v in latencies]
+        print(
+            f"{path:22} {len(ms):8d} {achieved:6.0f} {statistics.median(ms):8.2f} "
+            f"{_pct(ms, 0.99):8.2f} {max(ms):8.2f} {failed:7d}"
+        )
+    sampling.set()
+    rss = webhook.memory_info().rss
+    print(f"webhook RSS: {rss / 2**20:.1f} MiB now, {peak[0] / 2**20:.1f} MiB peak")
+    return 0
 
 
 if __name__ == "__main__":

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from kubetune import algorithmsettings
 from kubetune.api.common import AlgorithmSetting
 from kubetune.api.experiment import ParameterSpec
+from kubetune_testkit import capped
 
 
 def _s(**values: str) -> list[AlgorithmSetting]:
@@ -155,23 +158,32 @@ def test_grid_needs_steps_on_doubles() -> None:
     assert algorithmsettings.validate("grid", None, [stepped, LAYERS, OPT]) == []
 
 
+def _values(parameter: ParameterSpec) -> list[str]:
+    axis = algorithmsettings.grid_axis(parameter)
+    assert axis is not None
+    return [axis.value(k) for k in range(axis.count)]
+
+
 def test_grid_values_and_size() -> None:
     stepped = _p("lr", "double", min="0.1", max="0.3", step="0.1")
-    assert algorithmsettings.grid_values(stepped) == ["0.1", "0.2", "0.3"]
-    assert algorithmsettings.grid_values(LAYERS) == ["1", "2", "3", "4"]
-    assert algorithmsettings.grid_values(_p("n", "int", min="0", max="10", step="5")) == [
-        "0",
-        "5",
-        "10",
-    ]
+    assert _values(stepped) == ["0.1", "0.2", "0.3"]
+    assert _values(LAYERS) == ["1", "2", "3", "4"]
+    assert _values(_p("n", "int", min="0", max="10", step="5")) == ["0", "5", "10"]
+    assert _values(_p("n", "int", min="0", max="11", step="5")) == ["0", "5", "10"]
+    assert _values(OPT) == ["sgd", "adam"]
     assert algorithmsettings.grid_size([stepped, LAYERS, OPT, BATCH]) == 3 * 4 * 2 * 2
     assert algorithmsettings.grid_size([LR]) == 0
+    assert algorithmsettings.grid_axis(LR) is None
 
 
 def test_grid_too_large_is_a_problem() -> None:
     huge = _p("x", "double", min="0", max="1", step="1e-9")
     problems = algorithmsettings.validate("grid", None, [huge])
-    assert problems and "raise the step" in problems[0]
+    assert problems == [
+        "parameter x: the grid has 1000000001 points, more than the limit of 1000000 per "
+        "parameter; set a larger feasibleSpace.step, narrow min..max, or use another algorithm "
+        "(e.g. random)"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -313,3 +325,73 @@ def test_pbt_problems_name_the_setting_and_the_fix(
     problems = algorithmsettings.validate("pbt", settings, [LR], 2)
     assert len(problems) == 1, problems
     assert fragment in problems[0]
+
+
+def _validate_guarded(parameters: list[dict[str, object]]) -> list[str]:
+    """`validate("grid", ...)` under an address-space cap (`capped`): a check that would list
+    9e18 grid points fails of MemoryError instead of eating the machine."""
+    setup = (
+        "import json, sys\nfrom kubetune import algorithmsettings\n"
+        "from kubetune.api.experiment import ParameterSpec"
+    )
+    code = (
+        "parameters = [ParameterSpec.model_validate(p) for p in json.loads(sys.stdin.read())]\n"
+        'print(json.dumps(algorithmsettings.validate("grid", None, parameters)))'
+    )
+    problems: list[str] = json.loads(capped.run(setup, code, json.dumps(parameters)))
+    return problems
+
+
+def _int_parameter(name: str, low: str, high: str) -> dict[str, object]:
+    return {"name": name, "parameterType": "int", "feasibleSpace": {"min": low, "max": high}}
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("high", ["9e18", "9000000000000000000"])
+def test_grid_of_9e18_ints_is_refused_in_bounded_memory(high: str) -> None:
+    """The attack that made the webhook allocate 9.1 GB: one int parameter 0..9e18, no step."""
+    assert _validate_guarded([_int_parameter("x", "0", high)]) == [
+        "parameter x: the grid has about 9.0e18 points, more than the limit of 1000000 per "
+        "parameter; set a larger feasibleSpace.step, narrow min..max, or use another algorithm "
+        "(e.g. random)"
+    ]
+
+
+@pytest.mark.timeout(300)
+def test_grid_of_21_parameters_of_1001_values_is_refused_by_its_size() -> None:
+    """Each parameter is small; the product (~1e63) is what no Experiment can go through."""
+    parameters = [_int_parameter(f"p{i}", "0", "1000") for i in range(21)]
+    assert _validate_guarded(parameters) == [
+        "algorithm grid: all possible search combinations are about 1.0e63 (points per "
+        "parameter: p0 1001, p1 1001, p2 1001, p3 1001, p4 1001 and 16 more), more than the "
+        "limit of 2147483647; set larger steps, narrow ranges, drop parameters, or use another "
+        "algorithm (e.g. random)"
+    ]
+
+
+def test_grid_just_under_the_size_limit_is_accepted_and_just_over_refused() -> None:
+    under = [_p("a", "int", min="1", max="46340"), _p("b", "int", min="1", max="46340")]
+    assert algorithmsettings.validate("grid", None, under) == []
+    over = [_p("a", "int", min="1", max="46341"), _p("b", "int", min="1", max="46341")]
+    (problem,) = algorithmsettings.validate("grid", None, over)
+    assert problem.startswith("algorithm grid: all possible search combinations are 2147488281")
+
+
+@pytest.mark.timeout(300)
+def test_double_grid_with_a_vanishing_step_is_refused_with_its_count() -> None:
+    """(max - min) / step overflows a float: counted exactly, not as an OverflowError."""
+    space = {"min": "-1e308", "max": "1e308", "step": "5e-324"}
+    problems = _validate_guarded([{"name": "x", "parameterType": "double", "feasibleSpace": space}])
+    assert len(problems) == 1
+    assert problems[0].startswith("parameter x: the grid has about 4.0e631 points, more than")
+
+
+def test_grid_of_a_categorical_list_longer_than_the_limit_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(algorithmsettings, "GRID_LIMIT", 1)
+    assert algorithmsettings.validate("grid", None, [OPT]) == [
+        "parameter opt: the grid has 2 points, more than the limit of 1 per parameter; shorten "
+        "feasibleSpace.list, or use another algorithm (e.g. random)"
+    ]
+    assert algorithmsettings.validate("random", None, [OPT]) == []

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from kubetune import config
-from kubetune.api.experiment import Experiment
+from kubetune.api.experiment import Experiment, ParameterSpec
 from kubetune.api.suggestion import Suggestion
 from kubetune.conditions import IllegalTransition
 from kubetune_suggestion_controller import deciding
@@ -438,6 +438,27 @@ def test_restart_follows_the_seed_code() -> None:
     again = seed.history(world.versions)[len(seed.FIRST_RUN) :]
     assert again == seed.RESTART
     assert not any(c["type"] == "Restarting" for v in world.versions[first:] for c in v)
+
+
+def test_a_grid_no_experiment_could_go_through_fails_the_suggestion_with_the_fix() -> None:
+    """21 parameters of 1,001 values (~1e63 points): Failed at once with the count and the fix,
+    where the algorithm used to retry an OverflowError every 30 s with the Experiment Created."""
+    experiment = RUNNING_EXP.model_copy(deep=True)
+    experiment.spec.parameters = [
+        ParameterSpec.model_validate(
+            {"name": f"p{i}", "parameterType": "int", "feasibleSpace": {"min": "0", "max": "1000"}}
+        )
+        for i in range(21)
+    ]
+    decision = _decide(_suggestion([C], algorithm="grid"), Seen(experiment))
+    assert _conds(decision)[-1][:3] == ("Failed", "True", "SuggestionFailed")
+    message = _conds(decision)[-1][3]
+    assert message.startswith(
+        "Validation failed: algorithm grid: all possible search combinations are about 1.0e63 "
+        "(points per parameter: p0 1001,"
+    ), message
+    assert "more than the limit of 2147483647; set larger steps" in message
+    assert decision.create == []
 
 
 def test_hyperband_parallel_trial_count_fails_the_suggestion_with_the_fix() -> None:

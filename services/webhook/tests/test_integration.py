@@ -49,9 +49,8 @@ def webhook(
         yield running
 
 
-@pytest.fixture
-def registered(cluster: Any, kube: Kube, webhook: Webhook, namespace: str) -> Iterator[str]:
-    """The namespace, labelled for injection, with the webhook registered for it only."""
+@contextlib.contextmanager
+def _registering(cluster: Any, kube: Kube, webhook: Webhook, namespace: str) -> Iterator[str]:
     cluster.kubectl(
         "label", "namespace", namespace, f"{naming.LABEL_INJECTION}={naming.INJECTION_ENABLED}"
     )
@@ -59,6 +58,62 @@ def registered(cluster: Any, kube: Kube, webhook: Webhook, namespace: str) -> It
     with registered_configurations(kube, configurations(webhook, namespace, name)):
         wait_effective(cluster, namespace)
         yield namespace
+
+
+@pytest.fixture
+def registered(cluster: Any, kube: Kube, webhook: Webhook, namespace: str) -> Iterator[str]:
+    """The namespace, labelled for injection, with the webhook registered for it only."""
+    with _registering(cluster, kube, webhook, namespace) as registered_namespace:
+        yield registered_namespace
+
+
+CAP = 1 << 30
+"""Virtual memory of the capped webhook: serving needs a fraction of it; a check listing a grid
+of 9e18 points dies of MemoryError there instead of eating the machine."""
+
+
+@pytest.fixture(scope="module")
+def capped_webhook(
+    cluster: Any, crds: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Webhook]:
+    """`webhook serve` with at most CAP bytes of address space."""
+    env = {
+        **os.environ,
+        "KUBETUNE_WEBHOOK_REQUIRE_NAMESPACE_LABEL": "true",
+        "MALLOC_ARENA_MAX": "2",
+    }
+    directory = tmp_path_factory.mktemp("capped-webhook")
+    with serving(cluster.kubeconfig, directory, env=env, address_space=CAP) as running:
+        yield running
+
+
+@pytest.fixture
+def capped(cluster: Any, kube: Kube, capped_webhook: Webhook, namespace: str) -> Iterator[str]:
+    """The namespace with the capped webhook registered for it only."""
+    with _registering(cluster, kube, capped_webhook, namespace) as registered_namespace:
+        yield registered_namespace
+
+
+@pytest.mark.parametrize("high", ["9e18", "9000000000000000000"])
+def test_grid_of_9e18_ints_is_refused_at_a_server_side_dry_run(
+    cluster: Any, capped: str, high: str
+) -> None:
+    """The attack that made the webhook allocate 9.1 GB in 90 s, even for a dry run."""
+    space = {"min": "0", "max": high}
+    experiment = undefaulted_experiment(
+        "grid",
+        capped,
+        algorithm="grid",
+        parameters=[{"name": "lr", "parameterType": "int", "feasibleSpace": space}],
+    )
+    result = _apply(cluster, experiment, "--dry-run=server")
+    assert result.returncode != 0
+    assert "denied the request" in result.stderr, result.stderr
+    assert (
+        "spec.algorithm.algorithmSettings: parameter lr: the grid has about 9.0e18 "
+        "points, more than the limit of 1000000 per parameter; set a larger feasibleSpace.step, "
+        "narrow min..max, or use another algorithm (e.g. random)"
+    ) in result.stderr
 
 
 def test_invalid_experiment_is_refused_with_the_message(cluster: Any, registered: str) -> None:

@@ -25,6 +25,12 @@ for Katib.
 (darts accepts any name; enas refuses unknown ones); `parse` gives their values as text, over
 upstream's defaults, since each service converts them its own way.
 
+`grid`: a grid is counted and its points computed (`grid_axis`), never listed, so checking one
+costs the same for 3 points as for 9e18: the webhook answers in bounded time and memory. At
+most GRID_LIMIT points per parameter and GRID_SIZE_LIMIT in all (upstream's services list the
+whole product to count it, and refuse a maxTrialCount above the count; kubetune ends the
+Experiment when the grid is used up instead, below).
+
 Algorithm-owned status entries: the algorithm writes `status.algorithmSettings` of the Suggestion;
 `SEARCH_EXHAUSTED` there (value "true") says the search space has no new points left (grid), so
 the experiment-controller ends the Experiment (reason `ExperimentSuggestionEndReached`) instead of
@@ -36,6 +42,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 from kubetune import nas
 from kubetune.api.common import AlgorithmSetting
@@ -52,7 +59,10 @@ suggestion-controller turns it into Failed, "Validation failed: <value>", as ups
 STATUS_ONLY = frozenset({SEARCH_EXHAUSTED, VALIDATION_FAILED})
 
 GRID_LIMIT = 1_000_000
-"""Largest grid kubetune enumerates; a bigger one is a settings problem, not an out-of-memory."""
+"""Most grid points one parameter may have (algorithm grid); more is a settings problem."""
+GRID_SIZE_LIMIT = 2**31 - 1
+"""Most points a whole grid may have: maxTrialCount is an int32, so no Experiment could try
+more; a grid beyond that is a random subset of a lattice, which algorithm random does better."""
 
 
 class SettingsError(ValueError):
@@ -274,39 +284,115 @@ def _number(text: str | None) -> float | None:
     return number if number is not None and math.isfinite(number) else None
 
 
-def grid_values(parameter: ParameterSpec) -> list[str] | None:
-    """The points of one parameter on the grid (as text), or None when it has no finite grid.
+@dataclass(frozen=True)
+class GridAxis:
+    """One parameter's grid points, computed rather than listed: a range of 10**18 ints costs
+    what a range of 3 does, so counting a grid and taking its k-th point stay O(1)."""
+
+    name: str
+    count: int
+    low: int | float = 0
+    step: int | float = 1
+    decimals: int | None = None  # doubles: rounding to the step's decimals; None for ints
+    values: tuple[str, ...] = ()  # discrete and categorical: the list
+
+    def value(self, k: int) -> str:
+        """The k-th point (0 ≤ k < count), as Katib text."""
+        if not 0 <= k < self.count:
+            raise IndexError(f"grid point {k} of parameter {self.name} (it has {self.count})")
+        if self.values:
+            return self.values[k]
+        if self.decimals is None:
+            return str(self.low + k * self.step)
+        return repr(round(self.low + k * self.step, self.decimals))
+
+
+def grid_axis(parameter: ParameterSpec) -> GridAxis | None:
+    """The grid of one parameter, or None when it has no finite grid.
 
     int: min..max by step (default 1); double: min..max by step (required); discrete and
-    categorical: the list. Values are rounded to the step's decimals so 0.1+0.2 prints as 0.3.
+    categorical: the list. Double points are rounded to the step's decimals so 0.1+0.2 prints
+    as 0.3. Counting is arithmetic (in fractions where floats overflow: 1e308 / 1e-308 counts too).
     """
     space = parameter.feasible_space
+    name = parameter.name
     if parameter.parameter_type in (ParameterType.DISCRETE, ParameterType.CATEGORICAL):
-        return list(space.values or []) or None
+        values = tuple(space.values or ())
+        return GridAxis(name, len(values), values=values) if values else None
     low, high, step = _number(space.min), _number(space.max), _number(space.step)
     if low is None or high is None or low > high:
         return None
     if parameter.parameter_type == ParameterType.INT:
         istep = int(step) if step is not None and step >= 1 else 1
-        return [str(v) for v in range(int(low), int(high) + 1, istep)]
+        return GridAxis(name, (int(high) - int(low)) // istep + 1, int(low), istep)
     if parameter.parameter_type != ParameterType.DOUBLE or step is None or step <= 0:
         return None
-    count = math.floor((high - low) / step + 1e-9) + 1
-    if count > GRID_LIMIT:
-        return None
+    span = (high - low) / step
+    if math.isfinite(span):  # a tolerance for float noise: 1 / 1e-6 is 999999.9999999999
+        count = math.floor(span + 1e-9 * max(1.0, span)) + 1
+    else:  # too many points for a float: counted exactly
+        count = math.floor((Fraction(high) - Fraction(low)) / Fraction(step)) + 1
     decimals = max(0, -math.floor(math.log10(step))) + 6 if step < 1 else 6
-    return [repr(round(low + i * step, decimals)) for i in range(count)]
+    return GridAxis(name, count, low, step, decimals)
 
 
 def grid_size(parameters: Sequence[ParameterSpec]) -> int:
-    """Number of grid combinations (0 when some parameter has no finite grid)."""
+    """Number of grid combinations (0 when some parameter has no finite grid), by arithmetic."""
     size = 1
     for parameter in parameters:
-        values = grid_values(parameter)
-        if not values:
+        axis = grid_axis(parameter)
+        if axis is None:
             return 0
-        size *= len(values)
+        size *= axis.count
     return size
+
+
+def _points(count: int, log10: float | None = None) -> str:
+    """A point count for a message: exact up to 10**15, else its order of magnitude."""
+    if log10 is None:
+        if count < 10**15:
+            return str(count)
+        log10 = math.log10(count)
+    return f"about {10 ** (log10 % 1):.1f}e{int(log10)}"
+
+
+def _check_grid(parameters: Sequence[ParameterSpec]) -> list[str]:
+    """Refuse a grid no Experiment could go through, before anything enumerates it; O(number of
+    parameters): the product stops growing at the limit, its size in words is a sum of logs."""
+    axes = [a for a in map(grid_axis, parameters) if a is not None]
+    problems = []
+    for axis in axes:
+        if axis.count > GRID_LIMIT:
+            fix = (
+                "shorten feasibleSpace.list"
+                if axis.values
+                else "set a larger feasibleSpace.step, narrow min..max"
+            )
+            problems.append(
+                f"parameter {axis.name}: the grid has {_points(axis.count)} points, more than "
+                f"the limit of {GRID_LIMIT} per parameter; {fix}, or use another algorithm "
+                "(e.g. random)"
+            )
+    if problems:
+        return problems
+    size = 1
+    for axis in axes:
+        size *= axis.count
+        if size > GRID_SIZE_LIMIT:
+            break
+    else:
+        return []
+    largest = sorted(axes, key=lambda a: -a.count)
+    named = ", ".join(f"{a.name} {a.count}" for a in largest[:5])
+    more = f" and {len(largest) - 5} more" if len(largest) > 5 else ""
+    log10 = sum(math.log10(a.count) for a in axes)
+    total = _points(math.prod(a.count for a in axes)) if log10 < 15 else _points(0, log10)
+    return [
+        f"algorithm grid: all possible search combinations are {total} (points per parameter: "
+        f"{named}{more}), "
+        f"more than the limit of {GRID_SIZE_LIMIT}; set larger steps, narrow ranges, drop "
+        "parameters, or use another algorithm (e.g. random)"
+    ]
 
 
 def _check_parameters(algorithm: str, parameters: Sequence[ParameterSpec]) -> list[str]:
@@ -338,17 +424,14 @@ def _check_parameters(algorithm: str, parameters: Sequence[ParameterSpec]) -> li
                 problems.append(f"parameter {parameter.name}: step must be a number > 0")
         elif not space.values:
             problems.append(f"parameter {parameter.name}: feasibleSpace.list must not be empty")
-        if algorithm == "grid":
-            if parameter.parameter_type == ParameterType.DOUBLE and space.step in (None, ""):
-                problems.append(
-                    f"parameter {parameter.name}: algorithm grid needs feasibleSpace.step on "
-                    "double parameters; set a step"
-                )
-            elif numeric and grid_values(parameter) is None and not problems:
-                problems.append(
-                    f"parameter {parameter.name}: the grid has more than {GRID_LIMIT} points; "
-                    "raise the step"
-                )
+        grid_double = algorithm == "grid" and parameter.parameter_type == ParameterType.DOUBLE
+        if grid_double and space.step in (None, ""):
+            problems.append(
+                f"parameter {parameter.name}: algorithm grid needs feasibleSpace.step on "
+                "double parameters; set a step"
+            )
+    if algorithm == "grid" and not problems:
+        problems += _check_grid(parameters)
     if algorithm == "cmaes":
         numeric_count = sum(
             p.parameter_type in (ParameterType.INT, ParameterType.DOUBLE) for p in parameters

@@ -13,7 +13,7 @@ import contextlib
 import copy
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,10 +57,15 @@ def clean_env(**settings: str) -> dict[str, str]:
 
 @contextlib.contextmanager
 def serving(
-    kubeconfig: str, directory: Path, *extra: str, env: dict[str, str] | None = None
+    kubeconfig: str,
+    directory: Path,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    address_space: int | None = None,
 ) -> Iterator[Webhook]:
     """`webhook serve` with a fresh CA and certificate (`webhook certs`), until the block ends;
-    fails when it does not start, and when it does not exit 0 on SIGTERM."""
+    fails when it does not start, and when it does not exit 0 on SIGTERM. `address_space`
+    caps its virtual memory (bytes), for tests where a regression would allocate without end."""
     from kubetune_webhook import certificates
 
     files = certificates.issue(directory, ["localhost"], ["127.0.0.1"])
@@ -70,7 +75,11 @@ def serving(
     argv += [f"--cert-file={files.cert}", f"--key-file={files.key}", f"--kubeconfig={kubeconfig}"]
     with log.open("w") as out:
         proc = subprocess.Popen(
-            [*argv, *extra], stdout=out, stderr=subprocess.STDOUT, env=env or clean_env()
+            [*argv, *extra],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env or clean_env(),
+            preexec_fn=None if address_space is None else _cap(address_space),
         )
     try:
         wait_for(
@@ -88,6 +97,15 @@ def serving(
             if proc.poll() is None:
                 proc.kill()
     assert code == 0, f"webhook exited {code}\n{log.read_text()[-4000:]}"
+
+
+def _cap(limit: int) -> Callable[[], None]:
+    import resource as rlimits  # `resource` names the webhooks' resources in this module
+
+    def cap() -> None:
+        rlimits.setrlimit(rlimits.RLIMIT_AS, (limit, limit))
+
+    return cap
 
 
 def point_at(hook: dict[str, Any], webhook: Webhook, namespace: str) -> dict[str, Any]:

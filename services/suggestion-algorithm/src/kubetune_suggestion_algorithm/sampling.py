@@ -6,10 +6,10 @@ points it still needs; every point becomes a study trial there.
 - random, tpe, multivariate-tpe, cmaes, sobol: Optuna samplers (`RandomSampler`, `TPESampler`
   with `constant_liar` as upstream forced, `CmaEsSampler`, `QMCSampler(qmc_type="sobol")`);
   the study asks them directly (`ask_sampler`).
-- grid: the cartesian product of `kubetune.algorithmsettings.grid_values`, in an order shuffled
+- grid: the cartesian product of `kubetune.algorithmsettings.grid_axis`, in an order shuffled
   by the seed (as Optuna's GridSampler does), taken by assignment index: the point of index i
-  is a pure function of (space, seed, i), so a replay after a crash gives the same point, and
-  the end of the grid is exact (`GridExhausted`).
+  is a pure function of (space, seed, i), computed without listing the grid, so a replay after
+  a crash gives the same point, and the end of the grid is exact (`GridExhausted`).
 - bayesianoptimization: scikit-optimize's `Optimizer` (as upstream), refitted on every call from
   the study's finished trials (minimisation; values negated for maximize), pending trials told
   with the best value so far (constant liar), `ask(n_points=n)`. Beyond `BO_MAX_POINTS`
@@ -20,6 +20,7 @@ points it still needs; every point becomes a study trial there.
 
 from __future__ import annotations
 
+import math
 import random
 import warnings
 from collections.abc import Sequence
@@ -32,7 +33,7 @@ from optuna.trial import FrozenTrial, TrialState
 from kubetune import algorithmsettings
 from kubetune.algorithmsettings import Value
 from kubetune.api.experiment import ParameterSpec
-from kubetune_suggestion_algorithm import searchspaces
+from kubetune_suggestion_algorithm import permuting, searchspaces
 
 BO_MAX_POINTS = 200
 SAMPLER_ALGORITHMS = ("random", "tpe", "multivariate-tpe", "cmaes", "sobol")
@@ -99,29 +100,30 @@ def sampler(
 
 
 def grid_point(parameters: Sequence[ParameterSpec], seed: int, index: int) -> dict[str, str]:
-    """The `index`-th point of the shuffled grid (Katib text values).
+    """The `index`-th point of the shuffled grid (Katib text values), computed from `index`
+    alone: its place in the seeded shuffle (`permuting`), read as a mixed-radix number whose
+    digits (last parameter fastest) pick each parameter's value. Nothing is listed, so any grid
+    size costs O(number of parameters) per point.
 
     Raises:
         GridExhausted: index ≥ the number of grid points.
+        ValueError: a parameter has no finite grid (`algorithmsettings.validate` says so first).
     """
-    axes = [algorithmsettings.grid_values(p) or [] for p in parameters]
-    size = 1
-    for axis in axes:
-        size *= len(axis)
+    axes = []
+    for parameter in parameters:
+        axis = algorithmsettings.grid_axis(parameter)
+        if axis is None:
+            raise ValueError(f"parameter {parameter.name} has no finite grid")
+        axes.append(axis)
+    size = math.prod(axis.count for axis in axes)
     if index >= size:
         raise GridExhausted(f"all {size} grid points are assigned")
-    order = list(range(size))
-    random.Random(seed).shuffle(order)
-    flat = order[index]
+    flat = permuting.permute(index, size, seed)
     point: dict[str, str] = {}
-    for parameter, axis in zip(reversed(parameters), reversed(axes), strict=True):
-        flat, position = divmod(flat, len(axis))
-        point[parameter.name] = axis[position]
+    for axis in reversed(axes):
+        flat, position = divmod(flat, axis.count)
+        point[axis.name] = axis.value(position)
     return {p.name: point[p.name] for p in parameters}
-
-
-def grid_size(parameters: Sequence[ParameterSpec]) -> int:
-    return algorithmsettings.grid_size(parameters)
 
 
 def _skopt_dimensions(space: Sequence[searchspaces.Dimension]) -> list[Any]:

@@ -26,6 +26,7 @@ from optuna.storages import BaseStorage, InMemoryStorage, JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
+from kubetune import algorithmsettings
 from kubetune.algorithmsettings import Value
 from kubetune.api.common import ParameterAssignment
 from kubetune.api.experiment import ParameterSpec
@@ -214,6 +215,8 @@ class Search:
                     ],
                 )
             )
-        if self.algorithm == "grid" and start + len(out) >= sampling.grid_size(self.parameters):
+        if self.algorithm == "grid" and start + len(out) >= algorithmsettings.grid_size(
+            self.parameters
+        ):
             self.exhausted = True
         return out
