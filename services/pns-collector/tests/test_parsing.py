@@ -194,6 +194,7 @@ _tricky_line = st.lists(
 @example(["a=e5x=3"], ("e5x",))  # a=e5, then x=3
 @example(["a=inf=3"], ("inf",))
 @example(["x=1loss=2"], ("loss",))  # upstream finds loss=2 right after the value
+@example(["loss=\uff11 accuracy=\u06630"], NAMES)  # Go's `\d` is ASCII
 def test_runs_equal_upstream_line_by_line(lines: list[str], names: tuple[str, ...]) -> None:
     """`parse_runs` (the path big logs take: one literal-led scan per metric name where that
     is exact) gives, per name, the values upstream's per-line regex gives, in order."""
