@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubetune import metricbounds, observations
@@ -23,7 +23,7 @@ SPEC = ObjectiveSpec(
 _values = st.sampled_from(
     [
         *("0.5", "0.50", "1", "-2", "1e3", "nan", "inf", "-inf", "text", "", "0.25", "3", "-"),
-        *("1_0", "\uff11", " 2", "unavailable", "1" * 129),
+        *("1_0", "\uff11", " 2", "unavailable", "1" * 129, "1\n2", "3\n"),
     ]
 )
 _triples = st.lists(
@@ -33,6 +33,7 @@ _triples = st.lists(
 )
 
 
+@settings(deadline=None)  # no timed assertions: the machine is shared
 @given(_triples, st.booleans())
 def test_same_observation_as_summarise_on_every_value(
     triples: list[tuple[str, str, float]], batched: bool
@@ -118,6 +119,7 @@ _odd = st.one_of(
 )
 
 
+@settings(deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["acc", "loss", "lr"]), _odd), max_size=30))
 def test_what_the_collector_writes_always_passes_the_authorizer(
     pairs: list[tuple[str, str]],
