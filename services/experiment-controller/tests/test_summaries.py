@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from kubetune import conditions
-from kubetune.observations import MAX_METRICS, MAX_NAME_CHARS
 from kubetune.api.common import ObjectiveSpec
 from kubetune.conditions import TrialState
+from kubetune.observations import MAX_METRICS, MAX_NAME_CHARS
 from kubetune_experiment_controller.summaries import (
     cached,
     count,

@@ -74,9 +74,7 @@ def field_error(key: str, value: Any) -> str | None:
     return None
 
 
-def status_error(
-    status: dict[str, Any] | None, before: dict[str, Any] | None = None
-) -> str | None:
+def status_error(status: dict[str, Any] | None, before: dict[str, Any] | None = None) -> str | None:
     """The first bound the observation or history of `status` breaks, or None; with `before`
     (the stored status), only the fields that differ from it are checked."""
     status, before = status or {}, before or {}

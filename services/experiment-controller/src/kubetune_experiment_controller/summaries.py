@@ -74,12 +74,20 @@ def _metrics(status: Any) -> Metrics | None:
     observed = observation.get("metrics") if isinstance(observation, dict) else None
     if not observed or not isinstance(observed, list):
         return None
-    return tuple(
-        (_intern(name), _bounded(m.get("min")), _bounded(m.get("max")), _bounded(m.get("latest")))
-        for m in observed[: observations.MAX_METRICS]
-        if isinstance(m, dict)
-        and 0 < len(name := str(m.get("name"))) <= observations.MAX_NAME_CHARS
-    ) or None
+    return (
+        tuple(
+            (
+                _intern(name),
+                _bounded(m.get("min")),
+                _bounded(m.get("max")),
+                _bounded(m.get("latest")),
+            )
+            for m in observed[: observations.MAX_METRICS]
+            if isinstance(m, dict)
+            and 0 < len(name := str(m.get("name"))) <= observations.MAX_NAME_CHARS
+        )
+        or None
+    )
 
 
 def summarise(trial: Obj) -> TrialSummary:

@@ -214,7 +214,9 @@ def authorize(request: dict[str, Any], trusted: frozenset[str], reader: Reader) 
     # observation stored before the bounds.
     bounds = metricbounds.status_error(_status(obj), _status(old))
     if bounds:
-        return Verdict(False, f"pod {pod_name} of Trial {trial} may not write this status: {bounds}")
+        return Verdict(
+            False, f"pod {pod_name} of Trial {trial} may not write this status: {bounds}"
+        )
     return ALLOW
 
 

@@ -22,7 +22,16 @@ from typing import Any, Protocol
 import yaml
 from pydantic import ValidationError
 
-from kubetune import algorithmsettings, earlystopping, errors, jobstatus, kube, naming, nas, observations
+from kubetune import (
+    algorithmsettings,
+    earlystopping,
+    errors,
+    jobstatus,
+    kube,
+    naming,
+    nas,
+    observations,
+)
 from kubetune.api.common import CollectorKind, FileFormat, FileSystemKind, MetricsCollectorSpec
 from kubetune.api.errors import describe
 from kubetune.api.experiment import (
