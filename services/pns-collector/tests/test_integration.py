@@ -152,21 +152,27 @@ def container_state(pod: dict[str, Any], name: str) -> dict[str, Any]:
     return {}
 
 
+def collector_ended(cluster: Any, kube: Kube, namespace: str, pod: str) -> tuple[Any, str]:
+    """Wait for the collector container of `pod` to end: its terminated state and its log."""
+
+    def collector_done() -> dict[str, Any] | None:
+        found = kube.get(PODS, pod, namespace)
+        return container_state(found, "metrics-logger-and-collector").get("terminated")
+
+    done = wait_for("the collector to end", collector_done)
+    logs = cluster.kubectl(
+        "logs", "-n", namespace, pod, "-c", "metrics-logger-and-collector", check=False
+    ).stdout
+    return done, str(logs)
+
+
 def test_collector_reports_metrics_to_the_trial_and_exits_0(
     cluster: Any, kube: Kube, namespace: str
 ) -> None:
     collector_rbac(kube, namespace)
     kube.create(TRIALS, trial("trial-1"), namespace)
     kube.create(PODS, trial_pod("trial-1-pod", "trial-1"), namespace)
-
-    def collector_done() -> dict[str, Any] | None:
-        pod = kube.get(PODS, "trial-1-pod", namespace)
-        return container_state(pod, "metrics-logger-and-collector").get("terminated")
-
-    done = wait_for("the collector to end", collector_done)
-    logs = cluster.kubectl(
-        "logs", "-n", namespace, "trial-1-pod", "-c", "metrics-logger-and-collector", check=False
-    ).stdout
+    done, logs = collector_ended(cluster, kube, namespace, "trial-1-pod")
     assert done["exitCode"] == 0, logs
     messages = [json.loads(line)["message"] for line in logs.splitlines() if line.startswith("{")]
     assert any("completed; observation reported" in m for m in messages), messages
@@ -349,15 +355,7 @@ def test_a_400_kb_number_and_odd_digits_never_fail_or_rank(
     collector_rbac(kube, namespace)
     kube.create(TRIALS, trial("odd"), namespace)
     kube.create(PODS, trial_pod("odd-pod", "odd", train=ODD_TRAIN), namespace)
-
-    def collector_done() -> dict[str, Any] | None:
-        pod = kube.get(PODS, "odd-pod", namespace)
-        return container_state(pod, "metrics-logger-and-collector").get("terminated")
-
-    done = wait_for("the collector to end", collector_done)
-    logs = cluster.kubectl(
-        "logs", "-n", namespace, "odd-pod", "-c", "metrics-logger-and-collector", check=False
-    ).stdout
+    done, logs = collector_ended(cluster, kube, namespace, "odd-pod")
     assert done["exitCode"] == 0, logs[-2000:]
     messages = [json.loads(line)["message"] for line in logs.splitlines() if line.startswith("{")]
     skipped = [m for m in messages if m.startswith("skipping a value of metric 'loss'")]
