@@ -130,3 +130,10 @@ def test_what_the_collector_writes_always_passes_the_authorizer(
     summary.add_runs([(name, 0.0, [value]) for name, value in pairs])
     patch = reporting.observation_patch(summary.observation(), summary.history.to_wire())
     assert metricbounds.status_error(patch["status"]) is None
+
+
+@given(st.lists(_odd, min_size=1, max_size=5))
+def test_the_one_pass_check_takes_only_numbers(values: list[str]) -> None:
+    """The fast path agrees with `observations.metric_error` on every value it admits."""
+    kept = RunningSummary(SPEC).usable("acc", values)
+    assert list(kept) == [v for v in values if observations.metric_error("acc", v) is None]
