@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from kubetune import naming
 from kubetune.kube import EVENTS, EXPERIMENTS, SUGGESTIONS, TRIALS, Kube
 from kubetune_testkit.builders import trial_job
-from kubetune_testkit.standins.services import StandInAlgorithm, set_trial
+from kubetune_testkit.standins.services import StandInAlgorithm, set_trial, trial_status
 from kubetune_testkit.waiting import wait_for
 from tests.standins import (
     RunningController,
@@ -404,3 +405,33 @@ def test_deleting_the_experiment_takes_suggestion_and_trials(
         ),
         timeout=60,
     )
+
+
+def test_a_trial_with_an_oversized_value_is_not_the_optimum(
+    kube: Kube, namespace: str, controller: RunningController
+) -> None:
+    """A 400 KB number in a Trial's observation (written around the collector's bounds) is no
+    value: that Trial is not the optimum, and the Experiment status stays small (issue 16)."""
+    kube.create(
+        EXPERIMENTS, experiment_manifest("big", namespace, max_trials=2, parallel=2), namespace
+    )
+    algorithm = StandInAlgorithm(kube, namespace, "big")
+    first, second = (naming.trial_name("big", str(i)) for i in range(2))
+    wait_for(
+        "two trials",
+        lambda: algorithm.fulfil() < 0 or len(trials_of(kube, namespace, "big")) == 2,
+    )
+    huge = "0." + "9" * 400_000  # 1.0 to Python's float(); maximize: the best on main
+    status = trial_status("Succeeded")
+    status["observation"] = {
+        "metrics": [{"name": "accuracy", "min": huge, "max": huge, "latest": huge}]
+    }
+    kube.patch(TRIALS, second, {"status": status}, namespace, subresource="status")
+    set_trial(kube, namespace, first, "Succeeded", 0.5)
+    done = ("Succeeded", "True", "ExperimentMaxTrialsReached")
+    wait_for("max trials", lambda: last_condition(kube, namespace, "big") == done)
+    experiment = kube.get(EXPERIMENTS, "big", namespace)
+    optimum = experiment["status"]["currentOptimalTrial"]
+    assert optimum["bestTrialName"] == first
+    assert optimum["observation"]["metrics"][0]["max"] == "0.5"
+    assert len(json.dumps(experiment)) < 20_000

@@ -7,11 +7,13 @@ import pytest
 from kubetune import conditions
 from kubetune.api.common import ObjectiveSpec
 from kubetune.conditions import TrialState
+from kubetune.observations import MAX_METRICS, MAX_NAME_CHARS
 from kubetune_experiment_controller.summaries import (
     cached,
     count,
     in_creation_order,
     optimal,
+    summarise,
     summary_of,
 )
 from tests.helpers import trial
@@ -105,6 +107,32 @@ def test_optimal_ties_keep_the_earliest_and_skips_text() -> None:
     ]
     found = optimal(_objective("maximize"), in_creation_order(trials))
     assert found is not None and found.name == trials[1].name
+
+
+def test_values_and_names_over_the_limits_are_unavailable() -> None:
+    """Written around the writers' bounds (by hand, or before them): a 400 KB number is no
+    value and is not kept, so it cannot become the optimum or fill the cache (issue 16)."""
+    huge = "0." + "9" * 400_000
+    big = trial(2, "Succeeded", accuracy={"min": huge, "max": huge, "latest": huge})
+    assert big.metrics == (("accuracy", "unavailable", "unavailable", "unavailable"),)
+    fine = trial(1, "Succeeded", accuracy={"min": "0.5", "max": "0.5", "latest": "0.5"})
+    found = optimal(_objective("maximize"), in_creation_order([fine, big]))
+    assert found is not None and found.name == fine.name
+    many = summarise(
+        {
+            "metadata": {"name": "t"},
+            "status": {
+                "observation": {
+                    "metrics": [
+                        {"name": "n" * (MAX_NAME_CHARS + 1), "latest": "1"},
+                        *({"name": f"m{i}", "latest": "1"} for i in range(MAX_METRICS * 2)),
+                    ]
+                }
+            },
+        }
+    )
+    assert many.metrics is not None and len(many.metrics) == MAX_METRICS - 1
+    assert all(len(m[0]) <= MAX_NAME_CHARS for m in many.metrics)
 
 
 def test_optimal_none_without_values() -> None:

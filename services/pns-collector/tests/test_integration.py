@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from kubetune import metrichistory, procwait
+from kubetune import metrichistory, procwait, statusbounds
 from kubetune.kube import PODS, ROLES, TRIALS, Kube
 from kubetune_testkit import builders
 from kubetune_testkit.accounts import bind_role
@@ -152,21 +152,27 @@ def container_state(pod: dict[str, Any], name: str) -> dict[str, Any]:
     return {}
 
 
+def collector_ended(cluster: Any, kube: Kube, namespace: str, pod: str) -> tuple[Any, str]:
+    """Wait for the collector container of `pod` to end: its terminated state and its log."""
+
+    def collector_done() -> dict[str, Any] | None:
+        found = kube.get(PODS, pod, namespace)
+        return container_state(found, "metrics-logger-and-collector").get("terminated")
+
+    done = wait_for("the collector to end", collector_done)
+    logs = cluster.kubectl(
+        "logs", "-n", namespace, pod, "-c", "metrics-logger-and-collector", check=False
+    ).stdout
+    return done, str(logs)
+
+
 def test_collector_reports_metrics_to_the_trial_and_exits_0(
     cluster: Any, kube: Kube, namespace: str
 ) -> None:
     collector_rbac(kube, namespace)
     kube.create(TRIALS, trial("trial-1"), namespace)
     kube.create(PODS, trial_pod("trial-1-pod", "trial-1"), namespace)
-
-    def collector_done() -> dict[str, Any] | None:
-        pod = kube.get(PODS, "trial-1-pod", namespace)
-        return container_state(pod, "metrics-logger-and-collector").get("terminated")
-
-    done = wait_for("the collector to end", collector_done)
-    logs = cluster.kubectl(
-        "logs", "-n", namespace, "trial-1-pod", "-c", "metrics-logger-and-collector", check=False
-    ).stdout
+    done, logs = collector_ended(cluster, kube, namespace, "trial-1-pod")
     assert done["exitCode"] == 0, logs
     messages = [json.loads(line)["message"] for line in logs.splitlines() if line.startswith("{")]
     assert any("completed; observation reported" in m for m in messages), messages
@@ -329,3 +335,40 @@ def test_a_fired_rule_stops_the_training_and_marks_the_trial_early_stopped(
     loss = next(m for m in status["observation"]["metrics"] if m["name"] == "loss")
     assert loss["min"] == "0.900" and len(epochs) >= 3
     kube.delete(PODS, "trial-4-pod", namespace, grace_seconds=1)
+
+
+ODD_TRAIN = """
+print("epoch 0: loss=0.9 accuracy=0.1", flush=True)
+print("epoch 1: loss=0." + "0" * 400_000 + "1 accuracy=0.2", flush=True)
+print("epoch 2: loss=\\uff10.05 accuracy=\\u0663", flush=True)
+print("epoch 3: loss=0.7 accuracy=0.3", flush=True)
+print("epoch 4: loss=1_0 accuracy=0.25", flush=True)
+"""
+
+
+def test_a_400_kb_number_and_odd_digits_never_fail_or_rank(
+    cluster: Any, kube: Kube, namespace: str
+) -> None:
+    """A printed 400 KB number is skipped with a warning naming the limit (on main it became a
+    1.2 MB Trial, or failed it after 60 s of retries once refused); `１` and `٣` are no digits,
+    and `loss=1_0` is read as upstream's regex reads it, `1` (Python's float() said 10)."""
+    collector_rbac(kube, namespace)
+    kube.create(TRIALS, trial("odd"), namespace)
+    kube.create(PODS, trial_pod("odd-pod", "odd", train=ODD_TRAIN), namespace)
+    done, logs = collector_ended(cluster, kube, namespace, "odd-pod")
+    assert done["exitCode"] == 0, logs[-2000:]
+    messages = [json.loads(line)["message"] for line in logs.splitlines() if line.startswith("{")]
+    skipped = [m for m in messages if m.startswith("skipping a value of metric 'loss'")]
+    assert len(skipped) == 1 and "more than 128" in skipped[0], messages
+    status = kube.get(TRIALS, "odd", namespace)["status"]
+    assert status["observation"] == {
+        "metrics": [
+            {"name": "loss", "min": "0.7", "max": "1", "latest": "1"},
+            {"name": "accuracy", "min": "0.1", "max": "0.3", "latest": "0.25"},
+        ]
+    }
+    history = metrichistory.read(status)
+    assert [v for _, v, _ in history["loss"]] == ["0.9", "0.7", "1"]
+    assert statusbounds.status_error(status) is None  # what the authorizer admits
+    kube.delete(PODS, "odd-pod", namespace, grace_seconds=1)
+    wait_for("the pod to go", lambda: kube.get_or_none(PODS, "odd-pod", namespace) is None)

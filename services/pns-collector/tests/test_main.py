@@ -61,7 +61,7 @@ def test_help() -> None:
     [
         (["--filter=(bad"], "filter '(bad' is not a valid regular expression"),
         (["--filter=(\\w+)=1"], "needs two groups"),
-        (["--early-stop-rule=loss;x;less;1"], "value 'x' is not a number"),
+        (["--early-stop-rule=loss;x;less;1"], "value 'x' is not a finite number"),
         (["--metric-strategies=loss=median"], "want name=min|max|latest"),
         (["--collector-kind=File", "--format=JSON", "--filter=(a)(b)"], "cannot be used with"),
     ],

@@ -37,6 +37,9 @@ STAMP = 1638454071.5  # 2021-12-02T14:07:51.5Z
         ("loss=-inf accuracy=+Infinity\n", [("loss", "-inf"), ("accuracy", "+Infinity")]),
         ("loss=1e309\n", [("loss", "1e309")]),
         ("loss=- accuracy=information loss=nano\n", []),  # a sign, or a word, is no value
+        # ASCII digits only, as upstream's Go regex: `１` and `٣` are no digits.
+        ("loss=\uff11 accuracy=\u0663.5 val-loss=\uff10.1\n", []),
+        ("loss=1_0\n", [("loss", "1")]),  # upstream's regex stops at `_`: never 10
     ],
     ids=[
         "two",
@@ -56,6 +59,8 @@ STAMP = 1638454071.5  # 2021-12-02T14:07:51.5Z
         "signed-inf",
         "overflow",
         "no-value",
+        "non-ascii-digits",
+        "underscore",
     ],
 )
 def test_default_format(text: str, expected: list[tuple[str, str]]) -> None:
@@ -139,7 +144,7 @@ _line = st.lists(
     st.sampled_from(
         [
             *("loss", "accuracy", "val-loss", "x", "=", " ", "\t", "\r", "0", "1.5", "-", "e3"),
-            *("E", ".", "inf", "NaN", "Infinity"),
+            *("E", ".", "inf", "NaN", "Infinity", "\uff11", "\u0663", "_", "\u00e9"),
         ]
     ),
     max_size=12,
@@ -154,8 +159,9 @@ def test_block_parsing_equals_upstream_line_by_line(lines: list[str]) -> None:
     text = "\n".join(lines) + "\n"
     expected = []
     assert DEFAULT_FORMAT == r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)"
-    upstream = re.compile(
-        r"([\w|-]+)\s*=\s*([+-]?(?:(?i:inf(?:inity)?|nan)(?![\w|-])|\d*(\.\d+)?([Ee][+-]?\d+)?))"
+    upstream = re.compile(  # ASCII: Go's `\d`, `\w` and `\s` are
+        r"([\w|-]+)\s*=\s*([+-]?(?:(?i:inf(?:inity)?|nan)(?![\w|-])|\d*(\.\d+)?([Ee][+-]?\d+)?))",
+        re.ASCII,
     )
     for line in text.replace("\r\n", "\n").split("\n"):
         for m in upstream.finditer(line):
@@ -171,7 +177,7 @@ _tricky_line = st.lists(
         [
             *_TRICKY_NAMES,
             *("x", "=", " ", "\t", "0", "1.5", "-", "+", "e3", "E", "."),
-            *("nan", "Infinity", "2024-01-02T03:04:05Z ", "|"),
+            *("nan", "Infinity", "2024-01-02T03:04:05Z ", "|", "\uff11", "\u0663"),
         ]
     ),
     max_size=12,
@@ -188,12 +194,14 @@ _tricky_line = st.lists(
 @example(["a=e5x=3"], ("e5x",))  # a=e5, then x=3
 @example(["a=inf=3"], ("inf",))
 @example(["x=1loss=2"], ("loss",))  # upstream finds loss=2 right after the value
+@example(["loss=\uff11 accuracy=\u06630"], NAMES)  # Go's `\d` is ASCII
 def test_runs_equal_upstream_line_by_line(lines: list[str], names: tuple[str, ...]) -> None:
     """`parse_runs` (the path big logs take: one literal-led scan per metric name where that
     is exact) gives, per name, the values upstream's per-line regex gives, in order."""
     text = "\n".join(lines) + "\n"
-    upstream = re.compile(
-        r"([\w|-]+)\s*=\s*([+-]?(?:(?i:inf(?:inity)?|nan)(?![\w|-])|\d*(\.\d+)?([Ee][+-]?\d+)?))"
+    upstream = re.compile(  # ASCII: Go's `\d`, `\w` and `\s` are
+        r"([\w|-]+)\s*=\s*([+-]?(?:(?i:inf(?:inity)?|nan)(?![\w|-])|\d*(\.\d+)?([Ee][+-]?\d+)?))",
+        re.ASCII,
     )
     expected: dict[str, list[str]] = {}
     for line in text.split("\n"):

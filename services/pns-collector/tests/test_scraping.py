@@ -53,6 +53,25 @@ def test_exposition_gives_the_first_finite_sample_of_each_wanted_metric() -> Non
     assert found == {"loss": "0.25", "accuracy": "0.9"}
 
 
+@pytest.mark.parametrize(
+    ("value", "reported"),
+    [
+        ("0.25", "0.25"),
+        ("-1.5e-3", "-1.5e-3"),
+        ("0x1p-2", "0.25"),  # Go's ParseFloat reads hexadecimal floats
+        ("1_0", "7"),  # Python's float() reads 10; no Prometheus client writes it
+        ("\uff11", "7"),
+        ("+Inf", "7"),
+        ("NaN", "7"),
+        ("0x1p2000", "7"),
+    ],
+)
+def test_sample_values_follow_the_exposition_grammar(value: str, reported: str) -> None:
+    """A value outside the grammar, or not finite, is no sample: the next one counts."""
+    found = scraping.parse_exposition(f"loss {value}\nloss 7\n", frozenset({"loss"}))
+    assert found.get("loss") == reported
+
+
 def test_filters_apply_to_the_exposition_lines() -> None:
     source = scraping.PrometheusSource(
         "http://x", ["accuracy"], [r'(accuracy)\{split="train"\} (\S+)']

@@ -17,7 +17,9 @@ def test_parse() -> None:
     ("text", "message"),
     [
         ("loss;0.5", "want name;value;comparison;startStep"),
-        ("loss;x;less;1", "is not a number"),
+        ("loss;x;less;1", "is not a finite number"),
+        ("loss;1_0;less;1", "is not a finite number"),  # Python's float() reads 10
+        ("loss;\uff11;less;1", "is not a finite number"),
         ("loss;1;lower;1", "comparison must be equal, less or greater"),
         ("loss;1;less;two", "is no integer"),
         ("loss;1;less;-1", "must be >= 0"),
@@ -50,3 +52,11 @@ def test_all_rules_must_fire_and_text_values_are_ignored() -> None:
     assert not stopper.observe("loss", "3")
     assert not stopper.observe("other", "3")
     assert stopper.observe("lr", "0.1")
+
+
+def test_values_no_writer_may_store_never_fire_a_rule() -> None:
+    """`1_0` is no 10, `１` no 1, a 200-digit number no value (the summary skips them too)."""
+    stopper = EarlyStopper([parse_rule("loss;5;greater;0")], "acc", ObjectiveType.MAXIMIZE)
+    for value in ("1_0", "\uff16", " 6", "9" * 200, "inf"):
+        assert not stopper.observe("loss", value), value
+    assert stopper.observe("loss", "6")

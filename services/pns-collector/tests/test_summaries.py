@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubetune import observations
+from kubetune import observations, statusbounds
 from kubetune.api.common import MetricStrategy, ObjectiveSpec
 from kubetune.observations import MetricLog
+from kubetune_pns_collector import reporting, summaries
 from kubetune_pns_collector.parsing import TextParser
 from kubetune_pns_collector.summaries import RunningSummary
 
@@ -20,7 +21,10 @@ SPEC = ObjectiveSpec(
 )
 
 _values = st.sampled_from(
-    ["0.5", "0.50", "1", "-2", "1e3", "nan", "inf", "-inf", "text", "", "0.25", "3", "-"]
+    [
+        *("0.5", "0.50", "1", "-2", "1e3", "nan", "inf", "-inf", "text", "", "0.25", "3", "-"),
+        *("1_0", "\uff11", " 2", "unavailable", "1" * 129, "1\n2", "3\n"),
+    ]
 )
 _triples = st.lists(
     st.tuples(
@@ -29,6 +33,7 @@ _triples = st.lists(
 )
 
 
+@settings(deadline=None)  # no timed assertions: the machine is shared
 @given(_triples, st.booleans())
 def test_same_observation_as_summarise_on_every_value(
     triples: list[tuple[str, str, float]], batched: bool
@@ -39,8 +44,9 @@ def test_same_observation_as_summarise_on_every_value(
     else:
         for name, value, stamp in triples:
             summary.add(name, value, stamp)
-    logs = [MetricLog(n, v, t) for n, v, t in triples]
-    if not any(n == "acc" for n, _, _ in triples):
+    # Only what every writer may store (observations.metric_error); the rest is skipped.
+    logs = [MetricLog(n, v, t) for n, v, t in triples if observations.metric_error(n, v) is None]
+    if not any(log.name == "acc" for log in logs):
         logs = []  # no objective value: everything unavailable (reference §7.4)
     assert summary.observation() == observations.summarise(SPEC, logs)
 
@@ -74,3 +80,60 @@ def test_one_rule_for_non_finite_values(bad: str) -> None:
     mixed.add_triples(parser.parse(f"loss=0.5\nloss={bad}\nloss=0.25\nloss={bad}\n"))
     (metric,) = mixed.observation().metrics or []
     assert (metric.min, metric.max, metric.latest) == ("0.25", "0.5", bad)
+
+
+def test_values_no_writer_may_store_are_skipped_with_the_limit_named(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A 400 KB number, `1_0` and full-width digits from the training: skipped, each with a
+    warning naming the limit; what is reported passes the authorizer's bounds (issue 16)."""
+    objective = ObjectiveSpec(type="maximize", objective_metric_name="acc")
+    summary = RunningSummary(objective)
+    huge = "0." + "9" * 400_000
+    for values in (["0.5", huge, "1_0"], ["\uff11", "0.25"]):
+        summary.add_many("acc", values, 0.0)
+    summary.add("acc", huge, 1.0)
+    (metric,) = summary.observation().metrics or []
+    assert (metric.min, metric.max, metric.latest) == ("0.25", "0.5", "0.25")
+    assert observations.objective_value(objective, summary.observation()) == 0.5
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 4, warnings
+    assert f"more than {observations.MAX_VALUE_CHARS}" in warnings[0]
+    assert "'1_0' of metric 'acc' is not a number" in warnings[1]
+    assert all(len(w) < 1000 for w in warnings)
+    patch = reporting.observation_patch(summary.observation(), summary.history.to_wire())
+    assert statusbounds.status_error(patch["status"]) is None
+
+
+def test_warnings_are_bounded_per_metric(caplog: pytest.LogCaptureFixture) -> None:
+    summary = RunningSummary(SPEC)
+    summary.add_many("acc", ["x"] * 100_000, 0.0)
+    assert summary.skipped == {"acc": 100_000}
+    assert len(caplog.records) == summaries.WARNINGS_PER_METRIC + 10
+
+
+_odd = st.one_of(
+    _values,
+    st.text(max_size=20),
+    st.text(alphabet="0123456789._eE+-\uff11", min_size=100, max_size=300),
+)
+
+
+@settings(deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["acc", "loss", "lr"]), _odd), max_size=30))
+def test_what_the_collector_writes_always_passes_the_authorizer(
+    pairs: list[tuple[str, str]],
+) -> None:
+    summary = RunningSummary(SPEC)
+    for name, value in pairs:
+        summary.add(name, value)
+    summary.add_runs([(name, 0.0, [value]) for name, value in pairs])
+    patch = reporting.observation_patch(summary.observation(), summary.history.to_wire())
+    assert statusbounds.status_error(patch["status"]) is None
+
+
+@given(st.lists(_odd, min_size=1, max_size=5))
+def test_the_one_pass_check_takes_only_numbers(values: list[str]) -> None:
+    """The fast path agrees with `observations.metric_error` on every value it admits."""
+    kept = RunningSummary(SPEC).usable("acc", values)
+    assert list(kept) == [v for v in values if observations.metric_error("acc", v) is None]

@@ -91,7 +91,7 @@ def test_medianstop_waits_for_min_trials_required_succeeded_trials() -> None:
 
 
 def test_series_skips_values_that_are_not_numbers_and_other_metrics() -> None:
-    trial = _trial(["1", "nan", "x", "3"])
+    trial = _trial(["1", "nan", "x", "3", "1_0", "\uff11", " 2"])  # float() reads the last 3
     assert stoppingrules.objective_series(trial, "loss") == {0: 1.0, 3: 3.0}
     assert stoppingrules.objective_series({"status": {}}, "loss") == {}
 

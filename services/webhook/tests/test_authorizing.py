@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from kubetune import metrichistory as mh
+from kubetune import observations as obs
 from kubetune.admission import TRANSIENT
 from kubetune_webhook import authorizing, reviewing
 from kubetune_webhook.authorizing import POD_NAME, POD_UID
@@ -160,6 +162,56 @@ def test_pod_may_not_touch_the_controllers_fields() -> None:
         _cluster(),
     )
     assert allowed.allowed
+
+
+def _observed(**metric: Any) -> dict[str, Any]:
+    return {"observation": {"metrics": [{"name": "loss", **metric}]}}
+
+
+def _history(values: list[str], name: str = "loss") -> dict[str, Any]:
+    steps = list(range(len(values)))
+    times = ["2026-12-01T00:00:00Z"] * len(values)
+    metric = {"name": name, "reports": len(values), "steps": steps, "values": values}
+    return {"metricHistory": {"metrics": [{**metric, "times": times}]}}
+
+
+@pytest.mark.parametrize(
+    ("status", "says"),
+    [
+        (_observed(latest="1" * 400_000), f"more than {obs.MAX_VALUE_CHARS}"),
+        (_observed(min="1" * 129, latest="1"), "status.observation.metrics[0].min"),
+        (_observed(max="1_0"), "is not a number"),
+        (_observed(latest="\uff11"), "is not a number"),
+        (
+            {"observation": {"metrics": [{"name": "n" * 300, "latest": "1"}]}},
+            f"more than {obs.MAX_NAME_CHARS}",
+        ),
+        (
+            {"observation": {"metrics": [{"name": f"m{i}"} for i in range(obs.MAX_METRICS + 1)]}},
+            f"more than {obs.MAX_METRICS}",
+        ),
+        (_history(["0.5"] * 200_000), f"metrichistory.MAX_BYTES {mh.MAX_BYTES}"),
+        (_history(["0.5", "1" * 200]), "status.metricHistory.metrics[0].values"),
+        (_history(["0.5"], name="n" * 300), f"more than {obs.MAX_NAME_CHARS}"),
+        ({"observation": {"metrics": "loss"}}, "status.observation.metrics must be a list"),
+    ],
+)
+def test_pod_writes_bounded_metrics_only(status: dict[str, Any], says: str) -> None:
+    """Training code holds the pod's token: megabytes in its own Trial are refused (issue 16)."""
+    verdict = authorizing.authorize(_request(new_status=status), TRUSTED, _cluster())
+    assert not verdict.allowed and verdict.code == 403
+    assert says in verdict.message
+    assert len(verdict.message) < 1000
+
+
+def test_bounded_metrics_pass_and_old_ones_are_not_rechecked() -> None:
+    written = {**_observed(min="0.25", max="1e3", latest="unavailable"), **_history(["0.5"] * 100)}
+    assert authorizing.authorize(_request(new_status=written), TRUSTED, _cluster()).allowed
+    # An observation stored before the bound does not block the EarlyStopped condition.
+    stored = _observed(latest="1" * 400)
+    early = {**stored, "conditions": [{"type": "EarlyStopped", "status": "True"}]}
+    request = _request(new_status=early, old_status=stored)
+    assert authorizing.authorize(request, TRUSTED, _cluster()).allowed
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from kubetune import errors
+from kubetune import errors, metrichistory, observations
 from kubetune.kube import (
     JOBS,
     PODS,
@@ -297,3 +297,57 @@ def _patched(kube: Kube, ns: str, body: dict[str, Any]) -> bool:
         assert "webhook" not in str(e), e
         return False
     return True
+
+
+def test_a_trial_pod_cannot_store_megabytes_in_its_own_trial(
+    cluster: Any, kube: Kube, checked: str
+) -> None:
+    """Training code holds its pod's token: a 1 MB metric history or a 400 KB value is refused
+    with the limit named (issue 16); a normal write passes."""
+    ns = checked
+    _, pod = _trial_with_pod(kube, ns, "mine", "exp-a")
+    collector = as_token(cluster, _token(cluster, ns, pod))
+    values = ["0.5"] * 30_000
+    history = {
+        "metrics": [
+            {
+                "name": "loss",
+                "reports": len(values),
+                "steps": list(range(len(values))),
+                "values": values,
+                "times": ["2026-12-01T00:00:00Z"] * len(values),
+            }
+        ]
+    }
+    assert metrichistory.serialized_size(history) > 1_000_000
+    with pytest.raises(errors.Forbidden) as refused:
+        collector.patch(
+            TRIALS, "mine", {"status": {"metricHistory": history}}, ns, subresource="status"
+        )
+    assert f"metrichistory.MAX_BYTES {metrichistory.MAX_BYTES}" in str(refused.value)
+    huge = {"metrics": [{"name": "loss", "latest": "1" * 400_000}]}
+    with pytest.raises(errors.Forbidden) as refused:
+        collector.patch(TRIALS, "mine", {"status": {"observation": huge}}, ns, subresource="status")
+    assert f"more than {observations.MAX_VALUE_CHARS}" in str(refused.value)
+    status = kube.get(TRIALS, "mine", ns).get("status") or {}
+    assert "observation" not in status and "metricHistory" not in status
+    observation = {"metrics": [{"name": "loss", "latest": "0.25", "min": "0.25", "max": "0.5"}]}
+    normal = {
+        "metrics": [
+            {
+                "name": "loss",
+                "reports": 2,
+                "steps": [0, 1],
+                "values": ["0.5", "0.25"],
+                "times": ["2026-12-01T00:00:00Z"] * 2,
+            }
+        ]
+    }
+    collector.patch(
+        TRIALS,
+        "mine",
+        {"status": {"observation": observation, "metricHistory": normal}},
+        ns,
+        subresource="status",
+    )
+    assert _observation(kube, ns, "mine") == observation

@@ -128,6 +128,16 @@ CASES: list[tuple[str, dict[str, Any], str | None]] = [
         _with("spec.objective.additionalMetricNames", ["accuracy"]),
         "contains the objective metric 'accuracy'",
     ),
+    (
+        "objective-name-too-long",
+        _with("spec.objective.objectiveMetricName", "n" * 257),
+        "spec.objective.objectiveMetricName: 257 characters, more than 256",
+    ),
+    (
+        "too-many-metrics",
+        _with("spec.objective.additionalMetricNames", [f"m{i}" for i in range(100)]),
+        "spec.objective.additionalMetricNames: 100 names, more than 99",
+    ),
     # 6 algorithm
     ("algorithm-missing", _with("spec.algorithm", None), "spec.algorithm: required"),
     (

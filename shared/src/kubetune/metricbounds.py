@@ -15,6 +15,8 @@ MAX_NAME_CHARS = 256
 """The longest metric name any writer accepts (a name is an identifier, not data)."""
 MAX_VALUE_CHARS = 128
 """The longest metric value any writer accepts: a float's text needs at most 24 characters."""
+MAX_METRICS = 100
+"""The most metrics one observation may hold (the objective and its additional metrics)."""
 
 NUMBER_PATTERN = (
     r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|(?i:inf(?:inity)?|nan))"

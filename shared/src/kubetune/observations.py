@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from kubetune.api.enums import MetricStrategyType, ObjectiveType
 from kubetune.metricbounds import (
+    MAX_METRICS,
     MAX_NAME_CHARS,
     MAX_VALUE_CHARS,
     NUMBER_PATTERN,
@@ -220,6 +221,7 @@ def goal_reached(objective: ObjectiveLike, best: float | None) -> bool:
 
 
 __all__: Sequence[str] = [
+    "MAX_METRICS",
     "MAX_NAME_CHARS",
     "MAX_VALUE_CHARS",
     "NUMBER_PATTERN",

@@ -6,6 +6,9 @@ compact `TrialSummary`. `count` buckets the summaries into upstream's states and
 picks the best finished (Succeeded or EarlyStopped) trial by the objective's type and metric
 strategy (reference §4.2); that optimum alone decides the goal. Trials still running when the
 Experiment completes are left to finish, as upstream does, and are still counted.
+A Trial's observation is read within the bounds every writer keeps (`_metrics`): a Trial
+written around them (by hand, or before the bounds) cannot blow up the Experiment status,
+which copies the optimum's observation, or this cache.
 Neighbours: `planning` turns counts into conditions and requests.
 """
 
@@ -55,22 +58,43 @@ def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
+def _bounded(value: Any) -> str | None:
+    """A stored value, `unavailable` when longer than any writer may write (the number is lost:
+    it was never one a float holds)."""
+    text = _text(value)
+    if text is not None and len(text) > observations.MAX_VALUE_CHARS:
+        return observations.UNAVAILABLE
+    return text
+
+
+def _metrics(status: Any) -> Metrics | None:
+    """The observation as tuples: the first `MAX_METRICS` metrics, without those whose name is
+    longer than `MAX_NAME_CHARS`, values over `MAX_VALUE_CHARS` read as unavailable."""
+    observation = status.get("observation") if isinstance(status, dict) else None
+    observed = observation.get("metrics") if isinstance(observation, dict) else None
+    if not observed or not isinstance(observed, list):
+        return None
+    return (
+        tuple(
+            (
+                _intern(name),
+                _bounded(m.get("min")),
+                _bounded(m.get("max")),
+                _bounded(m.get("latest")),
+            )
+            for m in observed[: observations.MAX_METRICS]
+            if isinstance(m, dict)
+            and 0 < len(name := str(m.get("name"))) <= observations.MAX_NAME_CHARS
+        )
+        or None
+    )
+
+
 def summarise(trial: Obj) -> TrialSummary:
     """A Trial as a summary."""
     meta = trial.get("metadata") or {}
     status = trial.get("status") or {}
-    observed = (status.get("observation") or {}).get("metrics") or []
-    metrics: Metrics | None = None
-    if observed:
-        metrics = tuple(
-            (
-                _intern(str(m.get("name"))),
-                _text(m.get("min")),
-                _text(m.get("max")),
-                _text(m.get("latest")),
-            )
-            for m in observed
-        )
+    metrics = _metrics(status)
     return TrialSummary(
         name=str(meta.get("name") or ""),
         state=trial_state(status.get("conditions")),

@@ -31,14 +31,17 @@ DEFAULT_FORMAT = r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)"
 # The value also takes a signed `inf`, `infinity` or `nan` in any case, as a whole word (upstream
 # captured `-` of `-inf` and nothing of `inf`/`nan`): one rule for non-finite values, see
 # `kubetune.observations.parse_number`.
-_VALUE = r"[+-]?(?:(?i:inf(?:inity)?|nan)(?![\w|-])|\d*(?:\.\d+)?(?:[Ee][+-]?\d+)?)"
-_DEFAULT_BLOCK = re.compile(r"([\w|-]+)[^\S\n]*=[^\S\n]*(" + _VALUE + ")")
+# Every default-format regex is ASCII (`_A`), as upstream's Go regexes are: Python's `\d` and
+# `\w` would also match `１` or `٣`, which are no number (`kubetune.observations`).
+_A = re.ASCII
+_VALUE = r"[+-]?(?:(?i:inf(?:inity)?|nan)(?![\w|-])|[0-9]*(?:\.[0-9]+)?(?:[Ee][+-]?[0-9]+)?)"
+_DEFAULT_BLOCK = re.compile(r"([\w|-]+)[^\S\n]*=[^\S\n]*(" + _VALUE + ")", _A)
 # 1.5x faster: a name may not start right after a name character. That gives the same matches
 # unless a match starts where the previous one ended (`loss=1epoch=2`: upstream also finds
 # `epoch`), i.e. unless some value is directly followed by a name character; blocks where
 # `_ADJACENT` (no backtracking, a cheap scan for `=`) finds that use the exact regex.
-_DEFAULT_FAST = re.compile(r"(?<![\w|-])([\w|-]+)[^\S\n]*=[^\S\n]*(" + _VALUE + ")")
-_ADJACENT = re.compile(r"=[^\S\n]*+[+-]?+\d*+(?:\.\d+)?+(?:[Ee][+-]?\d+)?+[\w|-]")
+_DEFAULT_FAST = re.compile(r"(?<![\w|-])([\w|-]+)[^\S\n]*=[^\S\n]*(" + _VALUE + ")", _A)
+_ADJACENT = re.compile(r"=[^\S\n]*+[+-]?+[0-9]*+(?:\.[0-9]+)?+(?:[Ee][+-]?[0-9]+)?+[\w|-]", _A)
 # 2-3x faster again when every wanted name is known up front: one scan per name whose pattern
 # starts with the name itself (the regex engine then skips to each occurrence of that literal),
 # the name's left edge checked by a lookbehind placed after it. It finds what the exact regex
@@ -47,9 +50,9 @@ _ADJACENT = re.compile(r"=[^\S\n]*+[+-]?+\d*+(?:\.\d+)?+(?:[Ee][+-]?\d+)?+[\w|-]
 # `x=1loss=2`; `_name_after_name` looks for that) and (2) the name cannot be read as (the start
 # of) a value: it starts with a letter or `_`, not like an exponent (`e5x`), and is not `inf`,
 # `infinity` or `nan` (`_literal_safe`).
-_EXPONENT_START = re.compile(r"[Ee][+-]?\d")
-_NAME = re.compile(r"[\w|-]+")
-_SAFE_NAME = re.compile(r"[^\W\d][\w|-]*")
+_EXPONENT_START = re.compile(r"[Ee][+-]?[0-9]")
+_NAME = re.compile(r"[\w|-]+", _A)
+_SAFE_NAME = re.compile(r"[^\W\d][\w|-]*", _A)
 
 
 def _literal_safe(name: str) -> bool:
@@ -62,17 +65,17 @@ def _literal_safe(name: str) -> bool:
 
 def _name_values(name: str) -> re.Pattern[str]:
     quoted = re.escape(name)
-    return re.compile(quoted + r"(?<![\w|-]" + quoted + r")[^\S\n]*=[^\S\n]*(" + _VALUE + ")")
+    return re.compile(quoted + r"(?<![\w|-]" + quoted + r")[^\S\n]*=[^\S\n]*(" + _VALUE + ")", _A)
 
 
 def _name_after_name(name: str) -> re.Pattern[str]:
     quoted = re.escape(name)
-    return re.compile(quoted + r"(?<=[\w|-]" + quoted + r")[^\S\n]*=")
+    return re.compile(quoted + r"(?<=[\w|-]" + quoted + r")[^\S\n]*=", _A)
 
 
 # A line that may start with an RFC 3339 timestamp (checked once per block, so blocks without
 # any skip the per-line look-up); the leading `\n` makes the scan a fast literal search.
-_TIMESTAMP_START = re.compile(r"\n\d{4}-\d\d-\d\dT")
+_TIMESTAMP_START = re.compile(r"\n[0-9]{4}-[0-9][0-9]-[0-9][0-9]T")
 
 
 def _has_timestamp(text: str) -> bool:

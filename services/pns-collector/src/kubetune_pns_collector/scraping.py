@@ -21,6 +21,7 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from kubetune import observations
 from kubetune_pns_collector import parsing
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,27 @@ _SAMPLE = re.compile(
 )
 
 
+# Go's ParseFloat (the exposition format's value grammar) also reads hexadecimal floats.
+_HEX_FLOAT = re.compile(
+    r"[+-]?0[xX](?:[0-9a-fA-F]+(?:\.[0-9a-fA-F]*)?|\.[0-9a-fA-F]+)[pP][+-]?[0-9]+", re.ASCII
+)
+
+
+def sample_value(text: str) -> str | None:
+    """A sample's value as kubetune's number text (`kubetune.observations.NUMBER_PATTERN`), or
+    None. The exposition format's values are Go's ParseFloat's: decimal numbers, `NaN`, `+Inf`,
+    `-Inf` (`observations.is_number` reads them all) and hexadecimal floats (written back in
+    decimal here); not Python's `float()`, which also takes `1_0` and non-ASCII digits."""
+    if observations.is_number(text):
+        return text
+    if _HEX_FLOAT.fullmatch(text):
+        try:
+            return repr(float.fromhex(text))
+        except OverflowError:  # beyond a float: not finite, as Go's ParseFloat says
+            return None
+    return None
+
+
 def parse_exposition(text: str, names: frozenset[str]) -> dict[str, str]:
     """The first sample of each wanted metric in Prometheus' text format (comments skipped,
     NaN and infinities dropped: they cannot be an observation)."""
@@ -46,12 +68,8 @@ def parse_exposition(text: str, names: frozenset[str]) -> dict[str, str]:
         m = _SAMPLE.match(line)
         if m is None or m.group(1) not in names or m.group(1) in found:
             continue
-        value = m.group(3)
-        try:
-            number = float(value)
-        except ValueError:
-            continue
-        if math.isfinite(number):
+        value = sample_value(m.group(3))
+        if value is not None and observations.parse_number(value) is not None:
             found[m.group(1)] = value
     return found
 

@@ -11,10 +11,10 @@ that step on.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kubetune import observations
 from kubetune.api.enums import ComparisonType, ObjectiveType
 
 
@@ -42,10 +42,12 @@ def parse_rule(text: str) -> Rule:
     parts = text.split(";")
     if len(parts) not in (3, 4) or not parts[0]:
         raise RuleError(f"early-stop rule {text!r}: want name;value;comparison;startStep")
-    try:
-        value = float(parts[1])
-    except ValueError as e:
-        raise RuleError(f"early-stop rule {text!r}: value {parts[1]!r} is not a number") from e
+    value = observations.parse_number(parts[1])
+    if value is None:
+        raise RuleError(
+            f"early-stop rule {text!r}: value {parts[1]!r} is not a finite number "
+            '(ASCII digits with an optional fraction and exponent, e.g. "0.25")'
+        )
     try:
         comparison = ComparisonType(parts[2])
     except ValueError as e:
@@ -81,11 +83,11 @@ class EarlyStopper:
         """Take one value; True when this value made the last rule fire."""
         if name not in self.names or not self.pending:
             return False
-        try:
-            number = float(value)
-        except ValueError:
+        # The values the summary keeps, and of them the finite ones (the one rule for ranking).
+        if observations.metric_error(name, value) is not None:
             return False
-        if math.isnan(number):
+        number = observations.parse_number(value)
+        if number is None:
             return False
         count = self._counts.get(name, 0) + 1
         self._counts[name] = count

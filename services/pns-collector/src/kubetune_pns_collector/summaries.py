@@ -6,11 +6,18 @@ minimum, the first maximum, the latest by timestamp, later wins ties) and hands 
 which gives the same answer. Beside that, a bounded log of the most recent values per metric
 (for early stopping), and the Trial's bounded metric history (`kubetune.metrichistory`,
 reported with the observation as `status.metricHistory`).
+
+Only values `kubetune.observations.metric_error` accepts get in (a number of at most
+`MAX_VALUE_CHARS` characters in the one number grammar, or `unavailable`): the authorizer
+refuses any other, so one odd line of the training's output would otherwise fail every report
+of the trial. The others are skipped with a warning that names the limit.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import re
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +27,16 @@ from kubetune import metrichistory, observations
 from kubetune.observations import MetricLog, ObjectiveLike, ObservationSummary
 from kubetune_pns_collector import parsing
 
+log = logging.getLogger(__name__)
+
 DEFAULT_HISTORY = 100
+WARNINGS_PER_METRIC = 10
+"""Skipped values logged one by one per metric; the rest are counted (a log of a million bad
+lines must not make a million warnings)."""
+# Finite numbers of `observations.NUMBER_PATTERN`, one a line: a run of values is checked in one
+# pass, without backtracking (possessive), 10x faster than a fullmatch a value. What it refuses
+# (inf, nan, `unavailable`, anything else) goes to `metric_error` one by one.
+_NUMBERS = re.compile(r"(?:[+-]?+(?:[0-9]++(?:\.[0-9]*+)?+|\.[0-9]++)(?:[eE][+-]?+[0-9]++)?+\n)*+")
 
 
 @dataclass
@@ -43,6 +59,35 @@ class RunningSummary:
         self._picks = {n: _Picks(recent=deque(maxlen=max(1, history))) for n in self.names}
         self.changed = False
         self.history = metrichistory.History()
+        self.skipped: dict[str, int] = {}
+
+    def usable(self, name: str, values: Sequence[str]) -> Sequence[str]:
+        """`values` without those `observations.metric_error` refuses, each skipped with a
+        warning (the first `WARNINGS_PER_METRIC` of a metric; then every 10 000th)."""
+        text = "\n".join(values) + "\n"
+        if (
+            values
+            and max(map(len, values)) <= observations.MAX_VALUE_CHARS
+            and observations.metric_error(name, observations.UNAVAILABLE) is None
+            and text.count("\n") == len(values)  # no value holds a line end of its own
+            and _NUMBERS.fullmatch(text)
+        ):
+            return values
+        kept = []
+        for value in values:
+            problem = observations.metric_error(name, value)
+            if problem is None:
+                kept.append(value)
+                continue
+            skipped = self.skipped[name] = self.skipped.get(name, 0) + 1
+            if skipped <= WARNINGS_PER_METRIC or skipped % 10_000 == 0:
+                log.warning(
+                    "skipping a value of metric %.40r (%d skipped so far): %s",
+                    name,
+                    skipped,
+                    problem,
+                )
+        return kept
 
     def count(self, name: str) -> int:
         picks = self._picks.get(name)
@@ -55,8 +100,11 @@ class RunningSummary:
 
     def add(self, name: str, value: str, timestamp: float = 0.0) -> None:
         picks = self._picks.get(name)
-        if picks is None:
+        if picks is None or not self.usable(name, [value]):
             return
+        self._add(picks, name, value, timestamp)
+
+    def _add(self, picks: _Picks, name: str, value: str, timestamp: float) -> None:
         seq = picks.count
         picks.count += 1
         picks.recent.append((value, timestamp))
@@ -75,17 +123,20 @@ class RunningSummary:
     def add_many(self, name: str, values: Sequence[str], timestamp: float) -> None:
         """Values of one metric sharing one timestamp, in order; the fast path for big logs."""
         picks = self._picks.get(name)
-        if picks is None or not values:
+        if picks is None:
             return
-        try:
+        values = self.usable(name, values)
+        if not values:
+            return
+        try:  # every value is in the strict grammar now, or `unavailable` (a ValueError)
             numbers = list(map(float, values))
         except ValueError:
             numbers = []
         low = min(numbers) if numbers else math.nan
         high = max(numbers) if numbers else math.nan
         if not (math.isfinite(low) and math.isfinite(high)):
-            for v in values:  # text, NaN or infinities among them: one by one
-                self.add(name, v, timestamp)
+            for v in values:  # `unavailable`, NaN or infinities among them: one by one
+                self._add(picks, name, v, timestamp)
             return
         base = picks.count
         if picks.min is None or low < picks.min[1]:

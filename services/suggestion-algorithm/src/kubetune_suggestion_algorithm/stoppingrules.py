@@ -26,14 +26,13 @@ objective so far is worse than `value`.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import optuna
 
-from kubetune import conditions, earlystopping, metrichistory
+from kubetune import conditions, earlystopping, metrichistory, observations
 from kubetune.algorithmsettings import Value
 from kubetune.api.base import Condition
 from kubetune.api.common import ComparisonType, EarlyStoppingRule, EarlyStoppingSpec, ObjectiveType
@@ -45,14 +44,12 @@ Series = dict[int, float]
 
 def objective_series(trial: Mapping[str, Any], metric: str) -> Series:
     """The kept values of `metric` in the Trial's metric history (`kubetune.metrichistory`);
-    values that are not finite numbers are skipped."""
+    values that are not finite numbers (`kubetune.observations.parse_number`: no `1_0`) are
+    skipped."""
     out: Series = {}
     for step, value, _ in metrichistory.read(trial.get("status")).get(metric, []):
-        try:
-            number = float(value)
-        except ValueError:
-            continue
-        if math.isfinite(number):
+        number = observations.parse_number(value)
+        if number is not None:
             out[step] = number
     return out
 

@@ -14,6 +14,10 @@ is not one of kubetune's trusted writers (its controllers) is admitted only when
 2. the write changes `status.observation`, `status.metricHistory` (the collector's bounded
    history, issue 15) and the `EarlyStopped` condition only (DESIGN, "Who
    writes what"): conditions, times and the rest belong to the trial-controller.
+3. what it writes there is bounded (`kubetune.statusbounds`: the number of metrics, the length
+   and grammar of names and values, the history's size). Training code holds the pod's token:
+   without this it could store megabytes in its Trial, which the experiment-controller then
+   copies and caches.
 
 Every other requester (people, controllers of other namespaces) is left to RBAC. A lookup that
 fails is a denial with code 500: the collector retries it; a refusal is code 403.
@@ -28,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kubetune import errors
+from kubetune import errors, statusbounds
 from kubetune.kube import PODS, Kube
 
 POD_NAME = "authentication.kubernetes.io/pod-name"
@@ -127,6 +131,11 @@ def trial_of_pod(pod: dict[str, Any], namespace: str, reader: Reader) -> tuple[s
     return None
 
 
+def _status(obj: Any) -> dict[str, Any]:
+    status = obj.get("status") if isinstance(obj, dict) else None
+    return status if isinstance(status, dict) else {}
+
+
 def _changes(old: Any, new: Any) -> list[str]:
     """The status fields a write changes that a trial pod may not change."""
     old_status = (old.get("status") if isinstance(old, dict) else None) or {}
@@ -200,6 +209,13 @@ def authorize(request: dict[str, Any], trusted: frozenset[str], reader: Reader) 
             f"pod {pod_name} of Trial {trial} may change only status.observation and the "
             f"{EARLY_STOPPED} condition (the trial-controller owns the rest); it changed "
             + ", ".join(changed),
+        )
+    # Only the fields the write changes: an EarlyStopped condition is not refused over an
+    # observation stored before the bounds.
+    bounds = statusbounds.status_error(_status(obj), _status(old))
+    if bounds:
+        return Verdict(
+            False, f"pod {pod_name} of Trial {trial} may not write this status: {bounds}"
         )
     return ALLOW
 

@@ -22,7 +22,16 @@ from typing import Any, Protocol
 import yaml
 from pydantic import ValidationError
 
-from kubetune import algorithmsettings, earlystopping, errors, jobstatus, kube, naming, nas
+from kubetune import (
+    algorithmsettings,
+    earlystopping,
+    errors,
+    jobstatus,
+    kube,
+    naming,
+    nas,
+    observations,
+)
 from kubetune.api.common import CollectorKind, FileFormat, FileSystemKind, MetricsCollectorSpec
 from kubetune.api.errors import describe
 from kubetune.api.experiment import (
@@ -295,6 +304,21 @@ def validate_objective(spec: ExperimentSpec) -> list[str]:
             f"spec.objective.additionalMetricNames: contains the objective metric "
             f"{objective.objective_metric_name!r}; remove it from additionalMetricNames"
         )
+    additional = list(objective.additional_metric_names or [])
+    if len(additional) + 1 > observations.MAX_METRICS:
+        problems.append(
+            f"spec.objective.additionalMetricNames: {len(additional)} names, more than "
+            f"{observations.MAX_METRICS - 1} (an observation holds at most "
+            f"{observations.MAX_METRICS} metrics): collect fewer metrics"
+        )
+    for field, name in [("objectiveMetricName", objective.objective_metric_name)] + [
+        (f"additionalMetricNames[{i}]", n) for i, n in enumerate(additional)
+    ]:
+        if name and len(name) > observations.MAX_NAME_CHARS:
+            problems.append(
+                f"spec.objective.{field}: {len(name)} characters, more than "
+                f"{observations.MAX_NAME_CHARS}: use a shorter metric name"
+            )
     return problems
 
 
