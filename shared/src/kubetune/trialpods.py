@@ -28,6 +28,9 @@ from typing import Any, Protocol
 from kubetune import errors
 from kubetune.kube import PODS, Kube
 
+POD_NAME = "authentication.kubernetes.io/pod-name"
+POD_UID = "authentication.kubernetes.io/pod-uid"
+"""User extra of a pod-bound service-account token: the pod it was issued for."""
 TRIAL_GROUP = "kubeflow.org"
 TRIAL_KIND = "Trial"
 MAX_OWNER_DEPTH = 8
@@ -50,6 +53,14 @@ class Reader(Protocol):
         """An object of the chain (a job of any kind, the Trial), None when it does not
         exist. Raises `CannotCheck`."""
         ...
+
+
+def one_extra(extra: Any, key: str) -> str:
+    """The one value of `key` in a user's extra (`POD_NAME`, `POD_UID`), else ""."""
+    values = extra.get(key) if isinstance(extra, dict) else None
+    if isinstance(values, list) and len(values) == 1 and isinstance(values[0], str):
+        return values[0]
+    return ""
 
 
 def meta(obj: Any) -> Obj:

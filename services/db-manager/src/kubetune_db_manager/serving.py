@@ -20,6 +20,7 @@ import grpc
 from prometheus_client import Histogram
 
 from kubetune.katibapi import pb, pb_grpc
+from kubetune_db_manager.authenticating import Authorizer, Caller
 from kubetune_db_manager.storing import Code, Store, StoreError
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,8 @@ STATUS = {
     Code.DEADLINE: grpc.StatusCode.DEADLINE_EXCEEDED,
     Code.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
     Code.DENIED: grpc.StatusCode.PERMISSION_DENIED,
+    Code.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
+    Code.FINISHED: grpc.StatusCode.FAILED_PRECONDITION,
 }
 
 
@@ -51,11 +54,22 @@ class Limits:
 
 
 class DBManager(pb_grpc.DBManagerServicer):  # type: ignore[misc]
-    """Each RPC: validate, act on the Trial, answer; a StoreError becomes its gRPC status."""
+    """Each RPC: authorize (`authenticating`), validate, act on the Trial, answer; a
+    StoreError becomes its gRPC status."""
 
-    def __init__(self, store: Store, limits: Limits) -> None:
+    def __init__(self, store: Store, limits: Limits, auth: Authorizer) -> None:
         self.store = store
         self.limits = limits
+        self.auth = auth
+
+    def _authorized(
+        self, step: str, request: Any, context: grpc.ServicerContext, deadline: float
+    ) -> None:
+        """Raises StoreError unless the caller may `step` ("report", "read", "delete"); None
+        otherwise, so a handler writes `self._authorized(...) or <the operation>`."""
+        caller = Caller.of(context.peer(), context.invocation_metadata())
+        name = request.trial_name
+        getattr(self.auth, step)(caller, name, lambda: self.store.find(name, deadline))
 
     def _deadline(self, context: grpc.ServicerContext) -> float:
         remaining = context.time_remaining()
@@ -88,7 +102,10 @@ class DBManager(pb_grpc.DBManagerServicer):  # type: ignore[misc]
         self._serve(
             "ReportObservationLog",
             context,
-            lambda deadline: self.store.report(request.trial_name, logs, deadline),
+            lambda deadline: (
+                self._authorized("report", request, context, deadline)
+                or self.store.report(request.trial_name, logs, deadline)
+            ),
         )
         return pb.ReportObservationLogReply()
 
@@ -98,12 +115,15 @@ class DBManager(pb_grpc.DBManagerServicer):  # type: ignore[misc]
         rows = self._serve(
             "GetObservationLog",
             context,
-            lambda deadline: self.store.get(
-                request.trial_name,
-                request.metric_name,
-                request.start_time,
-                request.end_time,
-                deadline,
+            lambda deadline: (
+                self._authorized("read", request, context, deadline)
+                or self.store.get(
+                    request.trial_name,
+                    request.metric_name,
+                    request.start_time,
+                    request.end_time,
+                    deadline,
+                )
             ),
         )
         return pb.GetObservationLogReply(
@@ -121,12 +141,17 @@ class DBManager(pb_grpc.DBManagerServicer):  # type: ignore[misc]
         self._serve(
             "DeleteObservationLog",
             context,
-            lambda deadline: self.store.delete(request.trial_name, deadline),
+            lambda deadline: (
+                self._authorized("delete", request, context, deadline)
+                or self.store.delete(request.trial_name, deadline)
+            ),
         )
         return pb.DeleteObservationLogReply()
 
 
-def server(store: Store, address: str, limits: Limits = Limits()) -> tuple[grpc.Server, int]:
+def server(
+    store: Store, address: str, limits: Limits = Limits(), *, auth: Authorizer
+) -> tuple[grpc.Server, int]:
     """A started server and the port it bound (`address` may end in `:0`)."""
     options = [
         ("grpc.max_receive_message_length", limits.max_message_bytes),
@@ -137,7 +162,7 @@ def server(store: Store, address: str, limits: Limits = Limits()) -> tuple[grpc.
         options=options,
         maximum_concurrent_rpcs=limits.max_concurrent_rpcs,
     )
-    pb_grpc.add_DBManagerServicer_to_server(DBManager(store, limits), srv)
+    pb_grpc.add_DBManagerServicer_to_server(DBManager(store, limits, auth), srv)
     port = srv.add_insecure_port(address)
     if port == 0:
         raise OSError(f"cannot listen on {address}")

@@ -27,13 +27,28 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kubetune.trialpods import CannotCheck, KubeReader, Reader, trial_of_pod
+from kubetune.trialpods import (
+    POD_NAME,
+    POD_UID,
+    CannotCheck,
+    KubeReader,
+    Reader,
+    trial_of_pod,
+)
 from kubetune.trialpods import meta as _meta
+from kubetune.trialpods import one_extra as _one
 
-__all__ = ["CannotCheck", "KubeReader", "Reader", "authorize", "trial_of_pod", "trusted_users"]
+__all__ = [
+    "POD_NAME",
+    "POD_UID",
+    "CannotCheck",
+    "KubeReader",
+    "Reader",
+    "authorize",
+    "trial_of_pod",
+    "trusted_users",
+]
 
-POD_NAME = "authentication.kubernetes.io/pod-name"
-POD_UID = "authentication.kubernetes.io/pod-uid"
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 EARLY_STOPPED = "EarlyStopped"
 POD_MAY_CHANGE = ("observation", "metricHistory")
@@ -60,13 +75,6 @@ def trusted_users(entries: Iterable[str], namespace: str) -> frozenset[str]:
             continue
         out.add(entry if ":" in entry else f"{SERVICE_ACCOUNT_PREFIX}{namespace}:{entry}")
     return frozenset(out)
-
-
-def _one(extra: Any, key: str) -> str:
-    values = extra.get(key) if isinstance(extra, dict) else None
-    if isinstance(values, list) and len(values) == 1 and isinstance(values[0], str):
-        return values[0]
-    return ""
 
 
 def _changes(old: Any, new: Any) -> list[str]:

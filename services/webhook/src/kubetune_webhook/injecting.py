@@ -408,6 +408,45 @@ def trial_name_env(trial_name: str) -> dict[str, Any]:
     return {"name": TRIAL_NAME_ENV, "valueFrom": {"fieldRef": ref}}
 
 
+def mount_db_manager_token(spec: dict[str, Any], containers: list[dict[str, Any]]) -> None:
+    """A Push trial's proof for db-manager: a projected token of the pod's service account for
+    the audience `kubetune-db-manager` (bound to the pod, refreshed by the kubelet; useless
+    against the API server), mounted read-only in `containers` (those that get
+    `KATIB_TRIAL_NAME`, i.e. that report), its path in `KUBETUNE_DB_MANAGER_TOKEN_FILE`."""
+    volumes = spec.setdefault("volumes", [])
+    if not any(
+        isinstance(v, dict) and v.get("name") == naming.DB_MANAGER_TOKEN_VOLUME for v in volumes
+    ):
+        token = {
+            "audience": naming.DB_MANAGER_AUDIENCE,
+            "expirationSeconds": 3600,
+            "path": posixpath.basename(naming.DB_MANAGER_TOKEN_FILE),
+        }
+        volumes.append(
+            {
+                "name": naming.DB_MANAGER_TOKEN_VOLUME,
+                "projected": {"sources": [{"serviceAccountToken": token}]},
+            }
+        )
+    for container in containers:
+        mounts = container.setdefault("volumeMounts", [])
+        if not any(
+            isinstance(m, dict) and m.get("name") == naming.DB_MANAGER_TOKEN_VOLUME for m in mounts
+        ):
+            mounts.append(
+                {
+                    "name": naming.DB_MANAGER_TOKEN_VOLUME,
+                    "mountPath": naming.DB_MANAGER_TOKEN_DIR,
+                    "readOnly": True,
+                }
+            )
+        env = container.setdefault("env", [])
+        if not any(
+            isinstance(e, dict) and e.get("name") == naming.DB_MANAGER_TOKEN_ENV for e in env
+        ):
+            env.append({"name": naming.DB_MANAGER_TOKEN_ENV, "value": naming.DB_MANAGER_TOKEN_FILE})
+
+
 def inject(
     pod: dict[str, Any],
     trial_manifest: dict[str, Any],
@@ -445,6 +484,10 @@ def inject(
         env = container.setdefault("env", [])
         if not any(isinstance(e, dict) and e.get("name") == TRIAL_NAME_ENV for e in env):
             env.append(trial_name_env(trial_name))
+    mc = trial.spec.metrics_collector or MetricsCollectorSpec()
+    kind = (mc.collector.kind if mc.collector else None) or CollectorKind.STDOUT.value
+    if kind == CollectorKind.PUSH.value:
+        mount_db_manager_token(spec, primaries)
     if not is_primary(out, trial):
         return out
     if not primaries:
@@ -465,8 +508,6 @@ def inject(
             mounts = container.setdefault("volumeMounts", [])
             if not any(isinstance(m, dict) and m.get("name") == SUGGESTION_VOLUME for m in mounts):
                 mounts.append(dict(volume_mount))
-    mc = trial.spec.metrics_collector or MetricsCollectorSpec()
-    kind = (mc.collector.kind if mc.collector else None) or CollectorKind.STDOUT.value
     if kind in (CollectorKind.PUSH.value, CollectorKind.NONE.value):
         return out
     watched = _watched_containers(out, containers, primary_name or "", kind, config)
