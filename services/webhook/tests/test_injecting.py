@@ -169,6 +169,10 @@ def test_custom_collector_is_added_verbatim_without_wrapping() -> None:
     sidecar = _container(out, "my-collector")
     assert sidecar["image"] == "me/collector:1" and sidecar["args"] == ["-x"]
     assert _container(out, "training-container")["command"] == ["python3", "train.py"]
+    # It reports to db-manager: it gets the pod's token for it, as the training does.
+    for container in (sidecar, _container(out, "training-container")):
+        token_env = {"name": naming.DB_MANAGER_TOKEN_ENV, "value": naming.DB_MANAGER_TOKEN_FILE}
+        assert token_env in container["env"]
 
 
 def test_istio_annotation_the_user_set_is_kept() -> None:

@@ -41,6 +41,8 @@ WRAPPED_KINDS = (
     CollectorKind.TENSORFLOW_EVENT.value,
     CollectorKind.PROMETHEUS_METRIC.value,
 )
+REPORTING_KINDS = (CollectorKind.PUSH.value, CollectorKind.CUSTOM.value)
+"""Collector kinds whose containers report to db-manager themselves: they get its token."""
 DEFAULT_SCRAPE_PATH = "/metrics"
 DEFAULT_SCRAPE_PORT = 8080
 MAX_OWNER_DEPTH = 8
@@ -409,10 +411,10 @@ def trial_name_env(trial_name: str) -> dict[str, Any]:
 
 
 def mount_db_manager_token(spec: dict[str, Any], containers: list[dict[str, Any]]) -> None:
-    """A Push trial's proof for db-manager: a projected token of the pod's service account for
-    the audience `kubetune-db-manager` (bound to the pod, refreshed by the kubelet; useless
-    against the API server), mounted read-only in `containers` (those that get
-    `KATIB_TRIAL_NAME`, i.e. that report), its path in `KUBETUNE_DB_MANAGER_TOKEN_FILE`."""
+    """A Push or Custom trial's proof for db-manager: a projected token of the pod's service
+    account for the audience `kubetune-db-manager` (bound to the pod, refreshed by the kubelet;
+    useless against the API server), mounted read-only in `containers` (those that report),
+    its path in `KUBETUNE_DB_MANAGER_TOKEN_FILE`."""
     volumes = spec.setdefault("volumes", [])
     if not any(
         isinstance(v, dict) and v.get("name") == naming.DB_MANAGER_TOKEN_VOLUME for v in volumes
@@ -486,7 +488,7 @@ def inject(
             env.append(trial_name_env(trial_name))
     mc = trial.spec.metrics_collector or MetricsCollectorSpec()
     kind = (mc.collector.kind if mc.collector else None) or CollectorKind.STDOUT.value
-    if kind == CollectorKind.PUSH.value:
+    if kind in REPORTING_KINDS:
         mount_db_manager_token(spec, primaries)
     if not is_primary(out, trial):
         return out
@@ -535,6 +537,7 @@ def inject(
             raise Denied("metricsCollector kind Custom needs collector.customCollector")
         sidecar = copy.deepcopy(custom)
         sidecar.setdefault("name", CUSTOM_SIDECAR_NAME)
+        mount_db_manager_token(spec, [sidecar])  # Katib's custom collectors report there
     for container in [*primaries, *watched[1:], sidecar]:
         _mount(container, LOG_DIR)
         if extra_dir is not None:
