@@ -415,38 +415,34 @@ def mount_db_manager_token(spec: dict[str, Any], containers: list[dict[str, Any]
     account for the audience `kubetune-db-manager` (bound to the pod, refreshed by the kubelet;
     useless against the API server), mounted read-only in `containers` (those that report),
     its path in `KUBETUNE_DB_MANAGER_TOKEN_FILE`."""
-    volumes = spec.setdefault("volumes", [])
-    if not any(
-        isinstance(v, dict) and v.get("name") == naming.DB_MANAGER_TOKEN_VOLUME for v in volumes
-    ):
-        token = {
-            "audience": naming.DB_MANAGER_AUDIENCE,
-            "expirationSeconds": 3600,
-            "path": posixpath.basename(naming.DB_MANAGER_TOKEN_FILE),
-        }
-        volumes.append(
-            {
-                "name": naming.DB_MANAGER_TOKEN_VOLUME,
-                "projected": {"sources": [{"serviceAccountToken": token}]},
-            }
-        )
+    token = {
+        "audience": naming.DB_MANAGER_AUDIENCE,
+        "expirationSeconds": 3600,
+        "path": posixpath.basename(naming.DB_MANAGER_TOKEN_FILE),
+    }
+    _add_named(
+        spec.setdefault("volumes", []),
+        {
+            "name": naming.DB_MANAGER_TOKEN_VOLUME,
+            "projected": {"sources": [{"serviceAccountToken": token}]},
+        },
+    )
     for container in containers:
-        mounts = container.setdefault("volumeMounts", [])
-        if not any(
-            isinstance(m, dict) and m.get("name") == naming.DB_MANAGER_TOKEN_VOLUME for m in mounts
-        ):
-            mounts.append(
-                {
-                    "name": naming.DB_MANAGER_TOKEN_VOLUME,
-                    "mountPath": naming.DB_MANAGER_TOKEN_DIR,
-                    "readOnly": True,
-                }
-            )
-        env = container.setdefault("env", [])
-        if not any(
-            isinstance(e, dict) and e.get("name") == naming.DB_MANAGER_TOKEN_ENV for e in env
-        ):
-            env.append({"name": naming.DB_MANAGER_TOKEN_ENV, "value": naming.DB_MANAGER_TOKEN_FILE})
+        mount = {"mountPath": naming.DB_MANAGER_TOKEN_DIR, "readOnly": True}
+        _add_named(
+            container.setdefault("volumeMounts", []),
+            {"name": naming.DB_MANAGER_TOKEN_VOLUME, **mount},
+        )
+        _add_named(
+            container.setdefault("env", []),
+            {"name": naming.DB_MANAGER_TOKEN_ENV, "value": naming.DB_MANAGER_TOKEN_FILE},
+        )
+
+
+def _add_named(items: list[Any], item: dict[str, Any]) -> None:
+    """Append `item` unless an entry of its name is there (a pod mutated twice equals once)."""
+    if not any(isinstance(i, dict) and i.get("name") == item["name"] for i in items):
+        items.append(item)
 
 
 def inject(
