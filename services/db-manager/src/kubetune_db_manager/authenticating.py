@@ -54,7 +54,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kubetune import errors
+from kubetune import errors, naming
 from kubetune.kube import PODS, SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS, TRIALS, Kube
 from kubetune.trialpods import (
     POD_NAME,
@@ -70,8 +70,8 @@ from kubetune_db_manager.storing import Code, StoreError
 
 Obj = dict[str, Any]
 
-AUDIENCE = "kubetune-db-manager"
-TOKEN_FILE_ENV = "KUBETUNE_DB_MANAGER_TOKEN_FILE"
+AUDIENCE = naming.DB_MANAGER_AUDIENCE
+TOKEN_FILE_ENV = naming.DB_MANAGER_TOKEN_ENV
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 CACHE_SECONDS = 5.0
 CACHE_ENTRIES = 4096
