@@ -63,13 +63,18 @@ class DBManager(pb_grpc.DBManagerServicer):  # type: ignore[misc]
         self.auth = auth
 
     def _authorized(
-        self, step: str, request: Any, context: grpc.ServicerContext, deadline: float
-    ) -> None:
-        """Raises StoreError unless the caller may `step` ("report", "read", "delete"); None
-        otherwise, so a handler writes `self._authorized(...) or <the operation>`."""
-        caller = Caller.of(context.peer(), context.invocation_metadata())
-        name = request.trial_name
-        getattr(self.auth, step)(caller, name, lambda: self.store.find(name, deadline))
+        self, step: str, request: Any, context: grpc.ServicerContext, call: Callable[[float], T]
+    ) -> Callable[[float], T]:
+        """`call`, once the caller may `step` ("report", "read", "delete"); a StoreError
+        (UNAUTHENTICATED, PERMISSION_DENIED...) before it otherwise."""
+
+        def run(deadline: float) -> T:
+            caller = Caller.of(context.peer(), context.invocation_metadata())
+            name = request.trial_name
+            getattr(self.auth, step)(caller, name, lambda: self.store.find(name, deadline))
+            return call(deadline)
+
+        return run
 
     def _deadline(self, context: grpc.ServicerContext) -> float:
         remaining = context.time_remaining()
