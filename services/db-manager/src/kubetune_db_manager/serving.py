@@ -107,9 +107,11 @@ class DBManager(pb_grpc.DBManagerServicer):  # type: ignore[misc]
         self._serve(
             "ReportObservationLog",
             context,
-            lambda deadline: (
-                self._authorized("report", request, context, deadline)
-                or self.store.report(request.trial_name, logs, deadline)
+            self._authorized(
+                "report",
+                request,
+                context,
+                lambda deadline: self.store.report(request.trial_name, logs, deadline),
             ),
         )
         return pb.ReportObservationLogReply()
@@ -120,15 +122,17 @@ class DBManager(pb_grpc.DBManagerServicer):  # type: ignore[misc]
         rows = self._serve(
             "GetObservationLog",
             context,
-            lambda deadline: (
-                self._authorized("read", request, context, deadline)
-                or self.store.get(
+            self._authorized(
+                "read",
+                request,
+                context,
+                lambda deadline: self.store.get(
                     request.trial_name,
                     request.metric_name,
                     request.start_time,
                     request.end_time,
                     deadline,
-                )
+                ),
             ),
         )
         return pb.GetObservationLogReply(
@@ -146,9 +150,11 @@ class DBManager(pb_grpc.DBManagerServicer):  # type: ignore[misc]
         self._serve(
             "DeleteObservationLog",
             context,
-            lambda deadline: (
-                self._authorized("delete", request, context, deadline)
-                or self.store.delete(request.trial_name, deadline)
+            self._authorized(
+                "delete",
+                request,
+                context,
+                lambda deadline: self.store.delete(request.trial_name, deadline),
             ),
         )
         return pb.DeleteObservationLogReply()
