@@ -201,7 +201,8 @@ def test_a_pod_of_another_experiment_cannot_write_a_trial_status(
     forger = as_token(cluster, _token(cluster, ns, other_pod))
     with pytest.raises(errors.Forbidden) as refused:
         forger.patch(TRIALS, "victim", FORGED, ns, subresource="status")
-    assert "pod other-pod of Trial other may not write the status of Trial victim" in str(
+    pod_name = other_pod["metadata"]["name"]
+    assert f"pod {pod_name} of Trial other may not write the status of Trial victim" in str(
         refused.value
     )
     assert _observation(kube, ns, "victim") is None
