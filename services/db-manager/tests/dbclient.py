@@ -82,7 +82,7 @@ def trial(kube: Kube, cluster: Any, namespace: str, name: str = "t1") -> str:
     objective = builders.objective("loss", "minimize", additional=["accuracy"])
     body = builders.trial(name, objective_spec=objective, collector="Push")
     pod = job_pod(kube, namespace, kube.create(TRIALS, body, namespace))
-    return bound_token(cluster, pod, naming.DB_MANAGER_AUDIENCE)
+    return bound_token(kube, pod, naming.DB_MANAGER_AUDIENCE)
 
 
 def grant(kube: Kube, namespace: str, *verbs: str, account: str = "default") -> None:

@@ -132,7 +132,7 @@ def test_a_token_of_a_pod_not_run_by_the_trial_is_refused(
     victim = kube.get(TRIALS, "t1", namespace)
     forger = _pod(kube, namespace, "forger", victim)  # controller reference to the Trial itself
     server = start()
-    forged = server.stub_for(bound_token(cluster, forger, AUDIENCE))
+    forged = server.stub_for(bound_token(kube, forger, AUDIENCE))
     details = _refused(
         lambda: report(forged, "t1", ("loss", "-999")), grpc.StatusCode.PERMISSION_DENIED
     )
@@ -147,7 +147,7 @@ def test_a_token_of_a_pod_not_run_by_the_trial_is_refused(
     assert "names no pod" in details
     pod = kube.list_all(PODS, namespace, label_selector="job-name=t1")[0]
     details = _refused(
-        lambda: report(server.stub_for(bound_token(cluster, pod)), "t1", ("loss", "-999")),
+        lambda: report(server.stub_for(bound_token(kube, pod)), "t1", ("loss", "-999")),
         grpc.StatusCode.UNAUTHENTICATED,
     )
     assert f"not valid for audience {AUDIENCE}" in details

@@ -112,7 +112,7 @@ def _wait_until_checked(cluster: Any, kube: Kube, ns: str) -> None:
 
 def _token(cluster: Any, ns: str, pod: dict[str, Any] | None = None, sa: str = "default") -> str:
     if pod is not None:
-        return bound_token(cluster, pod)
+        return bound_token(Kube(cluster.api_client()), pod)
     return service_account_token(cluster, sa, ns, "10m")
 
 

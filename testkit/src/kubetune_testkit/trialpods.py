@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubetune.kube import JOBS, PODS, Kube
-from kubetune_testkit.accounts import service_account_token
+from kubetune.kube import JOBS, PODS, SERVICE_ACCOUNTS, Kube
 from kubetune_testkit.builders import CONTAINER, owner_reference
 from kubetune_testkit.waiting import wait_for
 
@@ -50,16 +49,23 @@ def job_pod(kube: Kube, namespace: str, trial: Obj, account: str = "default") ->
     return pod
 
 
-def bound_token(cluster: Any, pod: Obj, audience: str | None = None) -> str:
+def bound_token(kube: Kube, pod: Obj, audience: str | None = None) -> str:
     """A token of the pod's service account bound to the pod (what its projected token is),
-    for `audience` when given."""
+    from the TokenRequest API, for `audience` when given (else the API server's)."""
     meta = pod["metadata"]
-    bound = [
-        "--bound-object-kind=Pod",
-        f"--bound-object-name={meta['name']}",
-        f"--bound-object-uid={meta['uid']}",
-    ]
+    spec: Obj = {
+        "expirationSeconds": 600,
+        "boundObjectRef": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": meta["name"],
+            "uid": meta["uid"],
+        },
+    }
     if audience:
-        bound.append(f"--audience={audience}")
+        spec["audiences"] = [audience]
     account = pod["spec"].get("serviceAccountName") or "default"
-    return service_account_token(cluster, account, meta["namespace"], "10m", *bound)
+    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
+    path = SERVICE_ACCOUNTS.path(meta["namespace"], account, "token")
+    answer = kube.request("POST", path, body=body)
+    return str(answer["status"]["token"])
