@@ -39,8 +39,10 @@ Rules per RPC:
   kubetune's controllers and people who could delete the Trial and its history anyway.
 
 Verdicts that allow are kept for `CACHE_SECONDS` (at most `CACHE_ENTRIES`), so a chatty trial
-costs one TokenReview and a few reads every few seconds, not per report; denials are never
-kept. A lookup that fails is UNAVAILABLE (retry), never an allow.
+costs one TokenReview and a few reads every few seconds, not per report; requests that arrive
+while the same caller's check for the same Trial runs wait for its verdict instead of
+repeating it. Denials are never kept. A lookup that fails is UNAVAILABLE (retry), never an
+allow.
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ TOKEN_FILE_ENV = naming.DB_MANAGER_TOKEN_ENV
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 CACHE_SECONDS = 5.0
 CACHE_ENTRIES = 4096
+CHECK_WAIT_SECONDS = 30.0
+"""Longest a request waits for the same caller's check in progress (the API calls' timeout)."""
 FINISHED_PHASES = ("Succeeded", "Failed")
 FIX = (
     f"send the pod's token from ${TOKEN_FILE_ENV} as metadata `authorization: Bearer <token>` "
@@ -148,6 +152,7 @@ class Authorizer:
         self.reader = reader or KubeReader(kube)
         self.clock = clock
         self._allowed: OrderedDict[tuple[str, str, str], float] = OrderedDict()
+        self._checking: dict[tuple[str, str, str], threading.Event] = {}
         self._lock = threading.Lock()
 
     def report(self, caller: Caller, trial: str, find: Callable[[], Obj]) -> None:
@@ -175,22 +180,33 @@ class Authorizer:
             else "peer:" + (peer_ip(caller.peer) or caller.peer)
         )
         key = (verb, identity, trial)
-        now = self.clock()
-        with self._lock:
-            until = self._allowed.get(key)
-            if until is not None and until > now:
-                return
-            self._allowed.pop(key, None)
+        while True:
+            with self._lock:
+                until = self._allowed.get(key)
+                if until is not None and until > self.clock():
+                    return
+                self._allowed.pop(key, None)
+                checking = self._checking.get(key)
+                if checking is None:
+                    checking = self._checking[key] = threading.Event()
+                    break
+            # Another request of this caller for this Trial is being checked: its verdict, if
+            # an allow, answers this one too (no stampede of TokenReviews when one expires).
+            checking.wait(CHECK_WAIT_SECONDS)
         try:
             user = self._user(caller, trial)  # who, before saying whether the Trial exists
             decide(user, find())
+            with self._lock:
+                self._allowed[key] = self.clock() + CACHE_SECONDS
+                self._allowed.move_to_end(key)
+                while len(self._allowed) > CACHE_ENTRIES:
+                    self._allowed.popitem(last=False)
         except CannotCheck as e:
             raise StoreError(Code.UNAVAILABLE, f"cannot check the caller: {e}; retry") from e
-        with self._lock:
-            self._allowed[key] = now + CACHE_SECONDS
-            self._allowed.move_to_end(key)
-            while len(self._allowed) > CACHE_ENTRIES:
-                self._allowed.popitem(last=False)
+        finally:
+            with self._lock:
+                del self._checking[key]
+            checking.set()
 
     # -- who is calling --------------------------------------------------------------------
 
