@@ -1,7 +1,10 @@
 """db-manager figures: ReportObservationLog throughput, and latency at a fixed rate.
 
-In a fresh namespace, `--trials` Trials (Push collector) are created; the real `db-manager`
-process (services/db-manager) serves them. Then:
+In a fresh namespace, `--trials` Trials (Push collector) are created, each with its Job and the
+Job controller's pod (never scheduled); the real `db-manager` process (services/db-manager)
+serves them, and every report sends its Trial's pod token (db-manager accepts a report only
+from the Trial's own pod; its verdict is kept 5 s, so the figures include a TokenReview per
+Trial every 5 s). Then:
 
 1. Throughput: `--clients` threads report as fast as answers come (closed loop), one metric
    log per request, spread over the Trials, for `--seconds`: reports/s acknowledged.
@@ -32,9 +35,14 @@ import psutil
 from kubeflow.katib import katib_api_pb2 as pb
 from kubeflow.katib import katib_api_pb2_grpc as pb_grpc
 
+from kubetune import naming
 from kubetune.kube import NAMESPACES, TRIALS, Kube, connect
 from kubetune_testkit import builders
 from kubetune_testkit.processes import console_script, free_port
+from kubetune_testkit.trialpods import bound_token, job_pod
+
+Tokens = dict[str, list[tuple[str, str]]]
+"""Each Trial's gRPC metadata: its pod's token for db-manager."""
 
 
 def request(trial: str, value: float) -> object:
@@ -56,9 +64,8 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def throughput(
-    stub: pb_grpc.DBManagerStub, trials: list[str], clients: int, seconds: float
-) -> None:
+def throughput(stub: pb_grpc.DBManagerStub, tokens: Tokens, clients: int, seconds: float) -> None:
+    trials = list(tokens)
     done = [0] * clients
     failed = [0] * clients
     stop = time.monotonic() + seconds
@@ -68,7 +75,9 @@ def throughput(
         while time.monotonic() < stop:
             trial = trials[(index + i * clients) % len(trials)]
             try:
-                stub.ReportObservationLog(request(trial, i / 1000), timeout=30)
+                stub.ReportObservationLog(
+                    request(trial, i / 1000), timeout=30, metadata=tokens[trial]
+                )
                 done[index] += 1
             except grpc.RpcError:
                 failed[index] += 1
@@ -88,10 +97,11 @@ def throughput(
     )
 
 
-def at_rate(stub: pb_grpc.DBManagerStub, trials: list[str], rate: float, seconds: float) -> None:
+def at_rate(stub: pb_grpc.DBManagerStub, tokens: Tokens, rate: float, seconds: float) -> None:
     """Open loop: each request leaves on schedule as a gRPC future (no client thread waits
     for an answer, so the client never holds requests back); latency counts from the time
     it was due, so a request the client sent late is not flattered."""
+    trials = list(tokens)
     latencies: list[float] = []
     errors: list[str] = []
     lock = threading.Lock()
@@ -116,8 +126,9 @@ def at_rate(stub: pb_grpc.DBManagerStub, trials: list[str], rate: float, seconds
             time.sleep(delay)
         else:
             late = max(late, -delay)
+        trial = trials[i % len(trials)]
         future = stub.ReportObservationLog.future(
-            request(trials[i % len(trials)], i / 1000), timeout=30
+            request(trial, i / 1000), timeout=30, metadata=tokens[trial]
         )
         future.add_done_callback(lambda f, due=due: answered(due, f))
     for _ in range(total):
@@ -151,9 +162,11 @@ def main() -> int:
     kube.create(NAMESPACES, {"metadata": {"name": namespace}})
     process = None
     try:
-        trials = [f"t{i}" for i in range(args.trials)]
-        for name in trials:
-            kube.create(TRIALS, builders.trial(name, collector="Push"), namespace)
+        tokens: Tokens = {}
+        for name in (f"t{i}" for i in range(args.trials)):
+            trial = kube.create(TRIALS, builders.trial(name, collector="Push"), namespace)
+            token = bound_token(kube, job_pod(kube, namespace, trial), naming.DB_MANAGER_AUDIENCE)
+            tokens[name] = [("authorization", f"Bearer {token}")]
         port = free_port()
         argv = [console_script("db-manager"), "--address", f"127.0.0.1:{port}"]
         argv += ["--namespace", namespace, "--probe-port", "0", "--log-level", "warning"]
@@ -167,9 +180,9 @@ def main() -> int:
         for closed_loop in (True, False):
             before = server.cpu_times()
             if closed_loop:
-                throughput(stub, trials, args.clients, args.seconds)
+                throughput(stub, tokens, args.clients, args.seconds)
             else:
-                at_rate(stub, trials, args.rate, args.seconds)
+                at_rate(stub, tokens, args.rate, args.seconds)
             after = server.cpu_times()
             used = (after.user - before.user) + (after.system - before.system)
             print(f"  db-manager CPU in that phase: {used:.1f} s", flush=True)

@@ -5,7 +5,8 @@ Katib's DBManager API (`ReportObservationLog`), the way Katib's own file collect
     python custom_collector.py ADDRESS FILE METRIC...
 
 The trial's name comes from $TrialName (the downward API, as in Katib's custom collector
-example). The training writes `name=value` lines to FILE and a last line `done`.
+example), the pod's token for db-manager from the file $KUBETUNE_DB_MANAGER_TOKEN_FILE names.
+The training writes `name=value` lines to FILE and a last line `done`.
 """
 
 import os
@@ -43,7 +44,12 @@ def main(address, path, *metrics):
         request = pb.ReportObservationLogRequest(
             trial_name=trial, observation_log=pb.ObservationLog(metric_logs=logs)
         )
-        stub.ReportObservationLog(request, timeout=60)
+        # db-manager accepts a report from the trial's own pod only: the pod's token for it
+        # (audience kubetune-db-manager), which the webhook mounts for Custom collectors.
+        with open(os.environ["KUBETUNE_DB_MANAGER_TOKEN_FILE"]) as fh:
+            token = fh.read().strip()
+        metadata = [("authorization", f"Bearer {token}")]
+        stub.ReportObservationLog(request, timeout=60, metadata=metadata)
     print(f"reported {len(logs)} values of {trial}", flush=True)
 
 

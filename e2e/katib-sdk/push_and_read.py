@@ -4,22 +4,65 @@ Run with the interpreter of the SDK's own venv (e2e/tests/katib_sdk.py):
 
     python push_and_read.py report ADDRESS X LOSS...   # in a trial pod: report_metrics per value
     python push_and_read.py read ADDRESS NAMESPACE TRIAL   # get_trial_metrics, printed as JSON
+
+db-manager accepts a report only from the trial's own pod. `report_metrics` sends no
+credentials, so db-manager identifies the pod by the connection's address; on the local
+cluster every pod shares one address, which proves nothing. `report` therefore first calls
+`report_metrics` unchanged and prints its refusal (`refused: ...`; exit 3 if it was accepted),
+then reports every value with the same SDK call while each channel the SDK opens sends the
+pod's token ($KUBETUNE_DB_MANAGER_TOKEN_FILE, mounted by kubetune's webhook) as the metadata
+`authorization: Bearer <token>`. `read` sends $KUBETUNE_DB_MANAGER_TOKEN when set (a token for
+the audience kubetune-db-manager of someone who may get the Trial).
 """
 
 import json
+import os
 import sys
 
+import grpc
 from kubeflow.katib import KatibClient, report_metrics
+
+
+def send_token(token):
+    """Every channel the SDK opens from now on sends `token()` (read per call: the kubelet
+    refreshes the file) as `authorization: Bearer`; the requests stay the SDK's own."""
+    insecure_channel = grpc.insecure_channel
+
+    class Bearer(grpc.UnaryUnaryClientInterceptor):
+        def intercept_unary_unary(self, continuation, details, request):
+            metadata = [*(details.metadata or ()), ("authorization", f"Bearer {token()}")]
+            return continuation(details._replace(metadata=metadata), request)
+
+    def channel(target, *args, **kwargs):
+        return grpc.intercept_channel(insecure_channel(target, *args, **kwargs), Bearer())
+
+    grpc.insecure_channel = channel
+
+
+def pod_token():
+    with open(os.environ["KUBETUNE_DB_MANAGER_TOKEN_FILE"]) as fh:
+        return fh.read().strip()
 
 
 def report(address, x, *losses):
     print(f"x={x}", flush=True)
+    try:
+        report_metrics({"loss": 1e9}, db_manager_address=address)
+    except RuntimeError as e:
+        print(f"refused: {e}", flush=True)
+    else:
+        print("accepted without a token", flush=True)
+        sys.exit(3)
+    send_token(pod_token)
     for i, loss in enumerate(losses):
         report_metrics({"loss": float(loss), "epoch": i}, db_manager_address=address)
         print(f"reported loss={loss}", flush=True)
 
 
 def read(address, namespace, trial):
+    token = os.environ.get("KUBETUNE_DB_MANAGER_TOKEN")
+    if token:
+        send_token(lambda: token)
     client = KatibClient(namespace=namespace)
     logs = client.get_trial_metrics(trial, namespace, db_manager_address=address)
     print(json.dumps([[m.time_stamp, m.metric.name, m.metric.value] for m in logs]))

@@ -1,6 +1,11 @@
 """Push collection with Katib's SDK (kubeflow-katib from PyPI, in its own venv): a trial
 reports with `report_metrics`, kubetune's db-manager writes the Trial, and
-`KatibClient.get_trial_metrics` reads the history back, with no database anywhere."""
+`KatibClient.get_trial_metrics` reads the history back, with no database anywhere.
+
+db-manager accepts a report only from the trial's own pod. On this cluster every pod shares
+the node's address, so `report_metrics` as shipped (no credentials) is refused with a message
+naming the fix, and the trial reports with the pod's token sent as metadata (the SDK's own
+requests); the readback sends a token of an account that may get the Trial."""
 
 from __future__ import annotations
 
@@ -12,8 +17,9 @@ import test_local_overlay as overlay
 from katib_sdk import sdk_python
 from podcode import EXISTING
 
-from kubetune import metrichistory
+from kubetune import metrichistory, naming
 from kubetune_testkit import builders, deploying, kubectl
+from kubetune_testkit.accounts import service_account_token
 from kubetune_testkit.conditions import is_true
 from kubetune_testkit.deploying import ROOT
 from kubetune_testkit.kubectl import get_json
@@ -53,22 +59,43 @@ def test_sdk_pushes_metrics_and_reads_them_back(kubetune: ClusterHandle, ns: str
         maxTrialCount=1,
         parallelTrialCount=1,
     )
+    exp["spec"]["trialTemplate"]["retain"] = True  # the pod stays, for its log
     kubectl.apply(kubetune, exp, check=True)
 
     overlay.wait_succeeded(kubetune, ns, "push")
     (trial,) = get_json(kubetune, "trials", "-n", ns)["items"]
     assert is_true(trial, "Succeeded"), trial["status"]
+    log = kubetune.kubectl(
+        "logs", "-n", ns, "-l", "batch.kubernetes.io/job-name", "-c", "training", "--tail=-1"
+    ).stdout
+    # `report_metrics` unchanged, from an address every pod of this node shares: refused,
+    # saying how to send the token; nothing of it was stored (the history holds `losses` only).
+    assert "is shared by" in log and "pods (host network?)" in log, log
+    assert "$KUBETUNE_DB_MANAGER_TOKEN_FILE as metadata `authorization: Bearer <token>`" in log
     (loss,) = [m for m in trial["status"]["observation"]["metrics"] if m["name"] == "loss"]
     assert (loss["min"], loss["max"], loss["latest"]) == ("0.3", "0.9", "0.3")
     stored = metrichistory.read(trial["status"])
     assert [v for _, v, _ in stored["loss"]] == losses
 
+    # From the host no pod address proves anything: a token of an account that may get
+    # Trials (the experiment-controller's), for db-manager's audience.
+    token = service_account_token(
+        kubetune,
+        "kubetune-experiment-controller",
+        "kubeflow",
+        "10m",
+        f"--audience={naming.DB_MANAGER_AUDIENCE}",
+    )
     out = subprocess.run(
         [sdk_python(), str(PUSHER), "read", from_host, ns, trial["metadata"]["name"]],
         capture_output=True,
         text=True,
         timeout=120,
-        env={"KUBECONFIG": str(kubetune.kubeconfig), "PATH": "/usr/bin:/bin"},
+        env={
+            "KUBECONFIG": str(kubetune.kubeconfig),
+            "PATH": "/usr/bin:/bin",
+            "KUBETUNE_DB_MANAGER_TOKEN": token,
+        },
     )
     assert out.returncode == 0, out.stderr[-4000:]
     rows = json.loads(out.stdout.strip().splitlines()[-1])

@@ -1,111 +1,38 @@
 """db-manager as shipped (its console script) against a real API server, called by a real gRPC
-client with the message types of the `kubeflow-katib` package."""
+client with the message types of the `kubeflow-katib` package.
+
+Every Trial here has its Job and the Job controller's pod, and the client sends that pod's
+bound token (audience kubetune-db-manager) as the Push trial's containers do; who may call
+is tested in test_authenticating.py."""
 
 from __future__ import annotations
 
 import threading
-import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import grpc
 import pytest
+from dbclient import T0, Server, grant, report, trial
 from kubeflow.katib import katib_api_pb2 as pb
-from kubeflow.katib import katib_api_pb2_grpc as pb_grpc
 
 from kubetune import metrichistory
 from kubetune.kube import NAMESPACES, TRIALS, Kube
-from kubetune_testkit import builders
 from kubetune_testkit.processes import ServiceProcess, free_port
 from kubetune_testkit.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("crds")]
 
-T0 = "2026-12-01T15:00:00Z"
 CONCURRENT = 48
 
 
-class Server:
-    """One db-manager process and a stub talking to it."""
-
-    def __init__(self, process: ServiceProcess, port: int) -> None:
-        self.process = process
-        self.port = port
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-        self.stub = pb_grpc.DBManagerStub(self.channel)
-
-    def ready(self) -> None:
-        """Serving (importing Katib's SDK takes seconds; minutes on a loaded machine)."""
-        future = grpc.channel_ready_future(self.channel)
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                future.result(timeout=2)
-                return
-            except grpc.FutureTimeoutError:
-                assert self.process.alive(), self.process.logs()
-                assert time.monotonic() < deadline, "db-manager did not serve in 300 s"
-
-
-@pytest.fixture
-def start(
-    cluster: Any, namespace: str, services: Callable[..., ServiceProcess]
-) -> Iterator[Callable[..., Server]]:
-    made: list[Server] = []
-
-    def run(*extra: str, every_namespace: bool = False) -> Server:
-        """A db-manager serving the test's namespace, or all of them."""
-        port = free_port()
-        scope = [] if every_namespace else ["--namespace", namespace]
-        process = services(
-            "db-manager",
-            "--kubeconfig",
-            cluster.kubeconfig,
-            "--address",
-            f"127.0.0.1:{port}",
-            *scope,
-            "--probe-port",
-            "0",
-            *extra,
-        ).start()
-        server = Server(process, port)
-        server.ready()
-        made.append(server)
-        return server
-
-    yield run
-    for server in made:
-        server.channel.close()
-
-
-def trial(kube: Kube, namespace: str, name: str = "t1") -> None:
-    objective = builders.objective("loss", "minimize", additional=["accuracy"])
-    kube.create(TRIALS, builders.trial(name, objective_spec=objective, collector="Push"), namespace)
-
-
-def report(
-    stub: Any, trial_name: str, *metrics: tuple[str, str], time: str = T0, timeout: float = 30
-) -> None:
-    stub.ReportObservationLog(
-        pb.ReportObservationLogRequest(
-            trial_name=trial_name,
-            observation_log=pb.ObservationLog(
-                metric_logs=[
-                    pb.MetricLog(time_stamp=time, metric=pb.Metric(name=n, value=v))
-                    for n, v in metrics
-                ]
-            ),
-        ),
-        timeout=timeout,
-    )
-
-
 def test_reports_go_into_the_trial_and_read_back(
-    kube: Kube, namespace: str, start: Callable[..., Server]
+    kube: Kube, cluster: Any, namespace: str, start: Callable[..., Server]
 ) -> None:
-    trial(kube, namespace)
-    stub = start().stub
+    token = trial(kube, cluster, namespace)
+    grant(kube, namespace, "delete")  # the trial's pod reads its own history, deletes with RBAC
+    stub = start(token=token).stub
     report(stub, "t1", ("loss", "0.9"), ("accuracy", "0.1"), time=T0)
     report(stub, "t1", ("loss", "0.4"), ("accuracy", "0.5"), time="2026-12-01T15:00:01Z")
     report(stub, "t1", ("loss", "0.6"), ("accuracy", "0.3"), time="2026-12-01T15:00:02Z")
@@ -146,10 +73,9 @@ def test_reports_go_into_the_trial_and_read_back(
 
 
 def test_unknown_trial_and_bad_values_are_errors_that_name_them(
-    kube: Kube, namespace: str, start: Callable[..., Server]
+    kube: Kube, cluster: Any, namespace: str, start: Callable[..., Server]
 ) -> None:
-    trial(kube, namespace)
-    stub = start().stub
+    stub = start(token=trial(kube, cluster, namespace)).stub
     with pytest.raises(grpc.RpcError) as missing:
         report(stub, "no-such-trial", ("loss", "0.5"))
     assert missing.value.code() == grpc.StatusCode.NOT_FOUND
@@ -193,10 +119,10 @@ def in_threads(work: Callable[[int], None], count: int) -> list[BaseException]:
 
 
 def test_two_replicas_reporting_at_once_lose_nothing(
-    kube: Kube, namespace: str, start: Callable[..., Server]
+    kube: Kube, cluster: Any, namespace: str, start: Callable[..., Server]
 ) -> None:
-    trial(kube, namespace)
-    stubs = [start().stub, start().stub]
+    token = trial(kube, cluster, namespace)
+    stubs = [start(token=token).stub, start(token=token).stub]
 
     def push(worker: int) -> None:
         for i in range(10):
@@ -210,12 +136,14 @@ def test_two_replicas_reporting_at_once_lose_nothing(
 
 
 def test_reports_queued_for_one_trial_are_merged_into_few_writes(
-    kube: Kube, namespace: str, start: Callable[..., Server]
+    kube: Kube, cluster: Any, namespace: str, start: Callable[..., Server]
 ) -> None:
     """Reports arriving together for one Trial share one read-modify-patch (issue 15's 200
     reports/s: one write per report was the bottleneck), and every value is kept."""
-    trial(kube, namespace)
-    server = start()
+    server = start(token=trial(kube, cluster, namespace))
+    # The caller's verdict is kept a few seconds: one report first, so that the concurrent
+    # ones reach the Trial together rather than each after its own TokenReview.
+    report(server.stub, "t1", ("accuracy", "0.5"))
     rv = kube.get(TRIALS, "t1", namespace)["metadata"]["resourceVersion"]
     writes: list[str] = []
 
@@ -245,12 +173,11 @@ def test_reports_queued_for_one_trial_are_merged_into_few_writes(
 
 
 def test_a_write_by_someone_else_between_reports_is_kept(
-    kube: Kube, namespace: str, start: Callable[..., Server]
+    kube: Kube, cluster: Any, namespace: str, start: Callable[..., Server]
 ) -> None:
     """db-manager bases a report on its own last write (no read): a change made meanwhile
     (another replica, DeleteObservationLog elsewhere, a collector) must not be overwritten."""
-    trial(kube, namespace)
-    server = start()
+    server = start(token=trial(kube, cluster, namespace))
     report(server.stub, "t1", ("loss", "0.5"))
     other = metrichistory.History()
     other.append("loss", "0.5", T0)
@@ -269,11 +196,10 @@ def test_a_write_by_someone_else_between_reports_is_kept(
 
 
 def test_killed_mid_stream_loses_no_acknowledged_value(
-    kube: Kube, namespace: str, start: Callable[..., Server]
+    kube: Kube, cluster: Any, namespace: str, start: Callable[..., Server]
 ) -> None:
     """SIGKILL while a client streams reports: every value answered OK is in the Trial."""
-    trial(kube, namespace)
-    server = start()
+    server = start(token=trial(kube, cluster, namespace))
     acknowledged: list[str] = []
     failed = threading.Event()
 
@@ -310,16 +236,16 @@ def test_bad_limits_are_refused(services: Callable[..., ServiceProcess]) -> None
 
 
 def test_a_name_in_two_namespaces_is_ambiguous_without_namespace(
-    kube: Kube, namespace: str, start: Callable[..., Server]
+    kube: Kube, cluster: Any, namespace: str, start: Callable[..., Server]
 ) -> None:
     """Katib's API names no namespace: db-manager serving all of them says which collide."""
     other = f"{namespace[:50]}-other"
     kube.create(NAMESPACES, {"metadata": {"name": other}})
     try:
         name = f"dup-{namespace[-6:]}"
-        trial(kube, namespace, name)
-        trial(kube, other, name)
-        server = start(every_namespace=True)
+        token = trial(kube, cluster, namespace, name)
+        trial(kube, cluster, other, name)
+        server = start(every_namespace=True, token=token)
         with pytest.raises(grpc.RpcError) as ambiguous:
             report(server.stub, name, ("loss", "0.5"))
         assert ambiguous.value.code() == grpc.StatusCode.FAILED_PRECONDITION
@@ -331,12 +257,11 @@ def test_a_name_in_two_namespaces_is_ambiguous_without_namespace(
 
 
 def test_numbers_outside_the_strict_grammar_and_huge_names_are_refused(
-    kube: Kube, namespace: str, start: Callable[..., Server]
+    kube: Kube, cluster: Any, namespace: str, start: Callable[..., Server]
 ) -> None:
     """The one metric check of every writer: `1_0` and full-width digits convert with float()
     but are not numbers here; a 1 MB name is refused, not stored in the Trial."""
-    trial(kube, namespace)
-    stub = start().stub
+    stub = start(token=trial(kube, cluster, namespace)).stub
     for metric, says in [
         (("loss", "1_0"), "'1_0'"),
         (("loss", "\uff11\uff10"), "is not a number"),
@@ -374,16 +299,16 @@ def scrape(port: int, name: str) -> float:
 
 
 def test_concurrent_maximal_reports_stay_within_the_byte_budget(
-    kube: Kube, namespace: str, start: Callable[..., Server]
+    kube: Kube, cluster: Any, namespace: str, start: Callable[..., Server]
 ) -> None:
     """Memory is bounded by bytes in flight: 40 reports of ~1 MiB (the largest message) sent
     at once are served within the budget (room for one at a time) or refused with
     RESOURCE_EXHAUSTED naming the limit; a report priced above the budget is always refused;
     the budget's high-water mark never passes its limit, and no refused value is written."""
-    trial(kube, namespace)
+    token = trial(kube, cluster, namespace)
     budget = 24 * 1024 * 1024
     probes = free_port()
-    server = start("--budget-bytes", str(budget), "--probe-port", str(probes))
+    server = start("--budget-bytes", str(budget), "--probe-port", str(probes), token=token)
     send = server.channel.unary_unary(
         "/api.v1.beta1.DBManager/ReportObservationLog",
         request_serializer=None,
@@ -400,7 +325,11 @@ def test_concurrent_maximal_reports_stay_within_the_byte_budget(
     def push(i: int) -> None:
         barrier.wait()
         try:
-            send(too_dear if i % 11 == 0 else maximal, timeout=120)
+            send(
+                too_dear if i % 11 == 0 else maximal,
+                timeout=120,
+                metadata=[("authorization", f"Bearer {token}")],
+            )
             codes.append(grpc.StatusCode.OK)
         except grpc.RpcError as e:
             codes.append(e.code())

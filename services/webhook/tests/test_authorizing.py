@@ -46,15 +46,23 @@ class Objects:
 
 
 def _trial(name: str, uid: str, status: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"kind": "Trial", "metadata": {"name": name, "uid": uid}, "status": status or {}}
+    return {
+        "apiVersion": "kubeflow.org/v1beta1",
+        "kind": "Trial",
+        "metadata": {"name": name, "uid": uid},
+        "spec": {"runSpec": {"apiVersion": "batch/v1", "kind": "Job"}},
+        "status": status or {},
+    }
 
 
 def _cluster() -> Objects:
     """Trial a (uid ta) runs job a with pod a-pod; Trial b (uid tb) the same."""
     objs = []
     for t in ("a", "b"):
+        objs.append(_trial(t, f"t{t}"))
         objs.append(
             {
+                "apiVersion": "batch/v1",
                 "kind": "Job",
                 "metadata": {
                     "name": t,
@@ -141,6 +149,49 @@ def test_recreated_job_does_not_pass_for_the_old_one() -> None:
     verdict = authorizing.authorize(_request(), TRUSTED, cluster)
     assert not verdict.allowed
     assert "pod a-pod belongs to no Trial" in verdict.message
+
+
+def _forge(cluster: Objects, *refs: dict[str, Any]) -> Objects:
+    cluster.objs[("Pod", "a-pod")]["metadata"]["ownerReferences"] = list(refs)
+    return cluster
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        pytest.param(
+            lambda c: _forge(c, _ref("Trial", "a", "ta", "kubeflow.org/v1beta1")), id="trial"
+        ),
+        pytest.param(
+            lambda c: _forge(c, {**_ref("Job", "a", "ja"), "controller": False}), id="job-ref"
+        ),
+        pytest.param(
+            lambda c: _forge(
+                c, {**_ref("Job", "a", "ja"), "controller": False}, _ref("Job", "b", "jb")
+            ),
+            id="other-job-controls",
+        ),
+        pytest.param(
+            lambda c: (
+                c.objs[("Trial", "a")]["spec"].update(
+                    runSpec={"apiVersion": "batch/v1", "kind": "CronJob"}
+                )
+                or c
+            ),
+            id="not-the-runspec-kind",
+        ),
+        pytest.param(
+            lambda c: c.objs[("Job", "a")]["metadata"].update(name="a-copy") or c,
+            id="not-the-trial-name",
+        ),
+    ],
+)
+def test_only_the_controller_chain_to_the_trials_job_counts(forged: Any) -> None:
+    """Owner references are the pod creator's words; only controllers the trial-controller's
+    job leads to count (item 3)."""
+    verdict = authorizing.authorize(_request(), TRUSTED, forged(_cluster()))
+    assert not verdict.allowed
+    assert "may not write the status of Trial a" in verdict.message
 
 
 def test_pod_may_not_touch_the_controllers_fields() -> None:

@@ -129,12 +129,37 @@ def test_mutating_twice_equals_once(kind: str) -> None:
     assert patching.diff(once, injecting.inject(once, t, NS, CONFIG)) == []
 
 
-def test_push_gets_labels_and_env_only() -> None:
+def test_push_gets_labels_env_and_a_token_for_db_manager_only() -> None:
+    """No sidecar; the reporting container gets a pod-bound token for db-manager's audience
+    (db-manager accepts a report only from the Trial's own pod)."""
     out = _inject(pod(), trial(metricsCollector={"collector": {"kind": "Push"}}))
     assert [c["name"] for c in out["spec"]["containers"]] == ["training-container"]
     assert "shareProcessNamespace" not in out["spec"]
     assert out["metadata"]["labels"][naming.LABEL_TRIAL] == "random-abc"
-    assert _container(out, "training-container")["env"] == [injecting.trial_name_env("random-abc")]
+    training = _container(out, "training-container")
+    assert training["env"] == [
+        injecting.trial_name_env("random-abc"),
+        {"name": "KUBETUNE_DB_MANAGER_TOKEN_FILE", "value": naming.DB_MANAGER_TOKEN_FILE},
+    ]
+    (volume,) = out["spec"]["volumes"]
+    assert volume["projected"]["sources"] == [
+        {
+            "serviceAccountToken": {
+                "audience": "kubetune-db-manager",
+                "expirationSeconds": 3600,
+                "path": "token",
+            }
+        }
+    ]
+    assert training["volumeMounts"] == [
+        {"name": volume["name"], "mountPath": naming.DB_MANAGER_TOKEN_DIR, "readOnly": True}
+    ]
+    assert naming.DB_MANAGER_TOKEN_FILE == naming.DB_MANAGER_TOKEN_DIR + "/token"
+
+
+def test_other_collectors_get_no_db_manager_token() -> None:
+    out = _inject(pod(), trial())
+    assert naming.DB_MANAGER_TOKEN_VOLUME not in [v["name"] for v in out["spec"]["volumes"]]
 
 
 def test_custom_collector_is_added_verbatim_without_wrapping() -> None:
@@ -144,6 +169,10 @@ def test_custom_collector_is_added_verbatim_without_wrapping() -> None:
     sidecar = _container(out, "my-collector")
     assert sidecar["image"] == "me/collector:1" and sidecar["args"] == ["-x"]
     assert _container(out, "training-container")["command"] == ["python3", "train.py"]
+    # It reports to db-manager: it gets the pod's token for it, as the training does.
+    for container in (sidecar, _container(out, "training-container")):
+        token_env = {"name": naming.DB_MANAGER_TOKEN_ENV, "value": naming.DB_MANAGER_TOKEN_FILE}
+        assert token_env in container["env"]
 
 
 def test_istio_annotation_the_user_set_is_kept() -> None:

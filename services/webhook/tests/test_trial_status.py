@@ -28,9 +28,10 @@ from kubetune.kube import (
     VALIDATING_WEBHOOK_CONFIGURATIONS,
     Kube,
 )
-from kubetune_testkit.accounts import bind_role
+from kubetune_testkit.accounts import bind_role, service_account_token
 from kubetune_testkit.builders import objective, owner_reference, trial
 from kubetune_testkit.paths import BASE
+from kubetune_testkit.trialpods import bound_token, job_pod
 from kubetune_testkit.waiting import wait_for
 from kubetune_testkit.webhook import base_configuration, clean_env, point_at, registered, serving
 
@@ -110,15 +111,9 @@ def _wait_until_checked(cluster: Any, kube: Kube, ns: str) -> None:
 
 
 def _token(cluster: Any, ns: str, pod: dict[str, Any] | None = None, sa: str = "default") -> str:
-    args = ["create", "token", sa, "-n", ns, "--duration=10m"]
     if pod is not None:
-        meta = pod["metadata"]
-        args += [
-            "--bound-object-kind=Pod",
-            f"--bound-object-name={meta['name']}",
-            f"--bound-object-uid={meta['uid']}",
-        ]
-    return str(cluster.kubectl(*args).stdout.strip())
+        return bound_token(Kube(cluster.api_client()), pod)
+    return service_account_token(cluster, sa, ns, "10m")
 
 
 def as_token(cluster: Any, token: str) -> Kube:
@@ -142,15 +137,17 @@ def _trial(kube: Kube, ns: str, name: str, experiment: str) -> dict[str, Any]:
 
 
 def _pod(
-    kube: Kube, ns: str, name: str, owner: dict[str, Any] | None, account: str = "default"
+    kube: Kube,
+    ns: str,
+    name: str,
+    owner: dict[str, Any] | None,
+    account: str = "default",
+    controller: bool = False,
 ) -> dict[str, Any]:
-    """A pod that never runs (scheduling gate), owned by a Job. Not by a controller reference:
-    the Job controller releases (drops the reference of) a pod its selector does not match, within
-    seconds, and would delete one it matches (the Job is suspended); a test that raced it saw the
-    pod belong to no Trial."""
+    """A pod made by the test (never runs: scheduling gate), with a reference to `owner`."""
     meta: dict[str, Any] = {"name": name}
     if owner is not None:
-        meta["ownerReferences"] = [owner_reference(owner, controller=False)]
+        meta["ownerReferences"] = [owner_reference(owner, controller=controller)]
         meta["labels"] = {"katib.kubeflow.org/trial": owner["metadata"]["name"]}
     pod: dict[str, Any] = kube.create(
         PODS,
@@ -170,27 +167,10 @@ def _pod(
 
 
 def _trial_with_pod(kube: Kube, ns: str, name: str, experiment: str) -> tuple[Any, Any]:
-    """A Trial, its (suspended) Job and one pod of that Job."""
+    """A Trial, its Job and the pod the Job controller made (the chain of controller
+    references the trial-controller's job gets)."""
     trial = _trial(kube, ns, name, experiment)
-    job = kube.create(
-        JOBS,
-        {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": name, "ownerReferences": [owner_reference(trial)]},
-            "spec": {
-                "suspend": True,
-                "template": {
-                    "spec": {
-                        "restartPolicy": "Never",
-                        "containers": [{"name": "training-container", "image": "python:3.12"}],
-                    }
-                },
-            },
-        },
-        ns,
-    )
-    return trial, _pod(kube, ns, f"{name}-pod", job)
+    return trial, job_pod(kube, ns, trial)
 
 
 def _observation(kube: Kube, ns: str, name: str) -> Any:
@@ -221,7 +201,8 @@ def test_a_pod_of_another_experiment_cannot_write_a_trial_status(
     forger = as_token(cluster, _token(cluster, ns, other_pod))
     with pytest.raises(errors.Forbidden) as refused:
         forger.patch(TRIALS, "victim", FORGED, ns, subresource="status")
-    assert "pod other-pod of Trial other may not write the status of Trial victim" in str(
+    pod_name = other_pod["metadata"]["name"]
+    assert f"pod {pod_name} of Trial other may not write the status of Trial victim" in str(
         refused.value
     )
     assert _observation(kube, ns, "victim") is None
@@ -232,6 +213,26 @@ def test_a_pod_of_another_experiment_cannot_write_a_trial_status(
             TRIALS, "victim", FORGED, ns, subresource="status"
         )
     assert "pod loner belongs to no Trial" in str(refused.value)
+
+
+@pytest.mark.parametrize("forged", ["trial itself", "job, not as its controller"])
+def test_a_pod_that_names_the_trial_in_its_owners_cannot_write_its_status(
+    cluster: Any, kube: Kube, checked: str, forged: str
+) -> None:
+    """Owner references are written by a pod's creator and a Trial's uid is readable: only the
+    chain of controller references to the Trial's own job counts."""
+    ns = checked
+    victim, _ = _trial_with_pod(kube, ns, "victim", "exp-a")
+    if forged == "trial itself":
+        pod = _pod(kube, ns, "forger", victim, controller=True)
+    else:
+        pod = _pod(kube, ns, "forger", kube.get(JOBS, "victim", ns), controller=False)
+    with pytest.raises(errors.Forbidden) as refused:
+        as_token(cluster, _token(cluster, ns, pod)).patch(
+            TRIALS, "victim", FORGED, ns, subresource="status"
+        )
+    assert "pod forger belongs to no Trial" in str(refused.value)
+    assert _observation(kube, ns, "victim") is None
 
 
 def test_a_trial_pod_writes_its_own_observation_and_nothing_else(

@@ -137,6 +137,9 @@ CLUSTER_ROLE_BINDINGS = Resource(
 SUBJECT_ACCESS_REVIEWS = Resource(
     "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
 )
+TOKEN_REVIEWS = Resource(
+    "authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False
+)
 _ADMISSION = "admissionregistration.k8s.io"
 MUTATING_WEBHOOK_CONFIGURATIONS = Resource(
     _ADMISSION,

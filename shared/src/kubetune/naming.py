@@ -59,6 +59,13 @@ suggestion-controller, read by it and by the webhook (a PBT trial's claim)."""
 DEFAULT_SUGGESTION_VOLUME_PATH = "/opt/katib/data"
 DEFAULT_PV_HOST_PREFIX = "/tmp/katib/suggestions/"
 METRICS_VOLUME = "metrics-volume"
+DB_MANAGER_AUDIENCE = "kubetune-db-manager"
+"""Audience of the token a Push trial pod shows db-manager (never the API server's)."""
+DB_MANAGER_TOKEN_VOLUME = "kubetune-db-manager-token"
+DB_MANAGER_TOKEN_DIR = "/var/run/secrets/kubetune/db-manager"
+DB_MANAGER_TOKEN_FILE = f"{DB_MANAGER_TOKEN_DIR}/token"
+DB_MANAGER_TOKEN_ENV = "KUBETUNE_DB_MANAGER_TOKEN_FILE"
+"""Names the file a Push trial's containers read the token from (the kubelet refreshes it)."""
 SUGGESTION_VOLUME = "suggestion-volume"
 
 

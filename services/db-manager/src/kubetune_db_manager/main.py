@@ -96,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.probe_address, args.probe_port, healthy=lambda: True, ready=serving_now.is_set
     )
     from kubetune.kube import Kube, connect  # slow imports: after the probes are up
-    from kubetune_db_manager import serving, storing
+    from kubetune_db_manager import authenticating, serving, storing
 
     limits = serving.Limits(
         args.max_message_bytes,
@@ -110,7 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     kube = Kube(connect(args.kubeconfig, pool_size=args.workers))
     store = storing.Store(kube, args.namespace or None, recent=args.recent_trials)
     try:
-        server, port = serving.server(store, args.address, limits)
+        auth = authenticating.Authorizer(kube)
+        server, port = serving.server(store, args.address, limits, auth=auth)
     except (OSError, RuntimeError) as e:
         log.error("cannot listen on %s: %s", args.address, e)
         probes.shutdown()

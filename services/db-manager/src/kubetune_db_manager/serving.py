@@ -25,6 +25,7 @@ from prometheus_client import Gauge, Histogram
 
 from kubetune.katibapi import pb, pb_grpc
 from kubetune_db_manager import admission
+from kubetune_db_manager.authenticating import Authorizer, Caller
 from kubetune_db_manager.storing import MAX_LOGS, Code, Store, StoreError
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,8 @@ STATUS = {
     Code.DEADLINE: grpc.StatusCode.DEADLINE_EXCEEDED,
     Code.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
     Code.DENIED: grpc.StatusCode.PERMISSION_DENIED,
+    Code.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
+    Code.FINISHED: grpc.StatusCode.FAILED_PRECONDITION,
 }
 
 
@@ -65,11 +68,27 @@ class Limits:
 
 
 class DBManager(pb_grpc.DBManagerServicer):  # type: ignore[misc]
-    """Each RPC: validate, act on the Trial, answer; a StoreError becomes its gRPC status."""
+    """Each RPC: authorize (`authenticating`), validate, act on the Trial, answer; a
+    StoreError becomes its gRPC status."""
 
-    def __init__(self, store: Store, limits: Limits) -> None:
+    def __init__(self, store: Store, limits: Limits, auth: Authorizer) -> None:
         self.store = store
         self.limits = limits
+        self.auth = auth
+
+    def _authorized(
+        self, step: str, request: Any, context: grpc.ServicerContext, call: Callable[[float], T]
+    ) -> Callable[[float], T]:
+        """`call`, once the caller may `step` ("report", "read", "delete"); a StoreError
+        (UNAUTHENTICATED, PERMISSION_DENIED...) before it otherwise."""
+
+        def run(deadline: float) -> T:
+            caller = Caller.of(context.peer(), context.invocation_metadata())
+            name = request.trial_name
+            getattr(self.auth, step)(caller, name, lambda: self.store.find(name, deadline))
+            return call(deadline)
+
+        return run
 
     def _deadline(self, context: grpc.ServicerContext) -> float:
         remaining = context.time_remaining()
@@ -102,7 +121,12 @@ class DBManager(pb_grpc.DBManagerServicer):  # type: ignore[misc]
         self._serve(
             "ReportObservationLog",
             context,
-            lambda deadline: self.store.report(request.trial_name, logs, deadline),
+            self._authorized(
+                "report",
+                request,
+                context,
+                lambda deadline: self.store.report(request.trial_name, logs, deadline),
+            ),
         )
         return pb.ReportObservationLogReply()
 
@@ -112,12 +136,17 @@ class DBManager(pb_grpc.DBManagerServicer):  # type: ignore[misc]
         rows = self._serve(
             "GetObservationLog",
             context,
-            lambda deadline: self.store.get(
-                request.trial_name,
-                request.metric_name,
-                request.start_time,
-                request.end_time,
-                deadline,
+            self._authorized(
+                "read",
+                request,
+                context,
+                lambda deadline: self.store.get(
+                    request.trial_name,
+                    request.metric_name,
+                    request.start_time,
+                    request.end_time,
+                    deadline,
+                ),
             ),
         )
         return pb.GetObservationLogReply(
@@ -135,7 +164,12 @@ class DBManager(pb_grpc.DBManagerServicer):  # type: ignore[misc]
         self._serve(
             "DeleteObservationLog",
             context,
-            lambda deadline: self.store.delete(request.trial_name, deadline),
+            self._authorized(
+                "delete",
+                request,
+                context,
+                lambda deadline: self.store.delete(request.trial_name, deadline),
+            ),
         )
         return pb.DeleteObservationLogReply()
 
@@ -222,7 +256,9 @@ METHODS = {
 }
 
 
-def server(store: Store, address: str, limits: Limits = Limits()) -> tuple[grpc.Server, int]:
+def server(
+    store: Store, address: str, limits: Limits = Limits(), *, auth: Authorizer
+) -> tuple[grpc.Server, int]:
     """A started server and the port it bound (`address` may end in `:0`)."""
     options = [
         ("grpc.max_receive_message_length", limits.max_message_bytes),
@@ -238,7 +274,7 @@ def server(store: Store, address: str, limits: Limits = Limits()) -> tuple[grpc.
         options=options,
         maximum_concurrent_rpcs=limits.max_concurrent_rpcs,
     )
-    admitted = Admitted(DBManager(store, limits), limits)
+    admitted = Admitted(DBManager(store, limits, auth), limits)
     handlers = {name: admitted.handler(name, *types) for name, types in METHODS.items()}
     srv.add_generic_rpc_handlers(
         (grpc.method_handlers_generic_handler("api.v1.beta1.DBManager", handlers),)

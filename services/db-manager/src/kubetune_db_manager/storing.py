@@ -29,7 +29,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from kubetune import errors, metrichistory, observations
+from kubetune import conditions, errors, metrichistory, observations
 from kubetune.api.common import ObjectiveSpec
 from kubetune.kube import TRIALS, Kube, object_name
 from kubetune.observations import UNAVAILABLE, MetricLog
@@ -47,6 +47,8 @@ class Code(Enum):
     DEADLINE = "deadline"
     UNAVAILABLE = "unavailable"
     DENIED = "denied"
+    UNAUTHENTICATED = "unauthenticated"
+    FINISHED = "finished"
 
 
 class StoreError(Exception):
@@ -145,6 +147,26 @@ def _answer(entry: _Pending) -> Obj:
         raise entry.error
     assert entry.result is not None
     return entry.result
+
+
+def refuse_finished(namespace: str, trial: str, status: Obj) -> None:
+    """A finished Trial's result is final: the experiment's optimum and goal were decided from
+    it. Checked on every attempt, on the state the patch's precondition is.
+
+    Raises:
+        StoreError: FINISHED, naming the condition.
+    """
+    for condition in status.get("conditions") or []:
+        if (
+            isinstance(condition, dict)
+            and condition.get("type") in conditions.TRIAL_COMPLETED
+            and condition.get("status") == conditions.TRUE
+        ):
+            raise StoreError(
+                Code.FINISHED,
+                f"trial {namespace}/{trial} is finished ({condition['type']}): its metrics are "
+                "final and no report is accepted; report while the trial runs",
+            )
 
 
 def parse_time_or(text: str, default: float = -math.inf) -> float:
@@ -330,6 +352,7 @@ class Store:
         while True:
             attempt += 1
             status = stored.get("status") or {}
+            refuse_finished(namespace, trial, status)
             history = metrichistory.History.from_status(status)
             for log in checked:
                 history.append(log.name, log.value, log.time)

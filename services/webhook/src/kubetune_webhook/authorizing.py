@@ -8,9 +8,9 @@ and `.../pod-uid` in the request's user info; a token from `kubectl create token
 A write by a service account of the Trial's own namespace (anyone a trial pod could run as) that
 is not one of kubetune's trusted writers (its controllers) is admitted only when:
 
-1. the token names a pod, the pod exists with that uid, and the pod's owner chain
-   (Pod -> Job -> Trial, through any job kind) reaches this Trial (by uid). The label the pod
-   webhook sets is not used: the creator of a pod chooses its labels.
+1. the token names a pod, the pod exists with that uid, and the pod's chain of controller
+   references ends at the job the trial-controller made for this Trial (`kubetune.trialpods`).
+   The label the pod webhook sets is not used: the creator of a pod chooses its labels.
 2. the write changes `status.observation`, `status.metricHistory` (the collector's bounded
    history, issue 15) and the `EarlyStopped` condition only (DESIGN, "Who
    writes what"): conditions, times and the rest belong to the trial-controller.
@@ -27,39 +27,37 @@ Neighbours: `reviewing` (the admission plumbing), `main` (the trusted writers fl
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from kubetune import errors, statusbounds
-from kubetune.kube import PODS, Kube
+from kubetune import statusbounds
+from kubetune.trialpods import (
+    POD_NAME,
+    POD_UID,
+    CannotCheck,
+    KubeReader,
+    Reader,
+    trial_of_pod,
+)
+from kubetune.trialpods import meta as _meta
+from kubetune.trialpods import one_extra as _one
 
-POD_NAME = "authentication.kubernetes.io/pod-name"
-POD_UID = "authentication.kubernetes.io/pod-uid"
+__all__ = [
+    "POD_NAME",
+    "POD_UID",
+    "CannotCheck",
+    "KubeReader",
+    "Reader",
+    "authorize",
+    "trial_of_pod",
+    "trusted_users",
+]
+
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
-TRIAL_GROUP = "kubeflow.org"
 EARLY_STOPPED = "EarlyStopped"
 POD_MAY_CHANGE = ("observation", "metricHistory")
-MAX_OWNER_DEPTH = 8
 DEFAULT_TRUSTED = ("kubetune-trial-controller", "kubetune-experiment-controller")
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-
-
-class CannotCheck(Exception):
-    """The pod or one of its owners could not be read; the write is refused with code 500."""
-
-
-class Reader(Protocol):
-    def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The pod, None when it does not exist. Raises `CannotCheck`."""
-        ...
-
-    def owner(
-        self, api_version: str, kind: str, name: str, namespace: str
-    ) -> dict[str, Any] | None:
-        """A pod's owner (a job of any kind), None when it does not exist. Raises `CannotCheck`."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -82,53 +80,6 @@ def trusted_users(entries: Iterable[str], namespace: str) -> frozenset[str]:
             continue
         out.add(entry if ":" in entry else f"{SERVICE_ACCOUNT_PREFIX}{namespace}:{entry}")
     return frozenset(out)
-
-
-def _one(extra: Any, key: str) -> str:
-    values = extra.get(key) if isinstance(extra, dict) else None
-    if isinstance(values, list) and len(values) == 1 and isinstance(values[0], str):
-        return values[0]
-    return ""
-
-
-def _meta(obj: Any) -> dict[str, Any]:
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    return meta if isinstance(meta, dict) else {}
-
-
-def _group(api_version: str) -> str:
-    return api_version.split("/", 1)[0] if "/" in api_version else ""
-
-
-def trial_of_pod(pod: dict[str, Any], namespace: str, reader: Reader) -> tuple[str, str] | None:
-    """(name, uid) of the Trial the pod's owner chain reaches, None when it reaches none.
-
-    Every owner fetched must have the uid its reference names, so an object recreated under
-    the same name does not pass for the old one."""
-    seen: set[str] = set()
-    frontier = [pod]
-    for _ in range(MAX_OWNER_DEPTH):
-        following = []
-        for obj in frontier:
-            refs = [r for r in _meta(obj).get("ownerReferences") or [] if isinstance(r, dict)]
-            for ref in sorted(refs, key=lambda r: not r.get("controller")):
-                kind, api_version = ref.get("kind"), ref.get("apiVersion")
-                name, uid = ref.get("name"), ref.get("uid")
-                if not all(isinstance(v, str) and v for v in (kind, api_version, name, uid)):
-                    continue
-                assert isinstance(name, str) and isinstance(uid, str)  # for mypy
-                if kind == "Trial" and _group(str(api_version)) == TRIAL_GROUP:
-                    return name, uid
-                if uid in seen or not _NAME.match(name):
-                    continue
-                seen.add(uid)
-                owner = reader.owner(str(api_version), str(kind), name, namespace)
-                if owner is not None and _meta(owner).get("uid") == uid:
-                    following.append(owner)
-        if not following:
-            return None
-        frontier = following
-    return None
 
 
 def _status(obj: Any) -> dict[str, Any]:
@@ -218,33 +169,3 @@ def authorize(request: dict[str, Any], trusted: frozenset[str], reader: Reader) 
             False, f"pod {pod_name} of Trial {trial} may not write this status: {bounds}"
         )
     return ALLOW
-
-
-class KubeReader:
-    """`Reader` over the API server: never cached, a pod's existence must be current."""
-
-    def __init__(self, kube: Kube) -> None:
-        self.kube = kube
-
-    def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        if not _NAME.match(name):
-            return None
-        try:
-            return self.kube.get_or_none(PODS, name, namespace)
-        except errors.ApiError as e:
-            raise CannotCheck(str(e)) from e
-        except Exception as e:
-            raise CannotCheck(f"API server unreachable: {e}") from e
-
-    def owner(
-        self, api_version: str, kind: str, name: str, namespace: str
-    ) -> dict[str, Any] | None:
-        try:
-            resource = self.kube.resource_for(api_version, kind)
-            if not resource.namespaced:
-                return None
-            return self.kube.get_or_none(resource, name, namespace)
-        except errors.ApiError as e:
-            raise CannotCheck(f"{kind} {name}: {e}") from e
-        except Exception as e:
-            raise CannotCheck(f"API server unreachable: {e}") from e

@@ -41,6 +41,8 @@ WRAPPED_KINDS = (
     CollectorKind.TENSORFLOW_EVENT.value,
     CollectorKind.PROMETHEUS_METRIC.value,
 )
+REPORTING_KINDS = (CollectorKind.PUSH.value, CollectorKind.CUSTOM.value)
+"""Collector kinds whose containers report to db-manager themselves: they get its token."""
 DEFAULT_SCRAPE_PATH = "/metrics"
 DEFAULT_SCRAPE_PORT = 8080
 MAX_OWNER_DEPTH = 8
@@ -435,6 +437,41 @@ def trial_name_env(trial_name: str) -> dict[str, Any]:
     return {"name": TRIAL_NAME_ENV, "valueFrom": {"fieldRef": ref}}
 
 
+def mount_db_manager_token(spec: dict[str, Any], containers: list[dict[str, Any]]) -> None:
+    """A Push or Custom trial's proof for db-manager: a projected token of the pod's service
+    account for the audience `kubetune-db-manager` (bound to the pod, refreshed by the kubelet;
+    useless against the API server), mounted read-only in `containers` (those that report),
+    its path in `KUBETUNE_DB_MANAGER_TOKEN_FILE`."""
+    token = {
+        "audience": naming.DB_MANAGER_AUDIENCE,
+        "expirationSeconds": 3600,
+        "path": posixpath.basename(naming.DB_MANAGER_TOKEN_FILE),
+    }
+    _add_named(
+        spec.setdefault("volumes", []),
+        {
+            "name": naming.DB_MANAGER_TOKEN_VOLUME,
+            "projected": {"sources": [{"serviceAccountToken": token}]},
+        },
+    )
+    for container in containers:
+        mount = {"mountPath": naming.DB_MANAGER_TOKEN_DIR, "readOnly": True}
+        _add_named(
+            container.setdefault("volumeMounts", []),
+            {"name": naming.DB_MANAGER_TOKEN_VOLUME, **mount},
+        )
+        _add_named(
+            container.setdefault("env", []),
+            {"name": naming.DB_MANAGER_TOKEN_ENV, "value": naming.DB_MANAGER_TOKEN_FILE},
+        )
+
+
+def _add_named(items: list[Any], item: dict[str, Any]) -> None:
+    """Append `item` unless an entry of its name is there (a pod mutated twice equals once)."""
+    if not any(isinstance(i, dict) and i.get("name") == item["name"] for i in items):
+        items.append(item)
+
+
 def inject(
     pod: dict[str, Any],
     trial_manifest: dict[str, Any],
@@ -473,6 +510,10 @@ def inject(
         env = container.setdefault("env", [])
         if not any(isinstance(e, dict) and e.get("name") == TRIAL_NAME_ENV for e in env):
             env.append(trial_name_env(trial_name))
+    mc = trial.spec.metrics_collector or MetricsCollectorSpec()
+    kind = (mc.collector.kind if mc.collector else None) or CollectorKind.STDOUT.value
+    if kind in REPORTING_KINDS:
+        mount_db_manager_token(spec, primaries)
     if not is_primary(out, trial):
         return out
     if not primaries:
@@ -493,8 +534,6 @@ def inject(
             mounts = container.setdefault("volumeMounts", [])
             if not any(isinstance(m, dict) and m.get("name") == SUGGESTION_VOLUME for m in mounts):
                 mounts.append(dict(volume_mount))
-    mc = trial.spec.metrics_collector or MetricsCollectorSpec()
-    kind = (mc.collector.kind if mc.collector else None) or CollectorKind.STDOUT.value
     if kind in (CollectorKind.PUSH.value, CollectorKind.NONE.value):
         return out
     watched = _watched_containers(out, containers, primary_name or "", kind, config)
@@ -522,6 +561,7 @@ def inject(
             raise Denied("metricsCollector kind Custom needs collector.customCollector")
         sidecar = copy.deepcopy(custom)
         sidecar.setdefault("name", CUSTOM_SIDECAR_NAME)
+        mount_db_manager_token(spec, [sidecar])  # Katib's custom collectors report there
     for container in [*primaries, *watched[1:], sidecar]:
         _mount(container, LOG_DIR)
         if extra_dir is not None:
