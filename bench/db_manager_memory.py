@@ -6,7 +6,9 @@ that many ReportObservationLog requests are sent at once (raw bytes, one buffer 
 client threads) and db-manager's RSS is sampled every 10 ms: before, peak, after, and the
 answers by gRPC code. Shapes: the issue's (4 MB of small metric logs), the largest message
 accepted (just under --max-message-bytes, 4,000 logs) and a report of 10,000 logs (the most).
-Last, one report of 10,000 distinct metric names to a fresh Trial, timed.
+Last, one report of 10,000 distinct metric names to a fresh Trial, timed: refused at once,
+as a Trial keeps at most 100 metrics (`--history-only` times the history's own work for it).
+Each request carries its Trial's pod token, as a Push trial sends it.
 
     python bench/db_manager_memory.py [--kubeconfig K] [--server-args "--workers=32"]
     python bench/db_manager_memory.py --history-only   # no cluster: the history's share
@@ -35,9 +37,11 @@ import grpc
 import psutil
 from kubeflow.katib import katib_api_pb2 as pb
 
+from kubetune import naming
 from kubetune.kube import NAMESPACES, TRIALS, Kube, connect
 from kubetune_testkit import builders, crds
 from kubetune_testkit.processes import console_script, free_port
+from kubetune_testkit.trialpods import bound_token, job_pod
 
 METHOD = "/api.v1.beta1.DBManager/ReportObservationLog"
 T0 = "2026-12-01T15:00:00Z"
@@ -84,7 +88,7 @@ class Sampler:
             self._stop.clear()
 
 
-def burst(channel: grpc.Channel, raw: bytes, count: int) -> Counter[str]:
+def burst(channel: grpc.Channel, raw: bytes, count: int, token: str) -> Counter[str]:
     send = channel.unary_unary(
         METHOD,
         request_serializer=None,
@@ -97,7 +101,7 @@ def burst(channel: grpc.Channel, raw: bytes, count: int) -> Counter[str]:
     def one() -> None:
         barrier.wait()
         try:
-            send(raw, timeout=60)
+            send(raw, timeout=60, metadata=bearer(token))
             code = "OK"
         except grpc.RpcError as e:
             code = e.code().name
@@ -112,6 +116,11 @@ def burst(channel: grpc.Channel, raw: bytes, count: int) -> Counter[str]:
     return codes
 
 
+def bearer(token: str) -> list[tuple[str, str]]:
+    """The metadata a Push trial's pod sends: its bound token (db-manager authenticates it)."""
+    return [("authorization", f"Bearer {token}")]
+
+
 def mib(n: int) -> str:
     return f"{n / 2**20:.0f} MiB"
 
@@ -123,8 +132,11 @@ def run(kubeconfig: str, server_args: list[str], pythonpath: str) -> None:
     kube.create(NAMESPACES, {"metadata": {"name": namespace}})
     process = None
     try:
+        tokens = {}
         for name in ("t1", "names"):
-            kube.create(TRIALS, builders.trial(name, collector="Push"), namespace)
+            trial = kube.create(TRIALS, builders.trial(name, collector="Push"), namespace)
+            pod = job_pod(kube, namespace, trial)
+            tokens[name] = bound_token(kube, pod, naming.DB_MANAGER_AUDIENCE)
         port = free_port()
         argv = [console_script("db-manager"), "--address", f"127.0.0.1:{port}"]
         argv += ["--namespace", namespace, "--probe-port", "0", "--log-level", "error"]
@@ -151,7 +163,7 @@ def run(kubeconfig: str, server_args: list[str], pythonpath: str) -> None:
                 before = server.memory_info().rss
                 with sampler.sampling():
                     started = time.monotonic()
-                    codes = burst(channel, raw, count)
+                    codes = burst(channel, raw, count, tokens["t1"])
                     took = time.monotonic() - started
                 time.sleep(1)
                 after = server.memory_info().rss
@@ -165,10 +177,10 @@ def run(kubeconfig: str, server_args: list[str], pythonpath: str) -> None:
         send = channel.unary_unary(METHOD, request_serializer=None)
         started = time.monotonic()
         try:
-            send(raw, timeout=60)
+            send(raw, timeout=60, metadata=bearer(tokens["names"]))
             code = "OK"
         except grpc.RpcError as e:
-            code = e.code().name
+            code = f"{e.code().name} ({e.details()})"
         print(
             f"one report of 10,000 distinct metric names ({len(raw):,} bytes): "
             f"{time.monotonic() - started:.2f} s, {code}",

@@ -274,6 +274,22 @@ def test_numbers_outside_the_strict_grammar_and_huge_names_are_refused(
     assert metrichistory.FIELD not in (kube.get(TRIALS, "t1", namespace).get("status") or {})
 
 
+def test_a_trial_keeps_at_most_a_hundred_metrics(
+    kube: Kube, cluster: Any, namespace: str, start: Callable[..., Server]
+) -> None:
+    """Reports that together name more than 100 metrics are refused, and nothing of the one
+    that crosses the bound is written (10,000 names once made a 1 MB Trial)."""
+    stub = start(token=trial(kube, cluster, namespace)).stub
+    report(stub, "t1", *[(f"m{i:03d}", "0.5") for i in range(60)])
+    with pytest.raises(grpc.RpcError) as many:
+        report(stub, "t1", *[(f"n{i:03d}", "0.5") for i in range(60)])
+    assert many.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "120 metrics, more than 100" in str(many.value.details())
+    kept = metrichistory.read(kube.get(TRIALS, "t1", namespace)["status"])
+    assert sorted(kept) == [f"m{i:03d}" for i in range(60)]
+    report(stub, "t1", *[(f"n{i:03d}", "0.5") for i in range(40)])  # up to the bound is fine
+
+
 def raw_report(trial_name: str, logs: int, size: int, name: str = "loss") -> bytes:
     """A serialized report of `logs` values of `name`, padded to about `size` bytes (values
     of at most 122 characters: the rest is the name's to fill)."""

@@ -61,3 +61,13 @@ def test_merge_keeps_min_and_max_of_values_the_history_thinned_away() -> None:
     merged = merged_observation(OBJECTIVE, status, {metrichistory.FIELD: history.to_wire()}, older)
     # A value stamped before the stored latest is a new minimum but not the latest (upstream).
     assert merged == {"metrics": [{"name": "loss", "min": "0.05", "max": "9", "latest": "0.5"}]}
+
+
+def test_one_report_of_more_metrics_than_a_trial_keeps_is_invalid() -> None:
+    """Each metric keeps at least its latest value, so only their number bounds the history."""
+    logs = [(f"m{i}", "0.5", "") for i in range(101)]
+    with pytest.raises(StoreError) as many:
+        checked_logs("t1", logs, 0.0)
+    assert many.value.code == Code.INVALID
+    assert "101 metrics, more than 100" in str(many.value)
+    assert len(checked_logs("t1", logs[:100], 0.0)) == 100

@@ -117,6 +117,7 @@ def checked_logs(trial: str, logs: Sequence[tuple[str, str, str]], now: float) -
             epoch = now
             stamp = metrichistory.rfc3339(now)
         out.append(Log(name, value, stamp, epoch))
+    refuse_too_many_metrics("", trial, {}, out)
     return out
 
 
@@ -167,6 +168,24 @@ def refuse_finished(namespace: str, trial: str, status: Obj) -> None:
                 f"trial {namespace}/{trial} is finished ({condition['type']}): its metrics are "
                 "final and no report is accepted; report while the trial runs",
             )
+
+
+def refuse_too_many_metrics(namespace: str, trial: str, status: Obj, logs: Sequence[Log]) -> None:
+    """A Trial keeps at most `observations.MAX_METRICS` metrics: every metric keeps at least its
+    latest value, so only a bound on their number bounds the history (10,000 names made a
+    1 MB Trial).
+
+    Raises:
+        StoreError: INVALID, naming the count, the limit and the fix.
+    """
+    names = set(metrichistory.read(status)) | {log.name for log in logs}
+    if len(names) > observations.MAX_METRICS:
+        where = f"{namespace}/{trial}" if namespace else trial
+        raise StoreError(
+            Code.INVALID,
+            f"trial {where} would have {len(names)} metrics, more than "
+            f"{observations.MAX_METRICS}: report fewer distinct metric names",
+        )
 
 
 def parse_time_or(text: str, default: float = -math.inf) -> float:
@@ -353,6 +372,7 @@ class Store:
             attempt += 1
             status = stored.get("status") or {}
             refuse_finished(namespace, trial, status)
+            refuse_too_many_metrics(namespace, trial, status, checked)
             history = metrichistory.History.from_status(status)
             for log in checked:
                 history.append(log.name, log.value, log.time)
