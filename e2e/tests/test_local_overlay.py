@@ -549,3 +549,90 @@ def test_from_volume_gets_a_host_path_volume(
     ):
         time.sleep(1)
     assert not Path(pv["spec"]["hostPath"]["path"]).exists(), "hostPath directory left behind"
+
+
+def _selects(selector: Obj | None, labels: dict[str, str]) -> bool:
+    """Kubernetes label-selector semantics (matchLabels and matchExpressions); an empty selector
+    selects everything, an absent one (None) nothing."""
+    if selector is None:
+        return False
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator, values = expression["key"], expression["operator"], expression.get("values")
+        present = key in labels
+        if (
+            (operator == "Exists" and not present)
+            or (operator == "DoesNotExist" and present)
+            or (operator == "In" and labels.get(key) not in (values or []))
+            or (operator == "NotIn" and present and labels.get(key) in (values or []))
+        ):
+            return False
+    return True
+
+
+def _admits(
+    policy: Obj, port: str, pod_labels: dict[str, str], namespace_labels: dict[str, str]
+) -> bool:
+    """Whether some ingress rule of `policy` admits a pod with these labels, from a namespace
+    with these labels, to the named `port`, as an enforcing network plugin reads the policy."""
+    for rule in policy["spec"].get("ingress") or []:
+        ports = rule.get("ports")
+        if ports and all(p.get("port") != port for p in ports):
+            continue
+        peers = rule.get("from")
+        if not peers:
+            return True
+        for peer in peers:
+            pods_ok = "podSelector" not in peer or _selects(peer["podSelector"], pod_labels)
+            spaces = peer.get("namespaceSelector")
+            if "podSelector" in peer and spaces is None:
+                continue  # a bare podSelector means the policy's own namespace: not asked here
+            if pods_ok and _selects(spaces, namespace_labels):
+                return True
+    return False
+
+
+def test_network_policies_select_the_running_pods_by_ports_they_have(
+    cluster: ClusterHandle, deployed: list[Obj]
+) -> None:
+    """Every NetworkPolicy the overlay ships (as the API server stored it) selects the running
+    pods of its service, and every port it names is a port those pods declare: a wrong label or
+    port name makes an enforcing plugin admit nobody. No plugin here enforces policies, so what
+    they admit is read from the stored policy with Kubernetes' selector rules."""
+    names = sorted(o["metadata"]["name"] for o in deployed if o["kind"] == "NetworkPolicy")
+    assert "kubetune-db-manager" in names and "kubetune-ui" in names, names
+    pods = get_json(cluster, "pods", "-n", NAMESPACE)["items"]
+    policies = {}
+    for name in names:
+        policy = get_json(cluster, "networkpolicy", "-n", NAMESPACE, name)
+        policies[name] = policy
+        selected = [
+            p
+            for p in pods
+            if _selects(policy["spec"]["podSelector"], p["metadata"].get("labels") or {})
+            and p["status"].get("phase") == "Running"
+        ]
+        assert selected, f"NetworkPolicy {name} selects no running pod in {NAMESPACE}"
+        declared = {
+            port.get("name")
+            for p in selected
+            for c in p["spec"]["containers"]
+            for port in c.get("ports") or []
+        }
+        for rule in policy["spec"].get("ingress") or []:
+            for port in rule.get("ports") or []:
+                if isinstance(port.get("port"), str):
+                    assert port["port"] in declared, f"{name}: port {port['port']} not declared"
+    db = policies["kubetune-db-manager"]
+    trial = {"katib.kubeflow.org/trial": "t1", "app": "anything"}
+    tenant = {"kubernetes.io/metadata.name": "team-a"}
+    own = {"kubernetes.io/metadata.name": NAMESPACE}
+    assert _admits(db, "api", trial, tenant), "a trial pod of any namespace must reach db-manager"
+    assert _admits(db, "api", {"app": "x"}, own), "kubetune's own namespace must reach db-manager"
+    assert not _admits(db, "api", {"app": "notebook"}, tenant), "a tenant's other pods must not"
+    ui = policies["kubetune-ui"]
+    proxy = {"app.kubernetes.io/name": "kubetune-ui-proxy"}
+    assert _admits(ui, "http", proxy, own)
+    assert not _admits(ui, "http", proxy, tenant), "a tenant's pod with the proxy's label must not"
+    assert not _admits(ui, "http", {"app": "x"}, own)
