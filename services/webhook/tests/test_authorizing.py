@@ -266,6 +266,29 @@ def test_bounded_metrics_pass_and_old_ones_are_not_rechecked() -> None:
 
 
 @pytest.mark.parametrize(
+    ("conditions", "says"),
+    [
+        ([{"type": "EarlyStopped", "status": "True", "message": "x" * 1_000_000}], "2048"),
+        ([{"type": "EarlyStopped", "status": "True"}] * 2, "write one"),
+    ],
+)
+def test_the_early_stopped_condition_carries_no_data(
+    conditions: list[dict[str, Any]], says: str
+) -> None:
+    """The one condition a pod may write is bounded like its metrics (a 1 MB message was let
+    through: the condition was checked for its type only)."""
+    verdict = authorizing.authorize(
+        _request(new_status={"conditions": conditions}), TRUSTED, _cluster()
+    )
+    assert not verdict.allowed and verdict.code == 403
+    assert says in verdict.message and len(verdict.message) < 1000
+    plain = [{"type": "EarlyStopped", "status": "True", "reason": "TrialEarlyStopped"}]
+    assert authorizing.authorize(
+        _request(new_status={"conditions": plain}), TRUSTED, _cluster()
+    ).allowed
+
+
+@pytest.mark.parametrize(
     "user",
     [
         "system:serviceaccount:kubeflow:kubetune-trial-controller",

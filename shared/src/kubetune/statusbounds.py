@@ -10,6 +10,7 @@ so one Trial cannot blow up the Experiment status or the controller's memory): a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -74,10 +75,44 @@ def field_error(key: str, value: Any) -> str | None:
     return None
 
 
+MAX_CONDITION_BYTES = 2048
+"""The largest `EarlyStopped` condition a trial pod may write, as compact JSON (the collector's
+is about 200 bytes): the one condition a pod writes must not carry data."""
+EARLY_STOPPED = "EarlyStopped"
+
+
+def _early_stopped(status: dict[str, Any]) -> list[Any]:
+    return [
+        c
+        for c in status.get("conditions") or []
+        if isinstance(c, dict) and c.get("type") == EARLY_STOPPED
+    ]
+
+
+def condition_error(status: dict[str, Any], before: dict[str, Any]) -> str | None:
+    """Why the `EarlyStopped` condition of `status` is too large, or None (unchanged ones pass)."""
+    written = _early_stopped(status)
+    if written == _early_stopped(before):
+        return None
+    if len(written) > 1:
+        return f"status.conditions has {len(written)} {EARLY_STOPPED} conditions: write one"
+    size = len(json.dumps(written, separators=(",", ":")).encode()) if written else 0
+    if size > MAX_CONDITION_BYTES:
+        return (
+            f"the {EARLY_STOPPED} condition is {size} bytes as JSON, more than "
+            f"{MAX_CONDITION_BYTES}: keep its reason and message short"
+        )
+    return None
+
+
 def status_error(status: dict[str, Any] | None, before: dict[str, Any] | None = None) -> str | None:
-    """The first bound the observation or history of `status` breaks, or None; with `before`
-    (the stored status), only the fields that differ from it are checked."""
+    """The first bound the observation, history or `EarlyStopped` condition of `status` breaks,
+    or None; with `before` (the stored status), only the fields that differ from it are
+    checked."""
     status, before = status or {}, before or {}
+    problem = condition_error(status, before)
+    if problem:
+        return problem
     for key in _FIELDS:
         if key in before and status.get(key) == before.get(key):
             continue
@@ -87,4 +122,10 @@ def status_error(status: dict[str, Any] | None, before: dict[str, Any] | None = 
     return None
 
 
-__all__: Sequence[str] = ["HISTORY_SLACK", "field_error", "status_error"]
+__all__: Sequence[str] = [
+    "HISTORY_SLACK",
+    "MAX_CONDITION_BYTES",
+    "condition_error",
+    "field_error",
+    "status_error",
+]
