@@ -1287,3 +1287,19 @@ def test_an_early_stopping_algorithm_with_a_katib_image_is_allowed() -> None:
     assert _problems(exp, config=CONFIG_WITH_KATIB_IMAGES) == []
     problems = _problems(exp, config=CONFIG_WITH_EARLY_STOPPING)
     assert any("spec.earlyStopping.algorithmName: 'my-stop' is unknown" in p for p in problems)
+
+
+def test_settings_that_cannot_be_checked_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail closed: an error inside the settings check refuses the Experiment with the error,
+    instead of admitting settings nobody checked."""
+
+    def broken(*_: Any) -> list[str]:
+        raise OverflowError("int too large to convert to float")
+
+    monkeypatch.setattr(validating.algorithmsettings, "validate", broken)
+    problems = _problems(_with("spec.algorithm", {"algorithmName": "grid"}))
+    assert any(
+        p.startswith("spec.algorithm.algorithmSettings: the settings of algorithm grid could not")
+        and "OverflowError: int too large" in p
+        for p in problems
+    ), problems

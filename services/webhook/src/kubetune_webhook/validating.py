@@ -367,9 +367,14 @@ def validate_algorithm_settings(spec: ExperimentSpec) -> list[str]:
         problems = algorithmsettings.validate(
             name, spec.algorithm.algorithm_settings, spec.parameters, spec.parallel_trial_count
         )
-    except Exception:
+    except Exception as e:
+        # Fail closed: settings nobody could check must not reach the algorithm (a grid that
+        # could not be counted once went on to allocate gigabytes).
         log.exception("kubetune.algorithmsettings.validate failed for %s", name)
-        return []
+        return [
+            f"spec.algorithm.algorithmSettings: the settings of algorithm {name} could not be "
+            f"checked ({type(e).__name__}: {str(e)[:200]}); correct them or report this error"
+        ]
     out = [f"spec.{p.field}: {p.message}" for p in nas.validate_config(name, spec.nas_config)]
     out += [f"spec.algorithm.algorithmSettings: {p}" for p in problems]
     policy = spec.resume_policy.value if spec.resume_policy is not None else ""
