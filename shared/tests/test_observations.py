@@ -101,7 +101,18 @@ def test_text_outside_the_number_grammar_is_no_number(text: str) -> None:
     """`float()` takes `1_0` (ten), blanks and non-ASCII digits; the grammar takes none."""
     assert not obs.is_number(text)
     assert obs.parse_number(text) is None
-    assert obs.metric_error("loss", text) is not None
+    assert obs.metric_error("loss", text, numbers_only=True) is not None
+
+
+def test_text_values_are_kept_bounded_but_never_rank() -> None:
+    """Katib's darts reports `Best-Genotype=Genotype(...)`: text is a value (kept in `latest`),
+    up to `MAX_TEXT_CHARS`; db-manager (numbers_only) takes numbers alone."""
+    genotype = "Genotype(normal=[[('max_pooling_3x3',0)]],normal_concat=range(2,3))"
+    assert obs.metric_error("Best-Genotype", genotype) is None
+    assert obs.parse_number(genotype) is None
+    too_long = "x" * (obs.MAX_TEXT_CHARS + 1)
+    assert str(obs.MAX_TEXT_CHARS) in (obs.metric_error("Best-Genotype", too_long) or "")
+    assert "not a number" in (obs.metric_error("loss", "1_0", numbers_only=True) or "")
 
 
 @pytest.mark.parametrize(

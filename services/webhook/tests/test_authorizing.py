@@ -232,7 +232,8 @@ def _history(values: list[str], name: str = "loss") -> dict[str, Any]:
         (_observed(latest="1" * 400_000), f"more than {obs.MAX_VALUE_CHARS}"),
         (_observed(min="1" * 129, latest="1"), "status.observation.metrics[0].min"),
         (_observed(max="1_0"), "is not a number"),
-        (_observed(latest="\uff11"), "is not a number"),
+        (_observed(min="\uff11"), "is not a number"),
+        (_observed(latest="x" * 5000), f"more than {obs.MAX_TEXT_CHARS}"),
         (
             {"observation": {"metrics": [{"name": "n" * 300, "latest": "1"}]}},
             f"more than {obs.MAX_NAME_CHARS}",

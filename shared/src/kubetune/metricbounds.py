@@ -15,6 +15,8 @@ MAX_NAME_CHARS = 256
 """The longest metric name any writer accepts (a name is an identifier, not data)."""
 MAX_VALUE_CHARS = 128
 """The longest metric value any writer accepts: a float's text needs at most 24 characters."""
+MAX_TEXT_CHARS = 4096
+"""The longest text (not a number) value a collector may report: kept in `latest`, never ranks."""
 MAX_METRICS = 100
 """The most metrics one observation may hold (the objective and its additional metrics)."""
 
@@ -32,9 +34,13 @@ def is_number(value: str) -> bool:
     return isinstance(value, str) and _NUMBER.fullmatch(value) is not None
 
 
-def metric_error(name: str, value: str) -> str | None:
+def metric_error(name: str, value: str, *, numbers_only: bool = False) -> str | None:
     """Why a reported (name, value) may not be stored, or None: the one check, and the one
-    message, of every writer (collector, db-manager, the status authorizer)."""
+    message, of every writer (collector, db-manager, the status authorizer).
+
+    A value is a number (at most `MAX_VALUE_CHARS`), `unavailable`, or, unless `numbers_only`
+    (db-manager: Katib's SDK sends floats), text of at most `MAX_TEXT_CHARS`: Katib's darts
+    reports its genotype as a metric; text is kept as reported in `latest` and never ranks."""
     if not name:
         return "the metric name is empty"
     if len(name) > MAX_NAME_CHARS:
@@ -44,14 +50,21 @@ def metric_error(name: str, value: str) -> str | None:
         )
     if value == UNAVAILABLE:
         return None
-    if len(value) > MAX_VALUE_CHARS:
+    if is_number(value):
+        if len(value) > MAX_VALUE_CHARS:
+            return (
+                f"value of metric {name!r} is a number of {len(value)} characters, more than "
+                f"{MAX_VALUE_CHARS}: report the number itself"
+            )
+        return None
+    if numbers_only:
         return (
-            f"value of metric {name!r} has {len(value)} characters, more than "
-            f"{MAX_VALUE_CHARS}: report the number itself"
+            f"value {value[:40]!r} of metric {name!r} is not a number: write ASCII digits with "
+            'an optional fraction and exponent, e.g. "0.25" or "-1.5e-3" (or inf, nan)'
         )
-    if not is_number(value):
+    if len(value) > MAX_TEXT_CHARS:
         return (
-            f"value {value!r} of metric {name!r} is not a number: write ASCII digits with an "
-            'optional fraction and exponent, e.g. "0.25" or "-1.5e-3" (or inf, nan)'
+            f"value of metric {name!r} is text of {len(value)} characters, more than "
+            f"{MAX_TEXT_CHARS}: report a number, or shorter text"
         )
     return None

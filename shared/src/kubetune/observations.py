@@ -20,6 +20,7 @@ from kubetune.api.enums import MetricStrategyType, ObjectiveType
 from kubetune.metricbounds import (
     MAX_METRICS,
     MAX_NAME_CHARS,
+    MAX_TEXT_CHARS,
     MAX_VALUE_CHARS,
     NUMBER_PATTERN,
     UNAVAILABLE,
@@ -223,6 +224,7 @@ def goal_reached(objective: ObjectiveLike, best: float | None) -> bool:
 __all__: Sequence[str] = [
     "MAX_METRICS",
     "MAX_NAME_CHARS",
+    "MAX_TEXT_CHARS",
     "MAX_VALUE_CHARS",
     "NUMBER_PATTERN",
     "UNAVAILABLE",

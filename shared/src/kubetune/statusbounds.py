@@ -20,6 +20,8 @@ HISTORY_SLACK = 1024
 """Bytes a stored history may exceed `metrichistory.MAX_BYTES` by (writers bound an estimate)."""
 OBSERVATION = "observation"
 _FIELDS = {OBSERVATION: ("min", "max", "latest"), metrichistory.FIELD: ("values",)}
+_NUMBERS_ONLY = frozenset({"min", "max"})
+"""min and max are numbers (or `unavailable`): text, such as darts' genotype, is only latest."""
 
 
 def _metric_error(metric: Any, where: str, fields: Sequence[str]) -> str | None:
@@ -37,7 +39,7 @@ def _metric_error(metric: Any, where: str, fields: Sequence[str]) -> str | None:
                 continue
             if not isinstance(value, str):
                 return f"{where}.{key}: each value must be a string"
-            problem = observations.metric_error(name, value)
+            problem = observations.metric_error(name, value, numbers_only=key in _NUMBERS_ONLY)
             if problem:
                 return f"{where}.{key}: {problem}"
     return None

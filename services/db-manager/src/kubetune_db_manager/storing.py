@@ -108,7 +108,7 @@ def checked_logs(trial: str, logs: Sequence[tuple[str, str, str]], now: float) -
     out = []
     for i, (name, value, stamp) in enumerate(logs):
         where = f"observation_log.metric_logs[{i}] of trial {trial}"
-        wrong = observations.metric_error(name, value)
+        wrong = observations.metric_error(name, value, numbers_only=True)
         if wrong:
             raise StoreError(Code.INVALID, f"{where}: {wrong}")
         if stamp:

@@ -59,17 +59,17 @@ def _text(value: Any) -> str | None:
 
 
 def _bounded(value: Any) -> str | None:
-    """A stored value, `unavailable` when longer than any writer may write (the number is lost:
-    it was never one a float holds)."""
+    """A stored value, `unavailable` when longer than any writer may write (a number over
+    `MAX_VALUE_CHARS` was never one a float holds; text over `MAX_TEXT_CHARS` is data)."""
     text = _text(value)
-    if text is not None and len(text) > observations.MAX_VALUE_CHARS:
+    if text is not None and observations.metric_error("metric", text) is not None:
         return observations.UNAVAILABLE
     return text
 
 
 def _metrics(status: Any) -> Metrics | None:
     """The observation as tuples: the first `MAX_METRICS` metrics, without those whose name is
-    longer than `MAX_NAME_CHARS`, values over `MAX_VALUE_CHARS` read as unavailable."""
+    longer than `MAX_NAME_CHARS`, values no writer may write read as unavailable."""
     observation = status.get("observation") if isinstance(status, dict) else None
     observed = observation.get("metrics") if isinstance(observation, dict) else None
     if not observed or not isinstance(observed, list):

@@ -8,7 +8,8 @@ which gives the same answer. Beside that, a bounded log of the most recent value
 reported with the observation as `status.metricHistory`).
 
 Only values `kubetune.observations.metric_error` accepts get in (a number of at most
-`MAX_VALUE_CHARS` characters in the one number grammar, or `unavailable`): the authorizer
+`MAX_VALUE_CHARS` characters in the one number grammar, text of at most `MAX_TEXT_CHARS`, or
+`unavailable`): the authorizer
 refuses any other, so one odd line of the training's output would otherwise fail every report
 of the trial. The others are skipped with a warning that names the limit.
 """
@@ -64,6 +65,11 @@ class RunningSummary:
     def usable(self, name: str, values: Sequence[str]) -> Sequence[str]:
         """`values` without those `observations.metric_error` refuses, each skipped with a
         warning (the first `WARNINGS_PER_METRIC` of a metric; then every 10 000th)."""
+        return self._checked(name, values)[0]
+
+    def _checked(self, name: str, values: Sequence[str]) -> tuple[Sequence[str], bool]:
+        """`usable(values)`, and whether they are all finite numbers of the grammar (one
+        regex pass over the run: then `float()` reads each as the grammar does)."""
         text = "\n".join(values) + "\n"
         if (
             values
@@ -72,7 +78,7 @@ class RunningSummary:
             and text.count("\n") == len(values)  # no value holds a line end of its own
             and _NUMBERS.fullmatch(text)
         ):
-            return values
+            return values, True
         kept = []
         for value in values:
             problem = observations.metric_error(name, value)
@@ -87,7 +93,7 @@ class RunningSummary:
                     skipped,
                     problem,
                 )
-        return kept
+        return kept, False
 
     def count(self, name: str) -> int:
         picks = self._picks.get(name)
@@ -125,17 +131,16 @@ class RunningSummary:
         picks = self._picks.get(name)
         if picks is None:
             return
-        values = self.usable(name, values)
+        values, numbers_only = self._checked(name, values)
         if not values:
             return
-        try:  # every value is in the strict grammar now, or `unavailable` (a ValueError)
-            numbers = list(map(float, values))
-        except ValueError:
-            numbers = []
+        numbers = list(map(float, values)) if numbers_only else []
         low = min(numbers) if numbers else math.nan
         high = max(numbers) if numbers else math.nan
         if not (math.isfinite(low) and math.isfinite(high)):
-            for v in values:  # `unavailable`, NaN or infinities among them: one by one
+            # Text, `unavailable`, NaN or overflowing numbers among them: one by one, each read
+            # by the grammar (`float()` would take the text `1_0` for 10).
+            for v in values:
                 self._add(picks, name, v, timestamp)
             return
         base = picks.count
