@@ -22,7 +22,6 @@ import os
 import subprocess
 import tempfile
 import time
-import urllib.parse
 from collections import Counter
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from ui_page_load import http_status, on_a_cluster
 from kubetune.kube import Kube, connect
 from kubetune_testkit.crds import install_kubetune_crds
 from kubetune_testkit.processes import console_script, free_port
+from kubetune_testkit.uipaths import events_path
 from kubetune_testkit.waiting import wait_for
 
 HOST = "127.0.0.1"
@@ -44,13 +44,13 @@ def rss_mb(pid: int) -> float:
 
 
 async def open_stream(
-    port: int, query: str, gate: asyncio.Semaphore
+    port: int, path: str, gate: asyncio.Semaphore
 ) -> tuple[int, asyncio.StreamWriter | None]:
     """One GET /api/events; its status, and the connection while it is open (a 200)."""
     async with gate:
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(HOST, port), 10)
-            writer.write(f"GET /api/events?{query} HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode())
+            writer.write(f"GET {path} HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode())
             await writer.drain()
             line = await asyncio.wait_for(reader.readline(), 10)
         except (OSError, TimeoutError):
@@ -63,11 +63,11 @@ async def open_stream(
 
 
 async def flood(port: int, pid: int, streams: int, topics: int, what: str) -> None:
-    query = urllib.parse.urlencode([("topic", f"trial/bench/t{i:04d}") for i in range(topics)])
+    path = events_path(f"trial/bench/t{i:04d}" for i in range(topics))
     before = rss_mb(pid)
     gate = asyncio.Semaphore(200)
     t0 = time.perf_counter()
-    answers = await asyncio.gather(*(open_stream(port, query, gate) for _ in range(streams)))
+    answers = await asyncio.gather(*(open_stream(port, path, gate) for _ in range(streams)))
     took = time.perf_counter() - t0
     await asyncio.sleep(1.0)
     after = rss_mb(pid)

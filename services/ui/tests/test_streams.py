@@ -14,6 +14,7 @@ from conftest import Proxy
 
 from kubetune.kube import EXPERIMENTS, Kube
 from kubetune_testkit import builders
+from kubetune_testkit.uipaths import events_path
 from kubetune_testkit.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -25,8 +26,7 @@ class Stream:
     def __init__(self, base: str, topics: list[str], headers: dict[str, str] | None = None):
         where = urllib.parse.urlsplit(base)
         self.connection = http.client.HTTPConnection(where.hostname or "", where.port, timeout=60)
-        query = urllib.parse.urlencode([("topic", t) for t in topics])
-        self.connection.request("GET", f"/api/events?{query}", headers=headers or {})
+        self.connection.request("GET", events_path(topics), headers=headers or {})
         self.response = self.connection.getresponse()
         self.status = self.response.status
         self.message = "" if self.status == 200 else json.loads(self.response.read())["message"]

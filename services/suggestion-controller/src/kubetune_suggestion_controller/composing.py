@@ -3,7 +3,8 @@
 Neighbours: `deciding` picks which of these a pass creates, `reconciling` creates them. Names
 are Katib's (`kubetune.naming`) unless `owning` chose fallbacks (passed in as `Names`); image,
 resources, command and volume settings come from the algorithm's `kubetune.config` entry
-(reference §4.3, §5). The algorithm process talks to the API server (not gRPC), so its pods
+(katib-config's `runtime.suggestions[]`, with its `volumeMountPath` and PVC/PV specs for
+FromVolume). The algorithm process talks to the API server (not gRPC), so its pods
 run as a ServiceAccount bound (per namespace) to the ClusterRole
 `kubetune-suggestion-algorithm` unless the config entry names its own `serviceAccountName`.
 

@@ -3,8 +3,8 @@
 Each problem is one line `<field path>: <what is wrong>; <what to do>`. The rules are pure
 functions of the Experiment, the old one (UPDATE), the katib-config and a `Cluster` seam for the
 three things that need the API server: the namespace's labels (rule a), a ConfigMap template
-(rule 8) and a PersistentVolume (the FromVolume check, §5). Nothing here raises on
-any input: a manifest of the wrong shape is denied with the fields named.
+(rule 8) and a PersistentVolume (the FromVolume check: an old PV of the same name). Nothing
+here raises on any input: a manifest of the wrong shape is denied with the fields named.
 
 Neighbours: `defaulting` (runs before this), `reviewing` (turns problems into a denial),
 `lookups` (the real `Cluster`).
@@ -824,8 +824,8 @@ def left_here(pv: dict[str, Any], namespace: str, suggestion: str, claim: str) -
 
 
 def pv_problem(experiment: Experiment, namespace: str, cluster: Cluster) -> list[str]:
-    """§5: a FromVolume Experiment may not reuse a name whose PV an earlier one of that name
-    in this namespace left behind."""
+    """A FromVolume Experiment may not reuse a name whose PV an earlier one of that name in
+    this namespace left behind (its state would be resumed as if it were this one's)."""
     spec = experiment.spec
     if spec.resume_policy is not ResumePolicy.FROM_VOLUME or spec.algorithm is None:
         return []
