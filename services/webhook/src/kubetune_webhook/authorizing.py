@@ -89,8 +89,7 @@ def _status(obj: Any) -> dict[str, Any]:
 
 def _changes(old: Any, new: Any) -> list[str]:
     """The status fields a write changes that a trial pod may not change."""
-    old_status = (old.get("status") if isinstance(old, dict) else None) or {}
-    new_status = (new.get("status") if isinstance(new, dict) else None) or {}
+    old_status, new_status = _status(old), _status(new)
     changed = []
     for key in sorted(set(old_status) | set(new_status)):
         if key in POD_MAY_CHANGE or key == "conditions":
