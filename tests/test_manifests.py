@@ -314,7 +314,5 @@ def test_trial_status_writes_are_authorized_by_the_webhook(overlay: str) -> None
     (webhook,) = [d for d in _deployments(objs) if d["metadata"]["name"] == "kubetune-webhook"]
     (container,) = [c for c in containers(webhook) if c["name"] == "webhook"]
     env = {e["name"]: e for e in container.get("env") or []}
-    assert env["KUBETUNE_WEBHOOK_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == (
-        "metadata.namespace"
-    )
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == ("metadata.namespace")
     assert "kubetune-trial-controller" in env["KUBETUNE_WEBHOOK_TRUSTED_STATUS_WRITERS"]["value"]

@@ -20,13 +20,15 @@ def start(
     def run(*extra: str, every_namespace: bool = False, token: str | None = None) -> Server:
         """A db-manager serving the test's namespace, or all of them; its stub sends `token`."""
         port = free_port()
-        scope = [] if every_namespace else ["--namespace", namespace]
+        scope = [] if every_namespace else ["--watch-namespace", namespace]
         process = services(
             "db-manager",
             "--kubeconfig",
             cluster.kubeconfig,
             "--address",
-            f"127.0.0.1:{port}",
+            "127.0.0.1",
+            "--port",
+            str(port),
             *scope,
             "--probe-port",
             "0",

@@ -42,7 +42,7 @@ def algorithm(
             str(tmp_path / "data"),
             "--probe-port",
             "0",
-            "--resync",
+            "--resync-period",
             "2",
         ).start(*extra)
 

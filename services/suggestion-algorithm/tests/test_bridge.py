@@ -190,7 +190,7 @@ def start_bridge(
             f"127.0.0.1:{port}",
             "--data-dir",
             str(tmp_path / "bridge"),
-            "--resync",
+            "--resync-period",
             "2",
             "--grpc-timeout",
             "20",

@@ -69,7 +69,7 @@ def home(namespace: str, kube: Kube, collector_role: None) -> str:
 def checked(cluster: Any, kube: Kube, home: str, tmp_path: Path) -> Iterator[str]:
     """`webhook serve` (kubetune runs in the test namespace) registered for `home` only."""
     name = f"kubetune-status-test-{uuid.uuid4().hex[:8]}"
-    env = clean_env(KUBETUNE_WEBHOOK_NAMESPACE=home)
+    env = clean_env(POD_NAMESPACE=home)
     with serving(cluster.kubeconfig, tmp_path, env=env) as webhook:
         hooks = [point_at(hook, webhook, home) for hook in copy.deepcopy(_status_hooks())]
         for hook in hooks:

@@ -1,8 +1,19 @@
 """The one flag vocabulary of every kubetune process, each flag with an env-var fallback.
 
 A flag given on the command line wins over its env var, which wins over the default. Every
-service builds its parser from these helpers, so `--config`, `--watch-namespace`,
-`--probe-port` and `--leader-elect` mean the same thing (and read the same env var) everywhere.
+service builds its parser from these helpers, so each flag means one thing (and reads the same
+env var) everywhere:
+
+- `--watch-namespace`: the one namespace a process watches or serves (default: all);
+- `--namespace`: the namespace of the one object named on the command line (the collector's
+  Trial, the algorithm's Suggestion, the CLI's objects), as kubectl's `-n`;
+- `--pod-namespace`: the namespace kubetune itself runs in;
+- `--address`/`--port`: a service's own server; `--probe-address`/`--probe-port`: the probe
+  server of a process that serves nothing else;
+- `--resync-period`, `--shutdown-grace`: seconds, wherever a process has them.
+
+Names used before this vocabulary stay as deprecated aliases for a release: they still work and
+print a warning on stderr that names the flag to use (`add_deprecated_alias`).
 This module sits below `kubetune.runtime`: the webhook and the collector use it without
 importing the controller runtime.
 """
@@ -11,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +34,9 @@ PROBE_ADDRESS_ENV = "KUBETUNE_PROBE_ADDRESS"
 PROBE_PORT_ENV = "KUBETUNE_PROBE_PORT"
 LEADER_ELECT_ENV = "KUBETUNE_LEADER_ELECT"
 LEADER_ELECTION_ID_ENV = "KUBETUNE_LEADER_ELECTION_ID"
+POD_NAMESPACE_ENV = "POD_NAMESPACE"
+RESYNC_PERIOD_ENV = "KUBETUNE_RESYNC_PERIOD"
+SHUTDOWN_GRACE_ENV = "KUBETUNE_SHUTDOWN_GRACE"
 
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no"}
@@ -51,6 +67,8 @@ class EnvDefault(argparse.Action):
         **kw: Any,
     ):
         found = _from_env([env, *deprecated_env])
+        if found is not None and found[0] != env:
+            warn(f"environment variable {found[0]} is deprecated; set {env} instead")
         if found is not None:
             default = found[1]
             required = False
@@ -68,6 +86,45 @@ class EnvDefault(argparse.Action):
         option_string: str | None = None,
     ) -> None:
         setattr(namespace, self.dest, values)
+
+
+def warn(message: str) -> None:
+    """One deprecation line on stderr (before logging is set up, so not through it)."""
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+class DeprecatedAlias(argparse.Action):
+    """An old flag name: stores into the new flag's destination and warns, naming the new flag."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, new: str, **kw: Any):
+        self.new = new
+        kw["default"] = argparse.SUPPRESS  # the new flag's default (or env) stays in force
+        kw["help"] = f"deprecated: use {new}"
+        super().__init__(option_strings, dest, **kw)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        warn(f"{option_string} is deprecated and will be removed; use {self.new}")
+        setattr(namespace, self.dest, values)
+
+
+def add_deprecated_alias(parser: argparse.ArgumentParser, old: str, new: str) -> None:
+    """`old` as a deprecated alias of the already added flag `new` (same value type)."""
+    target = parser._option_string_actions[new]
+    parser.add_argument(
+        old,
+        dest=target.dest,
+        action=DeprecatedAlias,
+        new=new,
+        type=target.type,
+        choices=target.choices,
+        metavar=target.metavar or target.dest.upper(),
+    )
 
 
 def _naming_env(kind: Any, env: str, value: str) -> Any:
@@ -153,14 +210,17 @@ def add_config_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_watch_namespace_flag(parser: argparse.ArgumentParser) -> None:
+def add_watch_namespace_flag(
+    parser: argparse.ArgumentParser, *, deprecated_env: str = "", what: str = "watch"
+) -> None:
     """`--watch-namespace`: one namespace to watch, into `args.watch_namespace` (None = all)."""
     parser.add_argument(
         "--watch-namespace",
         action=EnvDefault,
         env=WATCH_NAMESPACE_ENV,
+        deprecated_env=[deprecated_env] if deprecated_env else [],
         default=None,
-        help="watch this namespace only (default: all namespaces)",
+        help=f"{what} this namespace only (default: all namespaces)",
     )
 
 
@@ -205,4 +265,119 @@ def add_leader_election_flags(parser: argparse.ArgumentParser, service: str) -> 
         env=LEADER_ELECTION_ID_ENV,
         default=f"kubetune-{service}",
         help="name of the Lease",
+    )
+
+
+def add_pod_namespace_flag(parser: argparse.ArgumentParser, *, deprecated_env: str = "") -> None:
+    """`--pod-namespace`: the namespace kubetune runs in (downward API), into `args.pod_namespace`;
+    default the service account's namespace, else kubeflow."""
+    parser.add_argument(
+        "--pod-namespace",
+        action=EnvDefault,
+        env=POD_NAMESPACE_ENV,
+        deprecated_env=[deprecated_env] if deprecated_env else [],
+        default=_service_account_namespace(),
+        help="the namespace kubetune runs in (default: the pod's, else kubeflow)",
+    )
+
+
+def _service_account_namespace() -> str:
+    try:
+        with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as f:
+            return f.read().strip() or "kubeflow"
+    except OSError:
+        return "kubeflow"
+
+
+_HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:.]*\]|[^:\[\]]*):(\d{1,5})$")
+
+
+class ListenAddress(EnvDefault):
+    """`--address HOST`; the old shape `--address HOST:PORT` still works: it sets `--port` too,
+    with a deprecation warning."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        match = _HOST_PORT.match(str(values))
+        if match is None:
+            setattr(namespace, self.dest, values)
+            return
+        host, port = match.group(1).strip("[]"), match.group(2)
+        warn(
+            f"{option_string} {values} (HOST:PORT) is deprecated and will be removed; use "
+            f"--address {host} --port {port}"
+        )
+        setattr(namespace, self.dest, host)
+        namespace.port = int(port)
+
+
+def add_listen_flags(
+    parser: argparse.ArgumentParser, *, env_prefix: str, address: str, port: int, what: str
+) -> None:
+    """`--address` and `--port` of a service's own server (`what` it serves), env
+    `<env_prefix>_ADDRESS` and `<env_prefix>_PORT`."""
+    parser.add_argument(
+        "--address",
+        action=ListenAddress,
+        env=f"{env_prefix}_ADDRESS",
+        default=address,
+        help=f"address the {what} listens on",
+    )
+    parser.add_argument(
+        "--port",
+        action=EnvDefault,
+        env=f"{env_prefix}_PORT",
+        type=_port,
+        default=port,
+        help=f"port of the {what} (0 = any free port, printed in the log)",
+    )
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a TCP port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a TCP port number is 0..65535, got {value}")
+    return value
+
+
+def host_port(host: str, port: int) -> str:
+    """`HOST:PORT` for a listener (an IPv6 host in brackets)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def add_resync_period_flag(
+    parser: argparse.ArgumentParser, *, default: float, what: str, deprecated_env: str = ""
+) -> None:
+    """`--resync-period` (seconds): how often `what` happens although nothing changed."""
+    parser.add_argument(
+        "--resync-period",
+        action=EnvDefault,
+        env=RESYNC_PERIOD_ENV,
+        deprecated_env=[deprecated_env] if deprecated_env else [],
+        type=float,
+        default=default,
+        help=f"seconds between {what}",
+    )
+
+
+def add_shutdown_grace_flag(
+    parser: argparse.ArgumentParser, *, default: float, what: str, deprecated_env: str = ""
+) -> None:
+    """`--shutdown-grace` (seconds): how long `what` may go on after SIGTERM."""
+    parser.add_argument(
+        "--shutdown-grace",
+        action=EnvDefault,
+        env=SHUTDOWN_GRACE_ENV,
+        deprecated_env=[deprecated_env] if deprecated_env else [],
+        type=float,
+        default=default,
+        help=f"seconds to let {what} finish on SIGTERM",
     )

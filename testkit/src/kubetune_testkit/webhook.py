@@ -50,8 +50,13 @@ class Webhook:
 
 
 def clean_env(**settings: str) -> dict[str, str]:
-    """This process's environment without any KUBETUNE_WEBHOOK_* setting, plus `settings`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBETUNE_WEBHOOK")}
+    """This process's environment without any KUBETUNE_WEBHOOK_* setting or POD_NAMESPACE, plus
+    `settings`."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("KUBETUNE_WEBHOOK") and k != "POD_NAMESPACE"
+    }
     return {**env, **settings}
 
 

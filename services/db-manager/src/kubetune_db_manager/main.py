@@ -4,7 +4,7 @@ DeleteObservationLog) from Trial objects, so Katib's SDK (`report_metrics`,
 
 Probes: /healthz and /readyz (ready once the gRPC port is bound), /metrics (RPCs by method
 and gRPC code, their latency). Exit codes: 0 after SIGTERM/SIGINT (in-flight RPCs finish
-first, within `--grace`); 2 bad flags or the port cannot be bound.
+first, within `--shutdown-grace`); 2 bad flags or the port cannot be bound.
 """
 
 from __future__ import annotations
@@ -36,8 +36,13 @@ def parser() -> argparse.ArgumentParser:
         env = "KUBETUNE_" + name.upper().replace("-", "_")
         p.add_argument(f"--{name}", action=EnvDefault, env=env, **kw)  # type: ignore[arg-type]
 
-    flag("address", default="0.0.0.0:6789", help="listen address (Katib's port: 6789)")
-    flag("namespace", default=None, help="serve the Trials of this namespace only (default: all)")
+    flags.add_listen_flags(
+        p, env_prefix="KUBETUNE_DB_MANAGER", address="0.0.0.0", port=6789, what="gRPC server"
+    )
+    flags.add_watch_namespace_flag(
+        p, deprecated_env="KUBETUNE_NAMESPACE", what="serve the Trials of"
+    )
+    flags.add_deprecated_alias(p, "--namespace", "--watch-namespace")
     flag(
         "max-message-bytes",
         type=int,
@@ -70,11 +75,14 @@ def parser() -> argparse.ArgumentParser:
         "recent-trials",
         type=int,
         default=100,
-        help="with --namespace: Trials whose last write is kept as the base of the next "
+        help="with --watch-namespace: Trials whose last write is kept as the base of the next "
         "(saves a read per report; 0 = read every time)",
     )
     flag("max-deadline", type=float, default=30.0, help="seconds an RPC may take")
-    flag("grace", type=float, default=10.0, help="seconds in-flight RPCs get at shutdown")
+    flags.add_shutdown_grace_flag(
+        p, default=10.0, what="in-flight RPCs", deprecated_env="KUBETUNE_GRACE"
+    )
+    flags.add_deprecated_alias(p, "--grace", "--shutdown-grace")
     return p
 
 
@@ -108,12 +116,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     # At most one API connection per worker (only the thread writing a Trial calls the API).
     kube = Kube(connect(args.kubeconfig, pool_size=args.workers))
-    store = storing.Store(kube, args.namespace or None, recent=args.recent_trials)
+    store = storing.Store(kube, args.watch_namespace or None, recent=args.recent_trials)
+    address = flags.host_port(args.address, args.port)
     try:
         auth = authenticating.Authorizer(kube)
-        server, port = serving.server(store, args.address, limits, auth=auth)
+        server, port = serving.server(store, address, limits, auth=auth)
     except (OSError, RuntimeError) as e:
-        log.error("cannot listen on %s: %s", args.address, e)
+        log.error("cannot listen on %s: %s", address, e)
         probes.shutdown()
         return 2
     serving_now.set()
@@ -127,10 +136,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     log.info(
         "serving Katib's DBManager on port %d (trials in %s)",
         port,
-        args.namespace or "all namespaces",
+        args.watch_namespace or "all namespaces",
     )
     stop.wait()
-    server.stop(args.grace).wait()
+    server.stop(args.shutdown_grace).wait()
     probes.shutdown()
     log.info("stopped")
     return 0

@@ -12,7 +12,7 @@ base only costs a conflict and a read). Nothing is held once a Trial's queue is 
 number of replicas may serve.
 
 Katib's requests name a trial but no namespace (its trial names are unique in its database):
-the Trial is found by name across the namespaces this process may see (`--namespace` narrows
+the Trial is found by name across the namespaces this process may see (`--watch-namespace` narrows
 them); a name in two namespaces is an error that says so.
 """
 
@@ -272,7 +272,7 @@ class Store:
             raise StoreError(
                 Code.AMBIGUOUS,
                 f"trial {trial} exists in namespaces {', '.join(spaces)}: Katib's API names no "
-                "namespace; run one db-manager per namespace (--namespace)",
+                "namespace; run one db-manager per namespace (--watch-namespace)",
             )
         return items[0]
 

@@ -35,14 +35,7 @@ def parser() -> argparse.ArgumentParser:
         default=planning.DEFAULT_MAX_LISTED,
         help="names kept per trial list in Experiment status (newest); counts stay exact",
     )
-    p.add_argument(
-        "--resync-period",
-        action=flags.EnvDefault,
-        env="KUBETUNE_RESYNC_PERIOD",
-        type=float,
-        default=300.0,
-        help="seconds between full resyncs of the caches",
-    )
+    flags.add_resync_period_flag(p, default=300.0, what="full resyncs of the caches")
     return p
 
 

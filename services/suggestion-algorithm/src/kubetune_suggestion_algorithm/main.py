@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from kubetune import flags
 from kubetune.flags import EnvDefault
 from kubetune.kube import EXPERIMENTS, SUGGESTIONS, TRIALS
 from kubetune.runtime import Backoff, Controller, Key, WorkQueue, running
@@ -64,7 +65,7 @@ def parser(bridged: bool = False) -> argparse.ArgumentParser:
         action=EnvDefault,
         env="KUBETUNE_NAMESPACE",
         required=True,
-        help="namespace of the Suggestion",
+        help="namespace of the Suggestion (as kubectl's -n: the named object's namespace)",
     )
     p.add_argument(
         "--algorithm",
@@ -98,14 +99,10 @@ def parser(bridged: bool = False) -> argparse.ArgumentParser:
         help="name-only entries (assignments whose Trial exists) kept at the head of "
         "status.suggestions; older ones are dropped, suggestionCount still counts them",
     )
-    p.add_argument(
-        "--resync",
-        action=EnvDefault,
-        env="KUBETUNE_RESYNC",
-        type=float,
-        default=30.0,
-        help="seconds between passes when nothing changes",
+    flags.add_resync_period_flag(
+        p, default=30.0, what="passes when nothing changes", deprecated_env="KUBETUNE_RESYNC"
     )
+    flags.add_deprecated_alias(p, "--resync", "--resync-period")
     return p
 
 
@@ -134,7 +131,7 @@ def build(args: argparse.Namespace, bridged: bool = False) -> Controller:
         data_dir(args.data_dir),
         max_bytes=int(args.max_suggestion_bytes),
         keep_named=int(args.kept_trial_names),
-        resync=float(args.resync),
+        resync=float(args.resync_period),
         bridge=_bridge(args, bridged) if bridged or args.early_stopping_endpoint else None,
     )
     key = Key(args.namespace, args.suggestion)

@@ -68,7 +68,7 @@ def build(cluster: Cluster, kube: Kube, writer: Writer, limits: Limits | None = 
         return FileResponse(path, headers={"Cache-Control": "max-age=3600"})
 
     async def experiments(request: Request) -> Response:
-        rows = [views.experiment_summary(e) for e in cluster.experiments.values()]
+        rows = [views.experiment_summary(e) for e in cluster.experiments.objects()]
         rows.sort(key=lambda r: (r["namespace"], r["name"]))
         return JSONResponse({"experiments": rows, "writes": writer.mode.value})
 

@@ -50,15 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     flags.add_connection_flags(parser)
     flags.add_watch_namespace_flag(parser)
-    parser.add_argument(
-        "--address", action=EnvDefault, env="KUBETUNE_UI_ADDRESS", default="127.0.0.1",
-        help="address to listen on (the base Deployment sets 0.0.0.0: reached only via the proxy)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--port", action=EnvDefault, env="KUBETUNE_UI_PORT", default=8080,
-        type=_whole(0, 65535, "a TCP port number"),
-        help="port to listen on (0: any free port, printed)",
-    )  # fmt: skip
+    # The base Deployment sets --address=0.0.0.0: the UI is reached only through its proxy.
+    flags.add_listen_flags(
+        parser, env_prefix="KUBETUNE_UI", address="127.0.0.1", port=8080, what="web UI"
+    )
+    flags.add_shutdown_grace_flag(parser, default=2.0, what="open event streams")
     parser.add_argument(
         "--writes",
         action=EnvDefault,
@@ -166,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log_level="warning",
         access_log=False,
         # Event streams never end by themselves: on SIGTERM give them a moment, then close them.
-        timeout_graceful_shutdown=2,
+        timeout_graceful_shutdown=max(1, round(args.shutdown_grace)),
     )
     server = uvicorn.Server(config)
 

@@ -26,14 +26,6 @@ from kubetune_webhook.lookups import KubeCluster
 log = logging.getLogger("kubetune_webhook")
 
 DEFAULT_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"
-SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-
-def _own_namespace() -> str:
-    try:
-        return Path(SERVICE_ACCOUNT_NAMESPACE).read_text().strip() or "kubeflow"
-    except OSError:
-        return "kubeflow"
 
 
 def _positive_int(text: str) -> int:
@@ -66,20 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="run the HTTPS admission server")
     flags.add_connection_flags(serve)
-    serve.add_argument(
-        "--address",
-        action=EnvDefault,
-        env="KUBETUNE_WEBHOOK_ADDRESS",
-        default="0.0.0.0",
-        help="listen address",
-    )
-    serve.add_argument(
-        "--port",
-        action=EnvDefault,
-        env="KUBETUNE_WEBHOOK_PORT",
-        type=int,
-        default=8443,
-        help="listen port (0 = any free port, printed in the log)",
+    flags.add_listen_flags(
+        serve, env_prefix="KUBETUNE_WEBHOOK", address="0.0.0.0", port=8443, what="HTTPS server"
     )
     serve.add_argument(
         "--cert-file",
@@ -170,13 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
         "that may write any Trial's status; any other service account of a Trial's namespace "
         "may write only from that Trial's own pod",
     )
-    serve.add_argument(
-        "--namespace",
-        action=EnvDefault,
-        env="KUBETUNE_WEBHOOK_NAMESPACE",
-        default=_own_namespace(),
-        help="the namespace kubetune runs in (default: the pod's, else kubeflow)",
-    )
+    flags.add_pod_namespace_flag(serve, deprecated_env="KUBETUNE_WEBHOOK_NAMESPACE")
+    flags.add_deprecated_alias(serve, "--namespace", "--pod-namespace")
 
     certs = sub.add_parser("certs", help="write a CA and a serving certificate; patch caBundle")
     flags.add_connection_flags(certs)
@@ -223,7 +198,7 @@ def run_serve(args: argparse.Namespace) -> int:
         KubeCluster(kube, args.lookup_cache_seconds),
         validating.Options(require_namespace_label=args.require_namespace_label),
         reviewing.StatusWriters(
-            authorizing.trusted_users(args.trusted_status_writers.split(","), args.namespace),
+            authorizing.trusted_users(args.trusted_status_writers.split(","), args.pod_namespace),
             authorizing.KubeReader(kube),
         ),
     )

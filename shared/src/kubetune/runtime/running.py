@@ -50,14 +50,7 @@ def add_flags(
         default=2,
         help="concurrent reconciles",
     )
-    parser.add_argument(
-        "--shutdown-grace",
-        action=flags.EnvDefault,
-        env="KUBETUNE_SHUTDOWN_GRACE",
-        type=float,
-        default=20.0,
-        help="seconds to let in-flight reconciles finish on SIGTERM",
-    )
+    flags.add_shutdown_grace_flag(parser, default=20.0, what="in-flight reconciles")
 
 
 class Process:
