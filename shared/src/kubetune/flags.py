@@ -115,15 +115,16 @@ class DeprecatedAlias(argparse.Action):
 
 def add_deprecated_alias(parser: argparse.ArgumentParser, old: str, new: str) -> None:
     """`old` as a deprecated alias of the already added flag `new` (same value type)."""
-    target = parser._option_string_actions[new]
+    target = parser._option_string_actions[new]  # argparse has no public look-up
+    same: dict[str, Any] = {"type": target.type} if target.type is not None else {}
     parser.add_argument(
         old,
         dest=target.dest,
         action=DeprecatedAlias,
         new=new,
-        type=target.type,
         choices=target.choices,
         metavar=target.metavar or target.dest.upper(),
+        **same,
     )
 
 
