@@ -190,3 +190,74 @@ def test_help_names_every_env_var(capsys: pytest.CaptureFixture[str]) -> None:
 def test_parse_bool_names_what_is_wrong() -> None:
     with pytest.raises(argparse.ArgumentTypeError, match="X='maybe' is not a boolean"):
         flags.parse_bool("maybe", "X")
+
+
+def _with_old_names() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="svc")
+    flags.add_shutdown_grace_flag(p, default=10.0, what="work", deprecated_env="OLD_GRACE")
+    flags.add_deprecated_alias(p, "--grace", "--shutdown-grace")
+    flags.add_listen_flags(p, env_prefix="SVC", address="127.0.0.1", port=8080, what="server")
+    return p
+
+
+def test_an_old_flag_sets_the_new_one_with_its_type_and_warns(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert _with_old_names().parse_args(["--grace", "3"]).shutdown_grace == 3.0
+    err = capsys.readouterr().err
+    assert "--grace is deprecated" in err and "use --shutdown-grace" in err, err
+
+
+def test_without_the_old_flag_the_new_default_stands_and_nothing_is_said(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert _with_old_names().parse_args([]).shutdown_grace == 10.0
+    assert _with_old_names().parse_args(["--shutdown-grace=4"]).shutdown_grace == 4.0
+    assert capsys.readouterr().err == ""
+
+
+def test_an_old_flag_with_a_bad_value_is_refused_like_the_new_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        _with_old_names().parse_args(["--grace", "soon"])
+    assert "--grace" in capsys.readouterr().err
+
+
+def test_an_old_env_var_still_works_and_warns_naming_the_new_one(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OLD_GRACE", "7")
+    assert _with_old_names().parse_args([]).shutdown_grace == 7.0
+    err = capsys.readouterr().err
+    assert "OLD_GRACE is deprecated" in err and flags.SHUTDOWN_GRACE_ENV in err, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "address", "port", "warned"),
+    [
+        (["--address=0.0.0.0"], "0.0.0.0", 8080, False),
+        (["--address=::1", "--port=9"], "::1", 9, False),
+        (["--address=0.0.0.0:7000"], "0.0.0.0", 7000, True),
+        (["--address=[::]:7000"], "::", 7000, True),
+        (["--address=:7000"], "", 7000, True),
+    ],
+)
+def test_listen_address_and_port_and_the_old_host_port_shape(
+    argv: list[str], address: str, port: int, warned: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = _with_old_names().parse_args(argv)
+    assert (args.address, args.port) == (address, port)
+    err = capsys.readouterr().err
+    assert ("use --address" in err) is warned, err
+
+
+def test_a_port_out_of_range_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        _with_old_names().parse_args(["--port=70000"])
+    assert "0..65535" in capsys.readouterr().err
+
+
+def test_host_port_brackets_ipv6() -> None:
+    assert flags.host_port("0.0.0.0", 1) == "0.0.0.0:1"
+    assert flags.host_port("::", 1) == "[::]:1"
