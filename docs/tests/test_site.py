@@ -30,7 +30,10 @@ def _parse(path: Path) -> _Page:
 
 
 def _target(site: Path, page: Path, path: str) -> Path:
-    target = (page.parent / unquote(path)).resolve() if path else page
+    """The file a link's path names: from the site's root when absolute (the 404 page's links,
+    which must work at any depth), else from the page's directory."""
+    base = site if path.startswith("/") else page.parent
+    target = (base / unquote(path).lstrip("/")).resolve() if path else page
     if target.is_dir() or path.endswith("/"):
         target = target / "index.html"
     return target
