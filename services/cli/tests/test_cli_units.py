@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-from kubetune_cli import main, tables
+from kubetune_cli import main, overview, reading, tables
 from kubetune_cli.plotting import best_so_far
 from kubetune_cli.reading import TrialRow
 
 from kubetune.api.common import ObjectiveSpec, ObjectiveType
+from kubetune.api.experiment import Experiment
 
 
 def _row(name: str, value: float | None, state: str = "Succeeded") -> TrialRow:
@@ -107,3 +109,76 @@ def test_a_name_that_is_no_object_name_is_refused_before_any_request(
         "(lowercase letters, digits and '-') of at most 63 characters; it was not sent to the "
         "API server"
     )
+
+
+LONG = "0.7698433199853741"
+
+
+@pytest.mark.parametrize(
+    ("stored", "shown"),
+    [
+        (LONG, "0.7698"),
+        ("1.5e-07", "1.5e-07"),
+        ("123456.789", "123457"),  # whole numbers in full, not 1.235e+05
+        ("0.5", "0.5"),
+        ("1024", "1024"),  # an integer parameter is exact
+        ("12345678901234567", "12345678901234567"),
+        ("adam", "adam"),
+        ("unavailable", "unavailable"),
+        ("nan", "nan"),
+        ("-inf", "-inf"),
+    ],
+)
+def test_a_table_shows_four_significant_digits(stored: str, shown: str) -> None:
+    assert tables.readable(stored) == shown
+
+
+def test_trial_and_history_tables_show_readable_numbers() -> None:
+    row = TrialRow(
+        name="t", state="Succeeded", parameters={"lr": LONG, "batch": "1024"},
+        objective=0.912345678, created="t",
+    )  # fmt: skip
+    assert tables.trial_table([row], "accuracy").splitlines()[1].split() == [
+        "t", "Succeeded", "0.7698", "1024", "0.9123",
+    ]  # fmt: skip
+    history = {"loss": [(0, "0.123456789", "2026-01-01T00:00:00Z")]}
+    assert tables.history_table(history).splitlines()[1].split()[2] == "0.1235"
+
+
+def test_the_overview_reads_short_and_its_json_keeps_every_digit() -> None:
+    experiment = Experiment.model_validate(
+        {
+            "apiVersion": "kubeflow.org/v1beta1",
+            "kind": "Experiment",
+            "metadata": {"name": "e", "namespace": "ns"},
+            "spec": {"objective": {"type": "maximize", "objectiveMetricName": "accuracy"}},
+            "status": {
+                "trials": 1,
+                "trialsSucceeded": 1,
+                "currentOptimalTrial": {
+                    "bestTrialName": "e-a",
+                    "parameterAssignments": [{"name": "lr", "value": LONG}],
+                    "observation": {
+                        "metrics": [
+                            {
+                                "name": "accuracy",
+                                "min": "0.1",
+                                "max": "0.98765",
+                                "latest": "0.98765",
+                            }
+                        ]
+                    },
+                },
+            },
+        }
+    )
+    row = TrialRow(
+        name="e-a", state="Succeeded", parameters={"lr": LONG}, objective=0.98765, created="a"
+    )
+    view = overview.Overview(experiment, reading.counts(experiment), [row], whole=True)
+    text = overview.text(view)
+    assert "best: e-a  lr=0.7698  accuracy=0.9877 (min 0.1, max 0.9877)" in text
+    assert LONG not in text
+    as_json = json.loads(json.dumps(overview.as_json(view)))
+    assert as_json["trials"][0]["parameters"]["lr"] == LONG
+    assert as_json["best"]["parameterAssignments"][0]["value"] == LONG

@@ -47,7 +47,7 @@ def test_same_observation_as_summarise_on_every_value(
     # Only what every writer may store (observations.metric_error); the rest is skipped.
     logs = [MetricLog(n, v, t) for n, v, t in triples if observations.metric_error(n, v) is None]
     if not any(log.name == "acc" for log in logs):
-        logs = []  # no objective value: everything unavailable (reference §7.4)
+        logs = []  # no objective value: everything unavailable
     assert summary.observation() == observations.summarise(SPEC, logs)
 
 

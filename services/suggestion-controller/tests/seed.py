@@ -2,7 +2,7 @@
 
 Written out literally (not taken from the controller's constants) so a changed type, status,
 reason or message fails the tests. On restart the seed's prose says Running True and its code
-`ConditionFalse`; DESIGN says follow the code, as upstream does.
+`ConditionFalse`; the code is followed, as upstream's controller does.
 """
 
 from __future__ import annotations

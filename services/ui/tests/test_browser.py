@@ -164,3 +164,34 @@ def test_experiment_appears_fills_in_sorts_opens_a_trial_and_shows_the_webhooks_
     assert "maxTrialCount" in message and "must be greater than 0" in message, message
     assert kube.get_or_none(EXPERIMENTS, "bad-one", ns) is None
     shot(browser, artifacts, "5-refused")
+
+
+def test_tables_show_four_significant_digits_and_keep_the_stored_value_in_the_title(
+    cluster: Any,
+    kube: Kube,
+    namespace: str,
+    start_ui: Callable[..., str],
+    browser: Any,
+) -> None:
+    """`lr 0.7698433199853741` reads `0.7698` in the trials table (the stored value stays in
+    the cell's title and in the JSON API); an integer parameter stays exact."""
+    from selenium.webdriver.common.by import By
+
+    long_lr = "0.7698433199853741"
+    url = start_ui(f"--watch-namespace={namespace}")
+    kube.create(EXPERIMENTS, builders.experiment("digits", namespace, maxTrialCount=3), namespace)
+    add_trial(kube, namespace, "digits", "digits-a", long_lr, 0.912345678)
+    browser.get(f"{url}/experiments/{namespace}/digits")
+    wait_for("the trial in the table", lambda: rows(browser, "trials") == ["digits-a"])
+    cells = browser.find_elements(By.CSS_SELECTOR, "#trials tbody tr td.num")
+    shown = [c.text for c in cells]
+    assert "0.7698" in shown and "0.9123" in shown, shown
+    assert long_lr not in shown
+    assert long_lr in [c.get_attribute("title") for c in cells]
+    assert "accuracy = 0.9123" in browser.find_element(By.ID, "best-name").text
+
+    browser.get(f"{url}/trials/{namespace}/digits-a")
+    wait_for("the trial page", lambda: browser.find_element(By.ID, "state").text == "Succeeded")
+    summary = browser.find_element(By.ID, "metric-summary").text
+    assert "0.4562" in summary and "0.456172839" not in summary, summary
+    assert "objective 0.9123 " in browser.find_element(By.ID, "summary").text

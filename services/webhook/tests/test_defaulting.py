@@ -1,4 +1,4 @@
-"""Every default of reference §2, as a table: the input spec and the fields it must end with."""
+"""Every default of Katib's webhook, as a table: the input spec and the fields it must end with."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every validation rule of reference §3, as a table: a manifest and the message it must get."""
+"""Every validation rule of Katib's webhook, as a table: a manifest and the message it must get."""
 
 from __future__ import annotations
 
@@ -791,7 +791,7 @@ def test_namespace_lookup_failure_says_retry() -> None:
     assert any("cannot read namespace" in p and "retry" in p for p in problems)
 
 
-# --- FromVolume PV check (§5) -----------------------------------------------------------------
+# --- FromVolume PV check ---------------------------------------------------------------------
 
 
 def _pv(owner: str | None = None, claim: tuple[str, str] | None = None) -> dict[str, Any]:
@@ -981,7 +981,7 @@ def test_every_shared_example_manifest_loads_and_validates() -> None:
             lambda ns, name, key: "apiVersion: batch/v1\nkind: Job\n" + "x: ${trialParameters.a}",
         )
         # Only configuration gaps (algorithms/collectors kubetune does not ship) are allowed.
-        # configMap templates get no default conditions upstream (reference §2.4).
+        # configMap templates get no default conditions upstream.
         allowed: tuple[str, ...] = (
             "failed to find",
             "trialParameters",

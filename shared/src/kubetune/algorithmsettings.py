@@ -1,4 +1,4 @@
-"""The settings each suggestion algorithm accepts: names, types, ranges, defaults (reference §9).
+"""The settings each suggestion algorithm accepts: names, types, ranges, defaults.
 
 Two readers agree through this module: the suggestion-controller validates an Experiment's
 `algorithm.algorithmSettings` before it marks the Suggestion Running (invalid -> Failed with
@@ -9,7 +9,7 @@ Names follow Katib: `tpe` accepts both the hyperopt spellings upstream routed it
 `prior_weight`, `n_EI_candidates`) and Optuna's (`n_startup_trials`, `n_ei_candidates`); the two
 spellings of the candidate count are one setting (`n_ei_candidates`).
 
-`hyperband` (upstream's service, reference §9): `r_l` and `resource_name` are required, `eta`
+`hyperband` (upstream's service): `r_l` and `resource_name` are required, `eta`
 defaults to 3 (a value ≤ 0 also means 3), and `parallelTrialCount` must hold the first bracket's
 `ceil(eta**s_max)` trials at once, `s_max = int(log(r_l) / log(eta))`. Where upstream's service
 would crash or loop forever kubetune refuses up front: `eta` in (0, 2) and `r_l` < 1 make

@@ -105,7 +105,7 @@ class TrialState(StrEnum):
     METRICS_UNAVAILABLE = "MetricsUnavailable"
 
 
-# Upstream's experiment summary: the first of these that is true, else Pending (reference §4.2).
+# Upstream's experiment summary: the first of these that is true, else Pending.
 _TRIAL_STATE_ORDER = (
     TrialCondition.KILLED,
     TrialCondition.FAILED,

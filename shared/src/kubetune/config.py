@@ -1,4 +1,5 @@
-"""kubetune's configuration, in the format of Katib's `katib-config` (reference §10).
+"""kubetune's configuration, in the format of Katib's `katib-config`
+(docs/reference/katib-config.md).
 
 One document (`apiVersion: config.kubeflow.org/v1beta1`, `kind: KatibConfig`) with `init`
 (read once at start) and `runtime` (algorithm images and resources, collector images, early

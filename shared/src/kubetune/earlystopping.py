@@ -1,4 +1,5 @@
-"""The early-stopping algorithms kubetune computes itself, and their settings (reference §8).
+"""The early-stopping algorithms kubetune computes itself, and their settings
+(docs/user-guide.md, Early stopping).
 
 Two readers agree through this module: the webhook refuses an Experiment whose
 `spec.earlyStopping` names an unknown algorithm or carries a bad setting, and the

@@ -204,14 +204,11 @@ def cmd_best(args: argparse.Namespace) -> int:
         print(json.dumps(optimal, indent=2))
         return 0
     rows = [["trial", optimal["bestTrialName"]]]
-    rows += [[p["name"], str(p["value"])] for p in optimal.get("parameterAssignments") or []]
+    assignments = optimal.get("parameterAssignments") or []
+    rows += [[p["name"], tables.readable(str(p["value"]))] for p in assignments]
     for metric in (optimal.get("observation") or {}).get("metrics") or []:
-        rows.append(
-            [
-                metric["name"],
-                f"min {metric.get('min')} max {metric.get('max')} latest {metric.get('latest')}",
-            ]
-        )
+        low, high, latest = (tables.readable(str(metric.get(k))) for k in ("min", "max", "latest"))
+        rows.append([metric["name"], f"min {low} max {high} latest {latest}"])
     print(tables.render(["FIELD", "VALUE"], rows))
     return 0
 

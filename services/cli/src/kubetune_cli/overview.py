@@ -77,12 +77,13 @@ def _best_line(experiment: Experiment) -> str:
     if optimal is None:
         return "best: -"
     parts = [str(optimal.get("bestTrialName"))]
-    parts += [f"{p['name']}={p['value']}" for p in optimal.get("parameterAssignments") or []]
+    assignments = optimal.get("parameterAssignments") or []
+    parts += [f"{p['name']}={tables.readable(str(p['value']))}" for p in assignments]
     for metric in (optimal.get("observation") or {}).get("metrics") or []:
-        parts.append(
-            f"{metric['name']}={metric.get('latest') or '-'} "
-            f"(min {metric.get('min') or '-'}, max {metric.get('max') or '-'})"
+        latest, low, high = (
+            tables.readable(metric.get(k) or "-") for k in ("latest", "min", "max")
         )
+        parts.append(f"{metric['name']}={latest} (min {low}, max {high})")
     return "best: " + "  ".join(parts)
 
 

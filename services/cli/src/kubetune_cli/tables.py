@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping, Sequence
 
+from kubetune.metricbounds import is_number
 from kubetune_cli.reading import TrialRow
+
+SIGNIFICANT_DIGITS = 4
+"""Digits a table shows of a number with a fraction: `0.7698433199853741` reads `0.7698`.
+`-o json` keeps every value as stored."""
+
+_FRACTION_OR_EXPONENT = re.compile(r"[.eE]")
 
 
 def render(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -19,7 +28,24 @@ def render(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def format_value(value: float | None) -> str:
-    return "-" if value is None else f"{value:.6g}"
+    """A number for a table (`-` when missing): `SIGNIFICANT_DIGITS` of it, and whole numbers up
+    to 10^15 in full rather than as `1.235e+05`."""
+    if value is None:
+        return "-"
+    text = f"{value:.{SIGNIFICANT_DIGITS}g}"
+    if "e+" in text and abs(value) < 1e15:
+        return f"{value:.0f}"
+    return text
+
+
+def readable(value: str) -> str:
+    """A stored value (a parameter or a metric, always text) for a table: a number with a
+    fraction or an exponent shortened by `format_value`; integers, categories, `unavailable`
+    and non-finite numbers as written (an integer parameter such as a batch size is exact)."""
+    if not is_number(value) or not _FRACTION_OR_EXPONENT.search(value):
+        return value
+    number = float(value)
+    return format_value(number) if math.isfinite(number) else value
 
 
 def _parameter_names(rows: Sequence[TrialRow]) -> list[str]:
@@ -33,7 +59,7 @@ def _cells(row: TrialRow, parameter_names: Sequence[str]) -> list[str]:
     return [
         row.name,
         row.state,
-        *(row.parameters.get(p, "") for p in parameter_names),
+        *(readable(row.parameters.get(p, "")) for p in parameter_names),
         format_value(row.objective),
     ]
 
@@ -96,5 +122,6 @@ def history_table(history: Mapping[str, Sequence[tuple[int, str, str]]]) -> str:
     for step in sorted(by_step):
         cells = by_step[step]
         time = next(iter(cells.values()))[1]
-        rows.append([str(step), time, *(cells[n][0] if n in cells else "-" for n in names)])
+        values = (readable(cells[n][0]) if n in cells else "-" for n in names)
+        rows.append([str(step), time, *values])
     return render(["STEP", "TIME", *(n.upper() for n in names)], rows)

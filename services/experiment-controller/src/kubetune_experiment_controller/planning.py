@@ -1,6 +1,6 @@
 """Pure planning: from an Experiment, its Trials and its Suggestion to what should happen next.
 
-`plan` is the whole decision of one reconcile (reference §4.2) with no I/O: the next Experiment
+`plan` is the whole decision of one reconcile with no I/O: the next Experiment
 status (counts, bounded name lists, optimal trial, conditions, times), the Suggestion's wanted
 `spec.requests`, the assignments to turn into Trials now, and events to record. `reconciling`
 reads the inputs and carries the plan out with one status write.

@@ -1,6 +1,6 @@
 """The trial template turned into a Trial: substitution, metadata references, istio annotation.
 
-Upstream semantics (reference §1.2): the template (inline `trialSpec` as JSON text, or the YAML
+Upstream semantics: the template (inline `trialSpec` as JSON text, or the YAML
 text at `templatePath` of a ConfigMap) gets every `${trialParameters.<name>}` replaced by raw text
 — the assignment of the parameter's `reference`, or for a reference `${trialSpec.<Field>}` the
 trial's name/namespace or the template's kind/apiVersion/labels/annotations — and is parsed
@@ -247,7 +247,7 @@ def build_trial(
     run_spec: Obj | None,
     render_error: str | None = None,
 ) -> Obj:
-    """The Trial object (reference §1.5); without a run_spec when the template failed."""
+    """The Trial object; without a run_spec when the template failed."""
     name = experiment.metadata.name or ""
     namespace = experiment.metadata.namespace or ""
     template = experiment.spec.trial_template or TrialTemplate()

@@ -4,7 +4,7 @@ At 10,000 trials a cache of whole Trial objects (each with its rendered runSpec)
 of MiB, so the Trial informer keeps only `cached(trial)`: the metadata the runtime needs and a
 compact `TrialSummary`. `count` buckets the summaries into upstream's states and `optimal`
 picks the best finished (Succeeded or EarlyStopped) trial by the objective's type and metric
-strategy (reference §4.2); that optimum alone decides the goal. Trials still running when the
+strategy; that optimum alone decides the goal. Trials still running when the
 Experiment completes are left to finish, as upstream does, and are still counted.
 A Trial's observation is read within the bounds every writer keeps (`_metrics`): a Trial
 written around them (by hand, or before the bounds) cannot blow up the Experiment status,

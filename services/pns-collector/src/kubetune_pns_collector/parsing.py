@@ -2,8 +2,8 @@
 
 Pure functions over blocks of *complete* lines (`tailing` hands them over); what comes out is
 `(name, value, timestamp)` triples in the order written, for `summaries`. Upstream behaviour
-(reference §7.4) with these deliberate differences, each because a streaming collector must
-not lose a whole trial's metrics over one odd line:
+(Katib's file and stdout collectors) with these deliberate differences, each because a
+streaming collector must not lose a whole trial's metrics over one odd line:
 
 * a captured value that is empty or a lone sign is skipped rather than reported as text;
 * the default format also captures `inf`, `-inf`, `infinity` and `nan` (any case), where

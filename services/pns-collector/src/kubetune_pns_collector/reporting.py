@@ -1,7 +1,7 @@
 """Write an observation to the Trial: a merge patch of `status.observation` only, on the
-status subresource (DESIGN, "Who writes what": the trial-controller owns the conditions), and,
+status subresource (one writer per field: the trial-controller owns the conditions), and,
 after an early stop, the `EarlyStopped` condition: the one condition the collector may add
-(DESIGN's documented exception, as upstream's early-stopping service does).
+(the one exception to one writer per field, as upstream's early-stopping service adds it).
 
 Intermediate reports are best effort (one attempt, rate-limited by the caller); the final one
 retries with exponential backoff until its deadline. A missing Trial (NotFound) or a patch the

@@ -1,5 +1,5 @@
 """Early-stopping rules (`--early-stop-rule name;value;comparison;startStep`), evaluated as
-values stream in (reference §8).
+values stream in (docs/user-guide.md, Early stopping).
 
 A rule fires once its metric, from its `startStep`-th report on, compares to `value` as asked;
 for the objective metric the best value so far (by the objective type) is compared, as

@@ -169,7 +169,7 @@ class RunningSummary:
 
     def observation(self) -> ObservationSummary:
         """summarise() of the kept picks; every metric `unavailable` when the objective never
-        came (upstream reports only an `unavailable` objective then, reference §7.4)."""
+        came (upstream reports only an `unavailable` objective then)."""
         objective = self.objective.objective_metric_name
         if not self.count(objective):
             return observations.summarise(self.objective, [])

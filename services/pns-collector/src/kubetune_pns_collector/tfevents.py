@@ -9,7 +9,7 @@ dtype/float_val/double_val/int_val/int64_val/tensor_content). Only the length CR
 (a mismatch means the file is not a record stream: it is skipped, as upstream skips bad files);
 a record not yet fully written is read on the next call.
 
-Matching follows upstream (reference §7.4): metric `m` takes a tag that starts with the last
+Matching follows upstream: metric `m` takes a tag that starts with the last
 `/`-component of `m` from files whose directory ends with `dirname(m)`. Values are the
 shortest text that reads back to the same float32 (upstream prints `str()` of the number).
 """

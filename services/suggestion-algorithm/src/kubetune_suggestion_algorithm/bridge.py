@@ -36,7 +36,7 @@ later pass); more is an error, as upstream.
 
 `SetTrialStatus`: upstream's metrics collector calls it on the early-stopping service after it
 stopped a trial, and upstream's medianstop service then marks the Trial EarlyStopped. kubetune's
-collector marks the Trial itself (DESIGN's one exception to single-writer), so this process only
+collector marks the Trial itself (the one exception to one writer per field), so this process only
 tells the image once per Trial it sees EarlyStopped, best effort (an image that patches the
 Trial, as upstream's does, lacks the rights to: the Trial already is EarlyStopped).
 """

@@ -4,7 +4,7 @@ Neighbours: `syncing` drives it through the same interface as `studying.Search` 
 `next_assignments`, `exhausted`); `searchspaces` converts the points.
 
 The schedule is a pure function of the settings (`schedule`), computed with upstream's formulas
-(reference §9, upstream `HyperBandParam` and `_make_*_bracket`):
+(upstream `HyperBandParam` and `_make_*_bracket`):
 
 - `s_max = int(log(r_l) / log(eta))`; brackets `s = s_max, s_max-1, ..., 0`, in that order;
 - bracket `s` starts with `n = ceil((s_max+1) * eta**s / (s+1))` new random configurations at

@@ -4,7 +4,7 @@ Neighbours: `syncing` drives it through the interface of `studying.Search`; `hyp
 draws random points; the checkpoint directories live under the algorithm's data directory (the
 Suggestion's volume), where the pod webhook mounts each trial's own directory.
 
-Mechanics (upstream's `PbtJobQueue`, reference §9):
+Mechanics (upstream's `PbtJobQueue`):
 - generation 0: `n_population` random configurations;
 - generation g+1, once every Trial of generation g has finished: the members' objective values
   (maximize: as is, minimize: negated) are cut at their `truncation_threshold` and

@@ -9,8 +9,8 @@ Mapping (nothing is dropped; upstream's Optuna service refused normal/logNormal,
   the step where Optuna allows it (it refuses step together with log: then the point is drawn on
   the log scale and rounded to the step grid `min + k*step`).
 - normal / logNormal: the internal variable is the normal CDF `u` in [Φ(-3), Φ(3)] and the
-  value is `μ + σ·Φ⁻¹(u)` with μ = (min+max)/2, σ = (max−min)/6 (hyperopt's choice, reference
-  §9), on the log scale for logNormal. A uniform draw of `u` is thus a normal draw truncated to
+  value is `μ + σ·Φ⁻¹(u)` with μ = (min+max)/2, σ = (max−min)/6 (hyperopt's
+  choice), on the log scale for logNormal. A uniform draw of `u` is thus a normal draw truncated to
   [min, max] (upstream hyperopt did not truncate), and model-based samplers learn in `u`, a
   monotone transform of the value. int and stepped doubles are rounded to their grid afterwards.
 - discrete / categorical: `CategoricalDistribution` of the list (as text).

@@ -1,4 +1,4 @@
-"""Early-stopping rules from the succeeded Trials' metric histories (reference §8).
+"""Early-stopping rules from the succeeded Trials' metric histories (docs/user-guide.md).
 
 Computed here, where kubetune computes suggestions, and attached to the new assignments in
 `status.suggestions[].earlyStoppingRules` (the experiment-controller copies them into the

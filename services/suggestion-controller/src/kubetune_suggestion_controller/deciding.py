@@ -5,8 +5,8 @@
 Conditions move only along `conditions.SUGGESTION` (an edge the table lacks raises
 `IllegalTransition`, which the reconciler turns into a `TerminalError`).
 
-Rules (DESIGN "Resume policies", seed resume-from-volume; where its prose and code disagree the
-code wins, as upstream):
+Rules (the resume policies of docs/user-guide.md; where Katib's prose and code disagree, its
+code wins):
 
 * Failed: the Deployment and Service go; nothing else.
 * Succeeded: a FromVolume Suggestion whose Experiment restarted gets Running=False ("Experiment is

@@ -1,6 +1,7 @@
 """The Trial's next status from what was seen of its job: pure, so every rule is a unit test.
 
-Rules (reference §4.4, with kubetune's choices):
+Rules (Katib's Trial conditions, with kubetune's choices; docs/operations.md says what each
+failure means to a user):
 
 * `Created` means the job exists: it is written together with the first status after the job
   was created (upstream writes it one pass earlier). A Trial that shows `Created` and has no
@@ -12,7 +13,7 @@ Rules (reference §4.4, with kubetune's choices):
 * Success needs the job to succeed AND an available observation (objective `latest` reported).
   When does the collector count as finished without metrics? When `status.observation` is
   present but its objective is `unavailable`: that is what the collector reports when the
-  training wrote no objective row (reference §7.4). Until an observation arrives the Trial stays
+  training wrote no objective row. Until an observation arrives the Trial stays
   Running with a message saying it waits for the collector; after `metrics_timeout` seconds
   (0 = wait forever, as upstream) it becomes MetricsUnavailable, so a collector that died
   without reporting does not leave the Trial Running for ever.

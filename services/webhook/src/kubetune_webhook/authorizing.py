@@ -12,8 +12,8 @@ is not one of kubetune's trusted writers (its controllers) is admitted only when
    references ends at the job the trial-controller made for this Trial (`kubetune.trialpods`).
    The label the pod webhook sets is not used: the creator of a pod chooses its labels.
 2. the write changes `status.observation`, `status.metricHistory` (the collector's bounded
-   history, issue 15) and the `EarlyStopped` condition only (DESIGN, "Who
-   writes what"): conditions, times and the rest belong to the trial-controller.
+   history, issue 15) and the `EarlyStopped` condition only (one writer per
+   field, docs/reference/crds.md): conditions, times and the rest belong to the trial-controller.
 3. what it writes there is bounded (`kubetune.statusbounds`: the number of metrics, the length
    and grammar of names and values, the history's size). Training code holds the pod's token:
    without this it could store megabytes in its Trial, which the experiment-controller then

@@ -1,4 +1,4 @@
-"""Experiment defaults (`/mutate-experiment`, reference §2): pure functions over the models.
+"""Experiment defaults (`/mutate-experiment`): pure functions over the models.
 
 `default(experiment)` returns a defaulted copy; `patch(manifest)` turns a raw Experiment into the
 JSONPatch the API server applies. Only empty fields are filled, so defaulting is idempotent and a
@@ -141,7 +141,7 @@ def default_metrics_collector(spec: MetricsCollectorSpec | None) -> MetricsColle
 
 
 def default_spec(spec: ExperimentSpec) -> ExperimentSpec:
-    """Every default of reference §2 (assignments mark fields set, so `to_wire` shows them)."""
+    """Every default of Katib's webhook (assignments mark fields set, so `to_wire` shows them)."""
     out = spec.model_copy(deep=True)
     if out.parallel_trial_count is None:
         # Deviation: upstream sets 3 and then rejects its own default when maxTrialCount < 3.

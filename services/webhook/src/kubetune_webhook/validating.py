@@ -1,4 +1,4 @@
-"""Experiment validation (`/validate-experiment`, reference §3): every rule, messages with the fix.
+"""Experiment validation (`/validate-experiment`): every rule, messages with the fix.
 
 Each problem is one line `<field path>: <what is wrong>; <what to do>`. The rules are pure
 functions of the Experiment, the old one (UPDATE), the katib-config and a `Cluster` seam for the

@@ -1,4 +1,4 @@
-"""Types shared by Experiment, Suggestion and Trial (reference §1.1)."""
+"""Types shared by Experiment, Suggestion and Trial (docs/reference/crds.md)."""
 
 from __future__ import annotations
 

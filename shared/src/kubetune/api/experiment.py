@@ -1,4 +1,4 @@
-"""The Experiment kind (reference §1.2, §1.3): what users submit and the controller reports."""
+"""The Experiment kind (docs/reference/crds.md): what users submit and the controller reports."""
 
 from __future__ import annotations
 

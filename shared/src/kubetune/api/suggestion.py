@@ -1,4 +1,5 @@
-"""The Suggestion kind (reference §1.4): the experiment-controller's request for assignments."""
+"""The Suggestion kind (docs/reference/crds.md): the experiment-controller's request for
+assignments."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Trial kind (reference §1.5): one run of the trial template with one assignment."""
+"""The Trial kind (docs/reference/crds.md): one run of the trial template with one assignment."""
 
 from __future__ import annotations
 

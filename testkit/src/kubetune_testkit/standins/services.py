@@ -1,9 +1,9 @@
 """Stand-ins for kubetune's own services, so a test of one service decides what the others wrote.
 
-Each writes exactly what the contract (DESIGN.md) says that service writes: the algorithm its
-assignments in the Suggestion status, the trial-controller a Trial's conditions, the collector
-a Trial's observation, the experiment-controller the Experiment's conditions, the Suggestion's
-spec and the Trials.
+Each writes exactly what that service writes (one writer per field, docs/reference/crds.md):
+the algorithm its assignments in the Suggestion status, the trial-controller a Trial's
+conditions, the collector a Trial's observation, the experiment-controller the Experiment's
+conditions, the Suggestion's spec and the Trials.
 """
 
 from __future__ import annotations

@@ -4,7 +4,28 @@
 
 const $ = (id) => document.getElementById(id);
 const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
-const num = (v) => (v === null || v === undefined || v === "" ? "" : Number(v).toPrecision(6).replace(/\.?0+$/, ""));
+// Numbers as people read them (the CLI's tables do the same): a number with a fraction or an
+// exponent shows 4 significant digits (0.7698433199853741 reads 0.7698), whole numbers below
+// 1e15 in full; integers, categories, `unavailable` and non-finite values as written. A cell
+// keeps the stored value in its title, and the JSON API keeps every digit.
+const NUMBER = /^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$/;
+function readable(v) {
+  if (v === null || v === undefined || v === "") return "";
+  const text = String(v);
+  if (typeof v !== "number" && !(NUMBER.test(text) && /[.eE]/.test(text))) return text;
+  const x = Number(v);
+  if (!Number.isFinite(x)) return text;
+  if (x === 0) return "0";
+  const [mantissa, power] = x.toExponential(3).split("e");
+  const exponent = Number(power);
+  const trim = (s) => (s.includes(".") ? s.replace(/\.?0+$/, "") : s);
+  if (exponent >= 4 && Math.abs(x) < 1e15) return x.toFixed(0);
+  if (exponent < -4 || exponent >= 4) {
+    return `${trim(mantissa)}e${exponent < 0 ? "-" : "+"}${String(Math.abs(exponent)).padStart(2, "0")}`;
+  }
+  return trim(x.toFixed(3 - exponent));
+}
+const numCell = (v) => `<td class="num" title="${esc(v)}">${esc(readable(v))}</td>`;
 // plotly.js loads async (4.8 MB to parse): tables are drawn first, charts once it is there.
 const plotlyReady = new Promise((resolve) => {
   if (window.Plotly) { resolve(); return; }
@@ -79,7 +100,7 @@ function experimentsPage() {
       return `<tr data-name="${esc(e.name)}"><td>${esc(e.namespace)}</td><td><a href="${link}">${esc(e.name)}</a></td>
         <td class="state-${esc(e.state)}">${esc(e.state)}</td><td class="num">${e.counts.trials}</td>
         <td class="num">${e.counts.succeeded}</td><td class="num">${e.counts.running}</td><td class="num">${e.counts.failed}</td>
-        <td class="num">${num(e.bestObjective)}</td><td>${age(e.created)}</td><td>${actions}</td></tr>`;
+        ${numCell(e.bestObjective)}<td>${age(e.created)}</td><td>${actions}</td></tr>`;
     }).join("");
     $("create").disabled = !writable;
   });
@@ -145,9 +166,9 @@ function drawTrials(data) {
   $("trials").tBodies[0].innerHTML = rows.map((r) => {
     const link = `/trials/${encodeURIComponent(ns)}/${encodeURIComponent(r.name)}`;
     return `<tr data-name="${esc(r.name)}"><td><a href="${link}">${esc(r.name)}</a></td>
-      <td class="state-${esc(r.state)}">${esc(r.state)}</td><td class="num">${num(r.objective)}</td>` +
-      data.parameters.map((p) => `<td class="num">${esc(r.parameters[p])}</td>`).join("") +
-      data.metrics.map((m) => `<td class="num">${esc(r.metrics[m])}</td>`).join("") +
+      <td class="state-${esc(r.state)}">${esc(r.state)}</td>${numCell(r.objective)}` +
+      data.parameters.map((p) => numCell(r.parameters[p])).join("") +
+      data.metrics.map((m) => numCell(r.metrics[m])).join("") +
       `<td>${duration(r.start, r.end)}</td><td>${esc(r.created)}</td></tr>`;
   }).join("");
 }
@@ -202,7 +223,7 @@ function experimentPage() {
     $("summary").innerHTML = `<span class="state-${esc(e.state)}" id="state">${esc(e.state)}</span> · ${esc(e.algorithm)} ·
       ${c.trials} trials (${c.succeeded} succeeded, ${c.running} running, ${c.failed} failed) of max ${esc(e.maxTrialCount)} ·
       ${esc(e.objectiveType)} ${esc(e.objectiveMetric)}`;
-    $("best-name").textContent = data.best.trial ? `${data.best.trial}: ${e.objectiveMetric} = ${num(data.best.objective)}` : "no trial has an objective value yet";
+    $("best-name").textContent = data.best.trial ? `${data.best.trial}: ${e.objectiveMetric} = ${readable(data.best.objective)}` : "no trial has an objective value yet";
     $("best").textContent = data.best.trial ? JSON.stringify(data.best.parameters, null, 2) : "";
     drawTrials(data);
     $("page-error").textContent = "";
@@ -236,13 +257,13 @@ function trialPage() {
       $("experiment-link").href = `/experiments/${encodeURIComponent(ns)}/${encodeURIComponent(data.experiment)}`;
       $("experiment-link").textContent = `Experiment ${data.experiment}`;
     }
-    $("summary").innerHTML = `<span class="state-${esc(t.state)}" id="state">${esc(t.state)}</span> · objective ${num(t.objective)} · ran ${duration(t.start, t.end)}`;
+    $("summary").innerHTML = `<span class="state-${esc(t.state)}" id="state">${esc(t.state)}</span> · objective ${readable(t.objective)} · ran ${duration(t.start, t.end)}`;
     $("parameters").textContent = JSON.stringify(t.parameters, null, 2);
     $("conditions").tBodies[0].innerHTML = data.conditions.map((c) =>
       `<tr><td>${esc(c.type)}</td><td>${esc(c.status)}</td><td>${esc(c.reason)}</td><td>${esc(c.message)}</td><td>${esc(c.lastTransitionTime)}</td></tr>`).join("");
     const h = data.history;
     $("metric-summary").tBodies[0].innerHTML = Object.entries(h.summary).map(([m, s]) =>
-      `<tr><td>${esc(m)}</td><td class="num">${esc(s.min)}</td><td class="num">${esc(s.max)}</td><td class="num">${esc(s.latest)}</td></tr>`).join("");
+      `<tr><td>${esc(m)}</td>${numCell(s.min)}${numCell(s.max)}${numCell(s.latest)}</tr>`).join("");
     const curves = Object.entries(h.curves);
     await plotlyReady;
     {
