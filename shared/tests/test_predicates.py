@@ -9,7 +9,10 @@ from kubetune.runtime.watching import ADDED, DELETED, MODIFIED, RESYNC, Event
 
 
 def _cm(value: str, rv: str) -> Obj:
-    return {"metadata": {"name": "a", "namespace": "ns", "resourceVersion": rv}, "data": {"v": value}}
+    return {
+        "metadata": {"name": "a", "namespace": "ns", "resourceVersion": rv},
+        "data": {"v": value},
+    }
 
 
 def _value_changed(old: Obj, new: Obj) -> bool:
