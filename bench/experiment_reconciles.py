@@ -5,7 +5,8 @@ One run each way, in this process against a real API server: an Experiment of `-
 Trials (parallel `--parallel`, random search) whose Trials the bench runs as the
 trial-controller and the collector would, each with `--reports` interim reports (observation
 and metric history). Printed: the Experiment's reconciles (`kubetune_reconcile_total`), the
-Experiment GETs they made, and the Trial updates the filter kept out of the queue. "before"
+Experiment GETs they made, the Trial updates the filter kept out of the queue, and how many
+reconciles ended in a conflict (a status write from a stale copy of the Experiment). "before"
 is the same controller with the Trial watch's predicate removed (every update enqueues).
 
     python bench/experiment_reconciles.py [--kubeconfig K] [--trials 20] [--reports 20]
@@ -53,6 +54,11 @@ def filtered() -> int:
     return int(REGISTRY.get_sample_value("kubetune_watch_events_filtered_total", labels) or 0)
 
 
+def conflicts() -> int:
+    labels = {"controller": controller_main.SERVICE, "outcome": "conflict"}
+    return int(REGISTRY.get_sample_value("kubetune_reconcile_total", labels) or 0)
+
+
 def one_run(kube: Kube, args: argparse.Namespace, *, filtering: bool) -> dict[str, int]:
     namespace = f"bench-reconciles-{uuid.uuid4().hex[:6]}"
     kube.create(NAMESPACES, {"metadata": {"name": namespace}})
@@ -65,7 +71,12 @@ def one_run(kube: Kube, args: argparse.Namespace, *, filtering: bool) -> dict[st
     process = running.Process(counting, [controller], controller_main.parser().parse_args(flags))
     thread = threading.Thread(target=process.run, daemon=True)
     thread.start()
-    start = (reconciles(controller_main.SERVICE), CountingKube.experiment_gets, filtered())
+    start = (
+        reconciles(controller_main.SERVICE),
+        CountingKube.experiment_gets,
+        filtered(),
+        conflicts(),
+    )
     try:
         manifest = builders.experiment(
             "bench",
@@ -88,6 +99,7 @@ def one_run(kube: Kube, args: argparse.Namespace, *, filtering: bool) -> dict[st
         "reconciles": reconciles(controller_main.SERVICE) - start[0],
         "experiment GETs": CountingKube.experiment_gets - start[1],
         "Trial updates filtered": filtered() - start[2],
+        "of the reconciles conflicts": conflicts() - start[3],
     }
 
 

@@ -1,8 +1,9 @@
 """One reconcile of an Experiment: read, plan (pure), act, write the status once.
 
-Reads (through the runtime's `Context`): the Experiment (a fresh GET, so the status write rarely
-conflicts), its Trials (the slim informer cache, `summaries.cached`, in tests as in production)
-and its Suggestion (informer cache). Acts: creates the Suggestion or patches its
+Reads (through the runtime's `Context`): the Experiment (`read_experiment`: the informer cache,
+a GET only while the cache lags behind this controller's own last status write), its Trials
+(the slim informer cache, `summaries.cached`, in tests as in production) and its Suggestion
+(informer cache). Acts: creates the Suggestion or patches its
 `spec.requests`, creates the Trials of new assignments, records events, and writes `status`
 with one merge patch guarded by the resourceVersion (`Context.write_status`). Every write is
 idempotent: names are deterministic, AlreadyExists counts as done, so a controller killed at any
@@ -68,6 +69,9 @@ class Reconciler:
         self.config = config
         self.max_listed = max_listed
         self.pool = ThreadPoolExecutor(create_concurrency, thread_name_prefix="create-trial")
+        # Per Experiment, the resourceVersion its last status write replaced (one worker per
+        # key at a time, so no lock).
+        self._replaced: dict[Key, str] = {}
 
     # --- reading -------------------------------------------------------------------------
 
@@ -78,6 +82,19 @@ class Reconciler:
         10,000 Trials from the API server instead would be costly)."""
         labels = {naming.LABEL_EXPERIMENT: naming.label_value(experiment)}
         return [summaries.summary_of(t) for t in ctx.list(TRIALS, namespace, labels)]
+
+    def read_experiment(self, ctx: Context, key: Key) -> Obj | None:
+        """The Experiment from the informer cache; a GET when the cache still holds the version
+        this controller's last status write replaced (its own write not seen yet), since a
+        plan from that copy would only conflict. A copy stale for another reason is safe too:
+        the status write carries its resourceVersion, conflicts, and the pass runs again."""
+        obj = ctx.read(EXPERIMENTS, key)
+        replaced = self._replaced.get(key)
+        if obj is not None and replaced is not None and _version(obj) == replaced:
+            obj = ctx.read(EXPERIMENTS, key, fresh=True)
+        if obj is None:
+            self._replaced.pop(key, None)
+        return obj
 
     # --- the pass ------------------------------------------------------------------------
 
@@ -99,7 +116,7 @@ class Reconciler:
             raise
 
     def _reconcile(self, ctx: Context, key: Key) -> Result:
-        obj = ctx.read(EXPERIMENTS, key, fresh=True)
+        obj = self.read_experiment(ctx, key)
         if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
             return Result.done()  # owner references take the Suggestion and the Trials with it
         try:
@@ -136,6 +153,7 @@ class Reconciler:
         if ctx.write_status(
             EXPERIMENTS, obj, whole_status(old, status_dict(plan.status)), stored=old
         ):
+            self._replaced[key] = _version(obj)
             last = conditions.last_state(plan.status.conditions)
             ctx.log.info("status written (%s, %d trials)", last, plan.status.trials or 0)
         return Result.after(requeue) if requeue is not None else Result.done()
@@ -283,6 +301,10 @@ class Reconciler:
                 obj,
                 planning.Event("Warning", "TrialTemplateError", f"{assignment.name}: {error}"),
             )
+
+
+def _version(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def record(ctx: Context, obj: Obj, event: planning.Event) -> None:
