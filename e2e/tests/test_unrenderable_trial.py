@@ -56,8 +56,10 @@ def test_a_trial_that_cannot_be_rendered_fails_once_with_the_fix(
     StandInAlgorithm(kube, namespace, "broken").fulfil()
     wait_for(
         "the Experiment to fail",
-        lambda: last_condition(kube.get(EXPERIMENTS, "broken", namespace))
-        == ("Failed", "True", "ExperimentFailed"),
+        lambda: (
+            last_condition(kube.get(EXPERIMENTS, "broken", namespace))
+            == ("Failed", "True", "ExperimentFailed")
+        ),
     )
     trial = kube.get(TRIALS, naming.trial_name("broken", "0"), namespace)
     assert "runSpec" not in trial["spec"]
