@@ -51,14 +51,12 @@ def run_trials(kube: Kube, namespace: str, experiment: str, trials: int, reports
     algorithm = StandInAlgorithm(kube, namespace, experiment)
     done: list[str] = []
     while len(done) < trials:
-        wave = wait_for(
-            "Trials to run",
-            lambda: (
-                algorithm.fulfil() < 0  # hands out what is requested by now; never true
-                or [n for n in _trial_names(kube, namespace, experiment) if n not in done]
-            ),
-        )
-        for name in sorted(wave):
+
+        def waiting() -> list[str]:
+            algorithm.fulfil()  # hands out what is requested by now
+            return [n for n in _trial_names(kube, namespace, experiment) if n not in done]
+
+        for name in sorted(wait_for("Trials to run", waiting)):
             set_trial(kube, namespace, name, "Running")
             history = metrichistory.History()
             for step in range(reports):
