@@ -359,9 +359,11 @@ def test_restart_refused_with_never(
     assert len(trials_of(kube, namespace, "never")) == 2
 
 
-def test_template_error_fails_that_trial_with_a_message(
+def test_template_error_creates_that_trial_without_run_spec_and_with_the_fix(
     kube: Kube, namespace: str, controller: RunningController
 ) -> None:
+    """The Trial carries the reason for the trial-controller, which alone writes Trial
+    conditions (it fails the Trial with that message; e2e `test_unrenderable_trial.py`)."""
     command = ["echo", "${trialParameters.learningRate}", "${trialParameters.typo}"]
     manifest = experiment_manifest(
         "broken", namespace, max_trials=2, parallel=1, max_failed=1, trial_spec=trial_job(command)
@@ -369,21 +371,27 @@ def test_template_error_fails_that_trial_with_a_message(
     kube.create(EXPERIMENTS, manifest, namespace)
     wait_for("the Suggestion", lambda: kube.get_or_none(SUGGESTIONS, "broken", namespace))
     StandInAlgorithm(kube, namespace, "broken").fulfil()
-    trial = wait_for(
-        "a failed trial",
-        lambda: [t for t in trials_of(kube, namespace, "broken") if _state(t) == "Failed"],
-    )[0]
-    message = trial["status"]["conditions"][-1]["message"]
-    assert "unresolved placeholder(s) ${trialParameters.typo}" in message
+    trial = wait_for("the trial", lambda: trials_of(kube, namespace, "broken"))[0]
     assert "runSpec" not in trial["spec"]
+    reason = trial["metadata"]["annotations"][naming.ANNOTATION_RENDER_ERROR]
+    assert "unresolved placeholder(s) ${trialParameters.typo}" in reason
+    assert "declare each in spec.trialTemplate.trialParameters" in reason
+    assert f"Experiment {namespace}/broken" in reason
+    events = wait_for(
+        "the TrialTemplateError event",
+        lambda: [
+            e for e in kube.list_all(EVENTS, namespace) if e.get("reason") == "TrialTemplateError"
+        ],
+    )
+    assert "typo" in events[0]["message"]
+    # Its conditions are the trial-controller's: none here, where it does not run. The Failed
+    # condition a trial-controller writes then fails the Experiment (max_failed=1).
+    assert not (kube.get(TRIALS, trial["metadata"]["name"], namespace).get("status") or {})
+    set_trial(kube, namespace, trial["metadata"]["name"], "Failed")
     wait_for(
         "the experiment to fail",
         lambda: last_condition(kube, namespace, "broken") == ("Failed", "True", "ExperimentFailed"),
     )
-    events = [
-        e for e in kube.list_all(EVENTS, namespace) if e.get("reason") == "TrialTemplateError"
-    ]
-    assert events and "typo" in events[0]["message"]
 
 
 def test_deleting_the_experiment_takes_suggestion_and_trials(

@@ -37,6 +37,10 @@ ANNOTATION_TRAINING_CONTAINERS = "kubetune.kubeflow.org/training-containers"
 whose processes must complete, besides the primary one. The collector waits for all of them
 and the trial fails if any fails; other containers (sidecars) are never waited for."""
 
+ANNOTATION_RENDER_ERROR = "kubetune.io/render-error"
+"""On a Trial the experiment-controller created without runSpec: why its template could not
+become one (naming the field and the fix). The trial-controller fails the Trial with it."""
+
 ANNOTATION_SUGGESTION = "kubetune.kubeflow.org/suggestion"
 """On a suggestion PV: `<namespace>/<name>` of the Suggestion that made it (a PV is cluster-scoped
 and cannot carry a namespaced owner reference)."""

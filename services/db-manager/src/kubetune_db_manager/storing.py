@@ -429,20 +429,24 @@ class Store:
         return [(stamp, name, value) for _, _, stamp, name, value in rows]
 
     def delete(self, trial: str, deadline: float) -> None:
-        """Remove the Trial's history (the observation, the trial's result, stays)."""
-        stored = self.find(trial, deadline)
-        meta = stored["metadata"]
-        try:
-            self.kube.patch(
-                TRIALS,
-                trial,
-                {"status": {metrichistory.FIELD: None}},
-                meta["namespace"],
-                subresource="status",
-            )
-        except errors.NotFound:
-            raise StoreError(
-                Code.NOT_FOUND, f"trial {meta['namespace']}/{trial} was deleted"
-            ) from None
-        except errors.ApiError as e:
-            raise StoreError(Code.UNAVAILABLE, f"cannot write trial {trial}: {e}") from e
+        """Remove the Trial's history (the observation, the trial's result, stays), guarded by
+        the resourceVersion read like every Trial status write (a Conflict reads again)."""
+        while True:
+            stored = self.find(trial, deadline)
+            meta = stored["metadata"]
+            patch = {
+                "metadata": {"resourceVersion": meta["resourceVersion"]},
+                "status": {metrichistory.FIELD: None},
+            }
+            try:
+                self._timeout(deadline)
+                self.kube.patch(TRIALS, trial, patch, meta["namespace"], subresource="status")
+                return
+            except errors.Conflict:
+                continue
+            except errors.NotFound:
+                raise StoreError(
+                    Code.NOT_FOUND, f"trial {meta['namespace']}/{trial} was deleted"
+                ) from None
+            except errors.ApiError as e:
+                raise StoreError(Code.UNAVAILABLE, f"cannot write trial {trial}: {e}") from e

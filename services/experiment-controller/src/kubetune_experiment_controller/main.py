@@ -2,7 +2,8 @@
 
 Watches Experiments (own key), and Suggestions and Trials mapped to their controlling
 Experiment. The Trial informer is label-selected (`katib.kubeflow.org/experiment`) and keeps only
-`summaries.slim` of each Trial, so 10,000 Trials cost a few MiB.
+`summaries.cached` of each Trial, so 10,000 Trials cost a few MiB; a Trial update enqueues its
+Experiment only when it changes what a plan reads (`summaries.plan_input_changed`).
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ def build(args: argparse.Namespace) -> Controller:
         # Dropped while parsing: 64 KiB a Trial would otherwise pass through memory whole
         # pages at a time (the summary never reads it).
         object_hook=metrichistory.drop_history,
+        # Only changes a plan reads wake the Experiment: not a running Trial's interim reports.
+        predicate=summaries.plan_input_changed,
     )
     return controller
 

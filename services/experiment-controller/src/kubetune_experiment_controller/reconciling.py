@@ -1,19 +1,20 @@
 """One reconcile of an Experiment: read, plan (pure), act, write the status once.
 
-Reads (through the runtime's `Context`): the Experiment (a fresh GET, so the status write rarely
-conflicts), its Trials (the slim informer cache, `summaries.cached`, in tests as in production)
-and its Suggestion (informer cache). Acts: creates the Suggestion or patches its
+Reads (through the runtime's `Context`): the Experiment (`read_experiment`: the informer cache,
+a GET only while the cache lags behind this controller's own last status write), its Trials
+(the slim informer cache, `summaries.cached`, in tests as in production) and its Suggestion
+(informer cache). Acts: creates the Suggestion or patches its
 `spec.requests`, creates the Trials of new assignments, records events, and writes `status`
 with one merge patch guarded by the resourceVersion (`Context.write_status`). Every write is
 idempotent: names are deterministic, AlreadyExists counts as done, so a controller killed at any
 point and started again neither duplicates nor loses a Trial.
 
 A Trial whose template cannot be rendered is created without a runSpec, annotated with the
-reason (`kubetune.io/render-error`) and marked Failed (reason TrialFailed, message "Trial template
-could not be rendered: ...") plus a Warning event on the Experiment: the user sees the failure
-where they look for trial failures, it counts against maxFailedTrialCount, and the
-trial-controller has nothing to run (it must leave a Trial without runSpec alone). A crash between
-create and status write is healed on the next pass from the annotation.
+reason (`kubetune.io/render-error`, naming the field and the fix), plus a Warning event on the
+Experiment. Its conditions are the trial-controller's alone: it fails such a Trial with that
+message (reason `TrialFailed. Job reason: InvalidRunSpec`), so the user sees the failure where
+they look for trial failures and it counts against maxFailedTrialCount. One create carries both
+the missing runSpec and the reason, so no reader ever sees one without the other.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from kubetune import conditions, errors, naming
 from kubetune.api.experiment import Experiment, ExperimentStatus
 from kubetune.api.suggestion import TrialAssignment
 from kubetune.clock import rfc3339
-from kubetune.conditions import TRUE, TrialCondition, TrialReason
 from kubetune.config import KatibConfig
 from kubetune.kube import CONFIGMAPS, EXPERIMENTS, SUGGESTIONS, TRIALS, Obj
 from kubetune.runtime import Context, Key, Result
@@ -69,6 +69,9 @@ class Reconciler:
         self.config = config
         self.max_listed = max_listed
         self.pool = ThreadPoolExecutor(create_concurrency, thread_name_prefix="create-trial")
+        # Per Experiment, the resourceVersion its last status write replaced (one worker per
+        # key at a time, so no lock).
+        self._replaced: dict[Key, str] = {}
 
     # --- reading -------------------------------------------------------------------------
 
@@ -79,6 +82,19 @@ class Reconciler:
         10,000 Trials from the API server instead would be costly)."""
         labels = {naming.LABEL_EXPERIMENT: naming.label_value(experiment)}
         return [summaries.summary_of(t) for t in ctx.list(TRIALS, namespace, labels)]
+
+    def read_experiment(self, ctx: Context, key: Key) -> Obj | None:
+        """The Experiment from the informer cache; a GET when the cache still holds the version
+        this controller's last status write replaced (its own write not seen yet), since a
+        plan from that copy would only conflict. A copy stale for another reason is safe too:
+        the status write carries its resourceVersion, conflicts, and the pass runs again."""
+        obj = ctx.read(EXPERIMENTS, key)
+        replaced = self._replaced.get(key)
+        if obj is not None and replaced is not None and _version(obj) == replaced:
+            obj = ctx.read(EXPERIMENTS, key, fresh=True)
+        if obj is None:
+            self._replaced.pop(key, None)
+        return obj
 
     # --- the pass ------------------------------------------------------------------------
 
@@ -100,7 +116,7 @@ class Reconciler:
             raise
 
     def _reconcile(self, ctx: Context, key: Key) -> Result:
-        obj = ctx.read(EXPERIMENTS, key, fresh=True)
+        obj = self.read_experiment(ctx, key)
         if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
             return Result.done()  # owner references take the Suggestion and the Trials with it
         try:
@@ -116,13 +132,9 @@ class Reconciler:
         now = rfc3339(ctx.clock.now())
         plan = planning.plan(experiment, trials, suggestion, now, max_listed=self.max_listed)
         requeue = plan.requeue_after
-
-        for trial in trials:
-            if trial.render_error and trial.state != conditions.TrialState.FAILED:
-                self.mark_trial_failed(ctx, key.namespace, trial.name, trial.render_error, now)
         if plan.create_suggestion:
             self.create_suggestion(ctx, obj, experiment, plan.requests or 0)
-        if plan.new_trials and not self.create_trials(ctx, obj, experiment, plan.new_trials, now):
+        if plan.new_trials and not self.create_trials(ctx, obj, experiment, plan.new_trials):
             requeue = CONFIG_MAP_RETRY
         if not plan.create_suggestion and plan.requests is not None:
             # After the Trials: they come from assignments at hand, the request is for later
@@ -141,6 +153,7 @@ class Reconciler:
         if ctx.write_status(
             EXPERIMENTS, obj, whole_status(old, status_dict(plan.status)), stored=old
         ):
+            self._replaced[key] = _version(obj)
             last = conditions.last_state(plan.status.conditions)
             ctx.log.info("status written (%s, %d trials)", last, plan.status.trials or 0)
         return Result.after(requeue) if requeue is not None else Result.done()
@@ -195,7 +208,6 @@ class Reconciler:
         obj: Obj,
         experiment: Experiment,
         assignments: list[TrialAssignment],
-        now: str,
     ) -> bool:
         """Create the Trials; False when the template's ConfigMap is missing (retry later)."""
         namespace = experiment.metadata.namespace or ""
@@ -223,7 +235,7 @@ class Reconciler:
         inject = bool(self.config.init.controller.inject_istio_annotation)
 
         def create(assignment: TrialAssignment) -> None:
-            self.create_trial(ctx, obj, experiment, assignment, config_map, inject, now)
+            self.create_trial(ctx, obj, experiment, assignment, config_map, inject)
 
         if len(assignments) == 1:
             create(assignments[0])
@@ -241,7 +253,6 @@ class Reconciler:
         assignment: TrialAssignment,
         config_map: Obj | None,
         inject: bool,
-        now: str,
     ) -> None:
         namespace = experiment.metadata.namespace or ""
         error: str | None = None
@@ -251,7 +262,11 @@ class Reconciler:
                 experiment, assignment, namespace, config_map, inject_istio=inject
             )
         except rendering.RenderError as e:
-            error = f"Trial template could not be rendered: {e}"
+            error = (
+                f"Trial template could not be rendered: {e} (in spec.trialTemplate of "
+                f"Experiment {namespace}/{experiment.metadata.name}; Trials created after the "
+                "fix render again)"
+            )
         trial = rendering.build_trial(obj, experiment, assignment, run_spec, error)
         try:
             ctx.kube.create(TRIALS, trial, namespace)
@@ -286,31 +301,10 @@ class Reconciler:
                 obj,
                 planning.Event("Warning", "TrialTemplateError", f"{assignment.name}: {error}"),
             )
-            self.mark_trial_failed(ctx, namespace, assignment.name, error, now)
 
-    def mark_trial_failed(
-        self, ctx: Context, namespace: str, name: str, message: str, now: str
-    ) -> None:
-        conds, _ = conditions.set_condition(
-            None, TrialCondition.CREATED, TRUE, TrialReason.CREATED, "Trial is created", now=now
-        )
-        conds, _ = conditions.set_condition(
-            conds, TrialCondition.FAILED, TRUE, TrialReason.FAILED, message, now=now
-        )
-        ctx.kube.patch(
-            TRIALS,
-            name,
-            {
-                "status": {
-                    "startTime": now,
-                    "completionTime": now,
-                    "conditions": [c.to_wire() for c in conds],
-                }
-            },
-            namespace,
-            subresource="status",
-        )
-        ctx.log.warning("trial %s failed: %s", name, message)
+
+def _version(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def record(ctx: Context, obj: Obj, event: planning.Event) -> None:

@@ -27,7 +27,6 @@ from kubetune.api.common import (
 from kubetune.api.experiment import Experiment, TrialTemplate
 from kubetune.api.suggestion import TrialAssignment
 from kubetune.kube import Obj
-from kubetune_experiment_controller.summaries import RENDER_ERROR_ANNOTATION
 
 PLACEHOLDER = re.compile(r"\$\{trialParameters\..+?\}")
 METADATA_REFERENCE = re.compile(r"^\$\{trialSpec\.(.+?)\}$")
@@ -132,7 +131,8 @@ def substitute(
     left = sorted(set(PLACEHOLDER.findall(text)))
     if left:
         raise RenderError(
-            f"unresolved placeholder(s) {', '.join(left)}: not declared in trialParameters"
+            f"unresolved placeholder(s) {', '.join(left)}: not declared in trialParameters; "
+            "declare each in spec.trialTemplate.trialParameters or remove it from the template"
         )
     return text
 
@@ -292,7 +292,7 @@ def build_trial(
         "ownerReferences": [owner_reference(experiment_obj)],
     }
     if render_error is not None:
-        metadata["annotations"] = {RENDER_ERROR_ANNOTATION: render_error}
+        metadata["annotations"] = {naming.ANNOTATION_RENDER_ERROR: render_error}
     return {
         "apiVersion": "kubeflow.org/v1beta1",
         "kind": "Trial",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kubetune import naming, observations
@@ -29,10 +29,6 @@ from kubetune.api.common import (
 )
 from kubetune.conditions import TrialState, trial_state
 from kubetune.kube import Obj
-
-RENDER_ERROR_ANNOTATION = "kubetune.io/render-error"
-"""Set on a Trial whose template could not be rendered; the Trial is marked Failed with it."""
-
 
 SUMMARY_KEY = "kubetune.summary"
 
@@ -47,7 +43,6 @@ class TrialSummary:
     created: str = ""
     assignments: tuple[tuple[str, str], ...] = ()
     metrics: Metrics | None = None
-    render_error: str | None = None
 
 
 def _intern(value: Any) -> Any:
@@ -104,7 +99,6 @@ def summarise(trial: Obj) -> TrialSummary:
             for a in (trial.get("spec") or {}).get("parameterAssignments") or ()
         ),
         metrics=metrics,
-        render_error=(meta.get("annotations") or {}).get(RENDER_ERROR_ANNOTATION),
     )
 
 
@@ -135,6 +129,25 @@ def cached(trial: Obj) -> Obj:
         ],
     }
     return {"metadata": slim_meta, SUMMARY_KEY: summarise(trial)}
+
+
+def _planned(summary: TrialSummary) -> TrialSummary:
+    """The part of a summary a plan reads: a Trial's metrics only once its state makes them
+    final (`RANKED`); before that they are the collector's interim reports."""
+    return summary if summary.state in RANKED else replace(summary, metrics=None)
+
+
+def plan_input_changed(old: Obj, new: Obj) -> bool:
+    """The Trial watch's predicate: whether an update of a cached Trial changes what a plan
+    of its Experiment reads (state, assignments, final observation, the labels and owners
+    that find its Experiment). An interim report or a metric-history append on a
+    running Trial changes none of them, so it costs its Experiment no pass."""
+    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
+    return (
+        old_meta.get("labels") != new_meta.get("labels")
+        or old_meta.get("ownerReferences") != new_meta.get("ownerReferences")
+        or _planned(summary_of(old)) != _planned(summary_of(new))
+    )
 
 
 def summary_of(trial: Obj) -> TrialSummary:

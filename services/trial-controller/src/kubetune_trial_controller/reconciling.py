@@ -118,7 +118,7 @@ class TrialReconciler:
         try:
             kind = kinds.of_run_spec(run_spec)
         except kinds.KindError as e:
-            return deciding.Seen(problem=INVALID_RUN_SPEC, message=str(e))
+            return deciding.Seen(problem=INVALID_RUN_SPEC, message=_no_job_message(raw, e))
         if kind not in self.allowed:
             allowed = ", ".join(sorted(str(k) for k in self.allowed)) or "none"
             return deciding.Seen(
@@ -269,6 +269,18 @@ class TrialReconciler:
         if decision.requeue_after is not None:
             return Result.after(decision.requeue_after)
         return Result.done()
+
+
+def _no_job_message(raw: Obj, error: kinds.KindError) -> str:
+    """Why a Trial has no job to run, for its Failed condition. The experiment-controller
+    creates a Trial whose template it could not render without runSpec and with the reason
+    (naming the template's field and the fix), so that reason is what the Experiment's author
+    reads; a Trial made by hand gets the runSpec's own fault."""
+    annotations = (raw.get("metadata") or {}).get("annotations") or {}
+    reason = annotations.get(naming.ANNOTATION_RENDER_ERROR)
+    if isinstance(reason, str) and reason:
+        return reason
+    return f"{error}: set spec.runSpec to the job to run (an object with apiVersion and kind)"
 
 
 def _fields(rules: jobstatus.ConditionRules) -> tuple[tuple[str, str], ...]:

@@ -57,7 +57,8 @@ __all__ = [
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 EARLY_STOPPED = "EarlyStopped"
 POD_MAY_CHANGE = ("observation", "metricHistory")
-DEFAULT_TRUSTED = ("kubetune-trial-controller", "kubetune-experiment-controller")
+DEFAULT_TRUSTED = ("kubetune-trial-controller",)
+"""The one kubetune controller that writes Trial status (its conditions)."""
 
 
 @dataclass(frozen=True)

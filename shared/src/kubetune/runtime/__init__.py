@@ -6,7 +6,7 @@ one reconcile gets: client, cached reads, events, logger, clock, status write) <
 """
 
 from kubetune.runtime.context import Context, Key, OnDemand, Result
-from kubetune.runtime.controlling import Controller, own_key, owner_keys
+from kubetune.runtime.controlling import Controller, Predicate, own_key, owner_keys
 from kubetune.runtime.queue import Backoff, WorkQueue
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "Controller",
     "Key",
     "OnDemand",
+    "Predicate",
     "Result",
     "WorkQueue",
     "own_key",

@@ -9,6 +9,9 @@ the object changes, a `Conflict` (a stale write) and any other exception retry w
 exponential backoff, a create refused because the namespace is being deleted ends the key
 quietly, and a plain success forgets the key's backoff. Panics never kill a worker.
 Informers are started with the process, or on demand by a reconcile (`Context.read`).
+A watch may carry a `Predicate` on (old, new): an update or resync it rejects enqueues
+nothing, so a change no reconcile would act on (a Trial's interim metric report, seen by its
+Experiment) costs no pass. Creations and deletions always enqueue.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from kubetune.runtime.context import (
     reconcile_log,
 )
 from kubetune.runtime.queue import WorkQueue
-from kubetune.runtime.watching import Event, Informer, object_key
+from kubetune.runtime.watching import DELETED, Event, Informer, object_key
 
 RECONCILES = Counter(
     "kubetune_reconcile_total", "Reconciles by controller and outcome", ["controller", "outcome"]
@@ -44,6 +47,16 @@ RECONCILE_SECONDS = Histogram(
     "kubetune_reconcile_duration_seconds", "Time spent in one reconcile", ["controller"]
 )
 QUEUE_DEPTH = Gauge("kubetune_workqueue_depth", "Keys waiting in the work queue", ["controller"])
+EVENTS_FILTERED = Counter(
+    "kubetune_watch_events_filtered_total",
+    "Updates and resyncs a watch's predicate kept out of the work queue",
+    ["controller", "resource"],
+)
+
+Predicate = Callable[[Obj, Obj], bool]
+"""Whether an update of a watched object from `old` to `new` (both as cached, so after the
+watch's `transform`) matters to the reconciles: False enqueues nothing. A resync passes the
+object as both."""
 
 
 def own_key(obj: Obj) -> list[Key]:
@@ -74,6 +87,7 @@ class Watch:
     field_selector: str | None = None
     transform: Callable[[Obj], Obj] | None = None
     object_hook: ObjectHook | None = None
+    predicate: Predicate | None = None
 
 
 @dataclass
@@ -109,18 +123,37 @@ class Controller:
         field_selector: str | None = None,
         transform: Callable[[Obj], Obj] | None = None,
         object_hook: ObjectHook | None = None,
+        predicate: Predicate | None = None,
     ) -> None:
         """Watch `resource` from the start; `transform` slims objects before they are cached,
-        `object_hook` while they are parsed (see Informer). One resource may be watched
-        several times (other selectors)."""
+        `object_hook` while they are parsed (see Informer); `predicate` filters updates and
+        resyncs (creations and deletions always pass). One resource may be watched several
+        times (other selectors)."""
         self.watches.append(
             Watch(
-                resource, mapper, namespace, label_selector, field_selector, transform, object_hook
+                resource,
+                mapper,
+                namespace,
+                label_selector,
+                field_selector,
+                transform,
+                object_hook,
+                predicate,
             )
         )
 
-    def _enqueue(self, mapper: Mapper) -> Callable[[Event], None]:
+    def _enqueue(
+        self, mapper: Mapper, predicate: Predicate | None = None, resource: str = ""
+    ) -> Callable[[Event], None]:
         def handler(event: Event) -> None:
+            if (
+                predicate is not None
+                and event.old is not None
+                and event.type != DELETED
+                and not predicate(event.old, event.object)
+            ):
+                EVENTS_FILTERED.labels(self.name, resource).inc()
+                return
             for key in mapper(event.object):
                 self.queue.add(key)
             QUEUE_DEPTH.labels(self.name).set(len(self.queue))
@@ -134,7 +167,7 @@ class Controller:
             informer = Informer(
                 kube,
                 w.resource,
-                self._enqueue(w.mapper),
+                self._enqueue(w.mapper, w.predicate, w.resource.plural),
                 namespace=w.namespace,
                 label_selector=w.label_selector,
                 field_selector=w.field_selector,

@@ -31,8 +31,12 @@ ADDED, MODIFIED, DELETED, RESYNC = "ADDED", "MODIFIED", "DELETED", "RESYNC"
 
 @dataclass(frozen=True)
 class Event:
+    """A change of one object. `old` is the cached object it replaces (None for ADDED and
+    for a watch's DELETED, the object itself for RESYNC): what an update filter compares."""
+
     type: str
     object: Obj
+    old: Obj | None = None
 
 
 Handler = Callable[[Event], None]
@@ -152,7 +156,7 @@ class Informer:
             if before is None:
                 self._emit(Event(ADDED, item))
             elif _rv(before) != _rv(item):
-                self._emit(Event(MODIFIED, item))
+                self._emit(Event(MODIFIED, item, before))
         for key, item in old.items():
             if key not in fresh:
                 self._emit(Event(DELETED, item))
@@ -178,7 +182,7 @@ class Informer:
                 self.cache[key] = obj
                 self._index(key, obj)
             self.resource_version = rv or self.resource_version
-        self._emit(Event(str(kind), obj))
+        self._emit(Event(str(kind), obj, before if kind == MODIFIED else None))
 
     def _index(self, key: tuple[str, str], obj: Obj) -> None:
         namespace = key[0]
@@ -227,7 +231,7 @@ class Informer:
         with self._lock:
             objects = list(self.cache.values())
         for obj in objects:
-            self._emit(Event(RESYNC, obj))
+            self._emit(Event(RESYNC, obj, obj))
 
     def run(self, stop: threading.Event) -> None:
         """Loop until `stop` is set: relist when needed, watch, resync on schedule."""
