@@ -61,7 +61,8 @@ CLONE_NEWNS = 0x00020000
 MS_REC, MS_PRIVATE = 16384, 1 << 18
 
 # The harness: the collector's `main`, with its parts timed (thread CPU time, so the waiter
-# thread's share is its own). It writes a JSON line of phase -> CPU-s to the pipe `BENCH_PHASES_FD` at the end.
+# thread's share is its own). At the end it writes a JSON line of phase -> CPU-s to the pipe
+# `BENCH_PHASES_FD`.
 HARNESS = r"""
 import time
 _c0 = time.process_time()
@@ -254,7 +255,7 @@ def one_trial(
                 stdin=subprocess.DEVNULL,
                 stdout=sidecar_log,
                 stderr=subprocess.STDOUT,
-                preexec_fn=_mount_namespace_with(files),  # noqa: PLW1509 - no threads here
+                preexec_fn=_mount_namespace_with(files),
                 pass_fds=(write_fd,) if phases else (),
                 close_fds=True,
             )
@@ -290,7 +291,11 @@ def measure(kubeconfig: str, args: argparse.Namespace) -> None:
     ca, server = _cluster_ca_and_server(kubeconfig)
     url = urllib.parse.urlsplit(server)
     sa = "/run/secrets/kubernetes.io/serviceaccount"
-    files = {f"{sa}/token": token.encode(), f"{sa}/ca.crt": ca, f"{sa}/namespace": namespace.encode()}
+    files = {
+        f"{sa}/token": token.encode(),
+        f"{sa}/ca.crt": ca,
+        f"{sa}/namespace": namespace.encode(),
+    }
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "PYTHONUNBUFFERED": "1",  # as the node agent's image map (and the image) set it
@@ -300,7 +305,11 @@ def measure(kubeconfig: str, args: argparse.Namespace) -> None:
     }
     if os.environ.get("PYTHONPATH"):  # a checkout's sources over the installed ones
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    command = args.command.split() if args.command else [str(Path(sys.executable).parent / "pns-collector")]
+    command = (
+        args.command.split()
+        if args.command
+        else [str(Path(sys.executable).parent / "pns-collector")]
+    )
     try:
         totals = [
             one_trial(kube, namespace, env, files, command, args.seconds, False)["total"]
