@@ -48,9 +48,10 @@ def start_controller(
     tmp_path: Path,
     host_prefix: Path,
     services: Callable[..., ServiceProcess],
-) -> Iterator[Callable[[str], ServiceProcess]]:
+) -> Iterator[Callable[..., ServiceProcess]]:
     """Start a suggestion-controller process watching one namespace (several share one
-    katib-config and PV host prefix); asserts each exits cleanly (0 on SIGTERM) at teardown."""
+    katib-config and PV host prefix), through `kubeconfig` if given; asserts each exits
+    cleanly (0 on SIGTERM) at teardown."""
     cfg = config.default()
     for entry in cfg.runtime.suggestions:
         entry.persistent_volume_claim_spec = {
@@ -66,11 +67,11 @@ def start_controller(
     path.write_text(yaml.safe_dump(cfg.model_dump(mode="json", by_alias=True, exclude_none=True)))
     started: list[ServiceProcess] = []
 
-    def start(namespace: str) -> ServiceProcess:
+    def start(namespace: str, kubeconfig: str | None = None) -> ServiceProcess:
         handle = services(
             "suggestion-controller",
             "--kubeconfig",
-            cluster.kubeconfig,
+            kubeconfig or cluster.kubeconfig,
             "--watch-namespace",
             namespace,
             "--config",

@@ -89,6 +89,11 @@ class ApiProxy:
         path.write_text(yaml.safe_dump(config))
         return str(path)
 
+    def all_requests(self) -> list[Request]:
+        """Every request so far, in order."""
+        with self._lock:
+            return list(self.requests)
+
     def seen(self, plural: str) -> list[Request]:
         """The requests so far on collections named `plural` (e.g. "trials")."""
         with self._lock:

@@ -1,8 +1,9 @@
 """The collector's run: wait for the training processes while streaming their metrics.
 
 A thread runs `kubetune.procwait.wait_for_training` (every registered training process, never
-unregistered sidecars); meanwhile the main thread wakes on file changes (watchfiles: inotify,
-plus a once-a-second re-check) and feeds new lines through the parser into the running
+unregistered sidecars); meanwhile the main thread wakes every `Settings.file_poll` seconds to
+read what a metrics file gained (TensorFlow event directories: on changes, watchfiles'
+inotify, plus a once-a-second re-check), feeds new lines through the parser into the running
 summary, sends rate-limited intermediate reports and evaluates early-stopping rules. When the
 wait ends it reads what is left (including a last line without `\\n`), writes the final
 report with retries and decides the exit code (`ExitCode`).
@@ -22,11 +23,10 @@ from pathlib import Path
 from typing import Protocol, TextIO
 
 import psutil
-import watchfiles
 
 from kubetune import procwait
 from kubetune.observations import ObservationSummary
-from kubetune_pns_collector import parsing, reporting, stopping, summaries, tailing, tfevents
+from kubetune_pns_collector import parsing, reporting, stopping, summaries, tailing
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,11 @@ class Source(Protocol):
     def read(self, final: bool) -> Iterator[list[Run]]: ...
 
     def watch_dirs(self) -> list[Path]: ...
+
+    def polled(self) -> bool:
+        """Whether reading it again costs little enough to do on a timer (a file's new
+        bytes), rather than only when watchfiles reports a change (a directory tree)."""
+        ...
 
     def close(self) -> None: ...
 
@@ -75,6 +80,11 @@ class TextSource:
     def watch_dirs(self) -> list[Path]:
         return [self.tail.path.parent]
 
+    def polled(self) -> bool:
+        # One stat and, when it grew, one read: cheaper on a timer than importing watchfiles
+        # and running its notifier thread (about half of a 1-s trial's collector CPU).
+        return True
+
     def close(self) -> None:
         self.tail.close()
 
@@ -83,6 +93,8 @@ class EventSource:
     """TensorFlow event files under a directory."""
 
     def __init__(self, root: Path, names: list[str]) -> None:
+        from kubetune_pns_collector import tfevents  # only for this kind: it costs CPU to import
+
         self.events = tfevents.EventDirectory(root, names)
 
     def read(self, final: bool) -> Iterator[list[Run]]:
@@ -90,6 +102,9 @@ class EventSource:
 
     def watch_dirs(self) -> list[Path]:
         return [self.events.root]
+
+    def polled(self) -> bool:
+        return False  # a scan of the whole tree: only on changes
 
     def close(self) -> None:
         self.events.close()
@@ -105,6 +120,8 @@ class Settings:
     report_interval: float = 10.0
     report_timeout: float = 60.0
     stop_grace: float = 60.0
+    file_poll: float = 0.2
+    """Seconds between reads of a polled source (watchfiles' debounce was as long)."""
 
 
 @dataclass(frozen=True)
@@ -237,11 +254,14 @@ class Collector:
                     dirs.append(d)
                 except OSError as e:
                     log.warning("cannot watch %s (%s); re-reading it every second instead", d, e)
-        if not dirs:
+        if not dirs or self.source is None or self.source.polled():
+            every = self.settings.file_poll if dirs else 1.0
             while not stop_event.is_set():
                 self._pump()
-                self.waited.wait(1.0)
+                self.waited.wait(every)
             return
+        import watchfiles  # only for event directories: its import costs CPU in every pod
+
         for _changes in watchfiles.watch(
             *dirs,
             watch_filter=None,

@@ -26,14 +26,7 @@ from kubetune.api.enums import MetricStrategyType, ObjectiveType
 from kubetune.flags import EnvDefault
 from kubetune.kube import Kube, connect
 from kubetune.observations import Objective, Strategy
-from kubetune_pns_collector import (
-    collecting,
-    parsing,
-    reporting,
-    scraping,
-    stopping,
-    summaries,
-)
+from kubetune_pns_collector import collecting, parsing, reporting, stopping, summaries
 
 log = logging.getLogger("pns-collector")
 
@@ -131,6 +124,8 @@ def build_source(args: argparse.Namespace, names: list[str]) -> collecting.Sourc
     if kind == "PrometheusMetric":
         if not args.metrics_url:
             raise ValueError("--metrics-url is required for --collector-kind PrometheusMetric")
+        from kubetune_pns_collector import scraping  # urllib.request: only for this kind
+
         return scraping.PrometheusSource(
             args.metrics_url, names, args.filter, interval=args.scrape_interval
         )

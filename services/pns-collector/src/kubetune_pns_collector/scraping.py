@@ -136,5 +136,8 @@ class PrometheusSource:
     def watch_dirs(self) -> list[Path]:
         return []  # nothing to watch: the collector wakes every second and `read` scrapes
 
+    def polled(self) -> bool:
+        return True  # `read` itself keeps to the scrape interval
+
     def close(self) -> None:
         """Nothing is held open between scrapes."""

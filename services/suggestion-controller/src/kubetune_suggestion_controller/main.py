@@ -6,10 +6,19 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from kubetune import config, flags
-from kubetune.kube import EXPERIMENTS, SUGGESTIONS
-from kubetune.runtime import Controller, owner_keys, running
-from kubetune_suggestion_controller import reconciling
+from kubetune import config, flags, naming
+from kubetune.kube import (
+    EXPERIMENTS,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    ROLE_BINDINGS,
+    SERVICE_ACCOUNTS,
+    SERVICES,
+    SUGGESTIONS,
+    Obj,
+)
+from kubetune.runtime import Controller, Key, owner_keys, running
+from kubetune_suggestion_controller import composing, reconciling
 
 SERVICE = "suggestion-controller"
 
@@ -43,7 +52,28 @@ def build(args: argparse.Namespace) -> Controller:
         namespace=namespace,
         label_selector="katib.kubeflow.org/suggestion",
     )
+    watch_for_reads(controller, namespace)
     return controller
+
+
+def _no_pass(obj: Obj) -> list[Key]:
+    return []
+
+
+def watch_for_reads(controller: Controller, namespace: str | None) -> None:
+    """Caches of the other objects every pass reads (the Service, PVC and PV it owns, the
+    namespace's algorithm ServiceAccount and RoleBinding), so a pass reads them without a GET.
+
+    Their events start no pass (the Deployment's and the Suggestion's do, as before); an object
+    not in a cache (not made yet, or another owner's without the labels) is still read by GET.
+    """
+    owned = naming.LABEL_SUGGESTION
+    for res in (SERVICES, PERSISTENT_VOLUME_CLAIMS):
+        controller.watch(res, _no_pass, namespace=namespace, label_selector=owned)
+    controller.watch(PERSISTENT_VOLUMES, _no_pass, label_selector=owned)
+    by_name = f"metadata.name={composing.ALGORITHM_SA}"
+    for res in (SERVICE_ACCOUNTS, ROLE_BINDINGS):
+        controller.watch(res, _no_pass, namespace=namespace, field_selector=by_name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
