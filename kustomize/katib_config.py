@@ -61,7 +61,10 @@ LOCAL_FROM_VOLUME: dict[str, Any] = {
 def anchored(text: str) -> str:
     """`text` with each image of `ANCHORS` quoted and anchored once, then referred to."""
     if '"' in text:
-        raise ValueError('katib-config must hold no double quote but the images\' (see above)')
+        raise ValueError(
+            "katib-config holds a double quote: the images must be its only double-quoted "
+            "strings (kustomize/transformers/katib-config-images splits the document at them)"
+        )
     seen: dict[str, None] = {}  # insertion-ordered
 
     def name(match: re.Match[str]) -> str:

@@ -68,4 +68,3 @@ def test_the_webhook_writes_its_own_ca_bundle_and_admits_experiments(
     experiment = get_json(installed, "experiment", "admitted", "-n", "install-check")
     # Filled in by the mutating webhook, so the API server called it over TLS.
     assert experiment["spec"]["objective"].get("metricStrategies"), experiment["spec"]
-
