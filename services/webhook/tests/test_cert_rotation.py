@@ -15,7 +15,7 @@ import datetime
 import ssl
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ import pytest
 from cryptography import x509
 
 from kubetune import naming
-from kubetune.kube import Kube
+from kubetune.kube import MUTATING_WEBHOOK_CONFIGURATIONS, VALIDATING_WEBHOOK_CONFIGURATIONS, Kube
 from kubetune_testkit.processes import console_script, free_port
 from kubetune_testkit.waiting import wait_for
 from kubetune_testkit.webhook import (
@@ -88,10 +88,13 @@ def _cert(pem: bytes) -> x509.Certificate:
     return x509.load_pem_x509_certificate(pem)
 
 
+def _wait_serving(port: int, expected: Callable[[], x509.Certificate]) -> None:
+    wait_for(f"replica {port} to serve {expected()}", lambda: _served(port) == expected(), 30)
+
+
 def _bundles(kube: Kube, config: str) -> set[bytes]:
     out = set()
-    for resource in (rotating.MUTATING_WEBHOOK_CONFIGURATIONS,
-                     rotating.VALIDATING_WEBHOOK_CONFIGURATIONS):  # fmt: skip
+    for resource in (MUTATING_WEBHOOK_CONFIGURATIONS, VALIDATING_WEBHOOK_CONFIGURATIONS):
         for hook in kube.get(resource, config)["webhooks"]:
             out.add(base64.b64decode(hook["clientConfig"].get("caBundle") or ""))
     return out
@@ -134,10 +137,7 @@ def test_replicas_provision_rotate_and_serve_the_secrets_certificate(
         wait_for("caBundle set", lambda: _bundles(kube, installed) == {data})
         wait_effective(cluster, namespace)
         for port in (first, second):
-            wait_for(
-                f"replica {port} serves the Secret's certificate",
-                lambda p=port: _served(p) == _cert(_secret(kube, namespace)["tls.crt"]),
-            )
+            _wait_serving(port, lambda: _cert(_secret(kube, namespace)["tls.crt"]))
 
         # Near expiry: a CA good for 30 more days (less than a new certificate's
         # 365) and a certificate good for one, as a cluster left alone for years has.
@@ -153,15 +153,12 @@ def test_replicas_provision_rotate_and_serve_the_secrets_certificate(
         }  # fmt: skip
         kube.replace(rotating.SECRETS, secret, namespace)
 
-        renewed = wait_for(
-            "the leader to renew the CA and the certificate",
-            lambda: (
-                (d := _secret(kube, namespace)).get(rotating.CA_PREVIOUS) == old_ca
-                and _days_left(d["tls.crt"]) > 300
-                and d
-            ),
-            timeout=60,
-        )
+        def renewed_secret() -> dict[str, bytes] | None:
+            data = _secret(kube, namespace)
+            done = data.get(rotating.CA_PREVIOUS) == old_ca and _days_left(data["tls.crt"]) > 300
+            return data if done else None
+
+        renewed = wait_for("the leader to renew the CA and the certificate", renewed_secret, 60)
         assert _days_left(renewed["ca.crt"]) > 3000
         assert renewed[rotating.CA_PREVIOUS] == old_ca
         # The caBundle follows: the new CA, and the old one until it expires.
@@ -172,9 +169,5 @@ def test_replicas_provision_rotate_and_serve_the_secrets_certificate(
         new_cert.verify_directly_issued_by(new_ca)
         # Both replicas pick the new certificate up without a restart.
         for port in (first, second):
-            wait_for(
-                f"replica {port} serves the renewed certificate",
-                lambda p=port: _served(p) == new_cert,
-                timeout=30,
-            )
+            _wait_serving(port, lambda: new_cert)
         wait_effective(cluster, namespace)
