@@ -343,6 +343,8 @@ def run_serve(args: argparse.Namespace) -> int:
     stopping.wait()
     server.shutdown()
     server.server_close()
+    if sync is not None:
+        sync.join(timeout=5.0)  # it releases the Lease, so another replica renews at once
     return 0
 
 

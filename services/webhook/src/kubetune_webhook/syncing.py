@@ -57,6 +57,7 @@ class CertificateSync:
         self.written = threading.Event()
         self.trusted = threading.Event()
         self._pair: rotating.Pair | None = None
+        self._thread: threading.Thread | None = None
 
     def leading(self) -> bool:
         return self.elector is not None and self.elector.is_leader.is_set()
@@ -116,7 +117,13 @@ class CertificateSync:
             election[0].set()
             election[1].join(timeout=5)
 
-    def start(self, stop: threading.Event) -> threading.Thread:
-        thread = threading.Thread(target=self.run, args=(stop,), name="cert-sync", daemon=True)
-        thread.start()
-        return thread
+    def start(self, stop: threading.Event) -> None:
+        self._thread = threading.Thread(
+            target=self.run, args=(stop,), name="cert-sync", daemon=True
+        )
+        self._thread.start()
+
+    def join(self, timeout: float) -> None:
+        """Wait (after `stop`) until the Lease is released."""
+        if self._thread is not None:
+            self._thread.join(timeout)
