@@ -1,22 +1,29 @@
-"""Write (or check) the katib-config.yaml of the base and of each overlay.
+"""Write (or check) the katib-config.yaml of the base and of the overlays that change it.
 
-Why: the algorithm and collector images live inside the katib-config document, where the
-kustomize `images:` transformer cannot reach them. So each overlay's katib-config.yaml is
-generated from `kubetune.config.default()` with the images its kustomization.yaml maps
-(`images:` entries for `ghcr.io/kubetune/<service>`), plus what the overlay needs on top
-(`local`: FromVolume asks for hostPath PVs, as the local cluster has no provisioner; `kind`:
-pbt's volume is ReadWriteOnce, as kind's one node has only a local-path provisioner, which
-cannot make the ReadWriteMany volume of the stock config).
+Why: the algorithm and collector images live inside the katib-config document, a string the
+kustomize `images:` transformer cannot reach. So the document names each image once, in double
+quotes (the only double-quoted strings in it), with a YAML anchor its other uses refer to:
+
+    image: &collector-image "ghcr.io/kubetune/pns-collector:0.1.0"   # first collector
+    image: *collector-image                                           # every other one
+
+and the transformer `kustomize/transformers/katib-config-images` (which an overlay lists under
+`transformers:`, after its `images:`) copies the images `images:` made of the carrier Pod
+`katib-config-images` (base/config, never applied) into those two quoted strings. Changing an
+overlay's `images:` is then all it takes. This script writes the documents in that form: the
+base's (`kubetune.config.default()`), and the overlays' whose settings differ (`local`:
+FromVolume asks for hostPath PVs, as the local cluster has no provisioner; `kind`: pbt's volume
+is ReadWriteOnce, as kind's one node has only a local-path provisioner, which cannot make the
+ReadWriteMany volume of the stock config).
 
     python kustomize/katib_config.py            # rewrite every katib-config.yaml
     python kustomize/katib_config.py --check    # exit 1 and name the files that drifted
-
-Change an overlay's registry or tag in its kustomization.yaml, then run this once.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,7 +34,9 @@ from kubetune import config
 
 ROOT = Path(__file__).resolve().parent
 BASE = ROOT / "base" / "config"
-OVERLAYS = ("standalone", "kind", "local")
+OVERLAYS = ("kind", "local")
+# The anchor of each image the document names, in the order the images first appear.
+ANCHORS = {config.COLLECTOR_IMAGE: "collector-image", config.SUGGESTION_IMAGE: "algorithm-image"}
 
 # The local cluster: a static hostPath PV per FromVolume suggestion (the suggestion-controller
 # appends the PV name to the path prefix), bound by storage class name; no StorageClass object.
@@ -49,34 +58,37 @@ LOCAL_FROM_VOLUME: dict[str, Any] = {
 }
 
 
-def image_map(kustomization: Path) -> dict[str, str]:
-    """`ghcr.io/kubetune/<svc>` -> the full image the overlay's `images:` entry makes of it."""
-    doc = yaml.safe_load(kustomization.read_text()) or {}
-    out = {}
-    for entry in doc.get("images") or []:
-        name = str(entry["name"])
-        new = str(entry.get("newName") or name)
-        if entry.get("digest"):
-            out[name] = f"{new}@{entry['digest']}"
-        else:
-            out[name] = f"{new}:{entry.get('newTag') or config.IMAGE_TAG}"
+def anchored(text: str) -> str:
+    """`text` with each image of `ANCHORS` quoted and anchored once, then referred to."""
+    if '"' in text:
+        raise ValueError(
+            "katib-config holds a double quote: the images must be its only double-quoted "
+            "strings (kustomize/transformers/katib-config-images splits the document at them)"
+        )
+    seen: dict[str, None] = {}  # insertion-ordered
+
+    def name(match: re.Match[str]) -> str:
+        image = match.group(2)
+        if image not in ANCHORS:
+            raise ValueError(f"katib-config names image {image}, which has no anchor in ANCHORS")
+        if image in seen:
+            return f"{match.group(1)}*{ANCHORS[image]}"
+        seen[image] = None
+        return f'{match.group(1)}&{ANCHORS[image]} "{image}"'
+
+    out = _IMAGE_LINE.sub(name, text)
+    if list(seen) != list(ANCHORS):
+        raise ValueError(f"katib-config must name the images {list(ANCHORS)} in this order")
     return out
 
 
-def _retag(image: str, images: dict[str, str]) -> str:
-    repository = image.rsplit(":", 1)[0]
-    return images.get(repository, image)
+_IMAGE_LINE = re.compile(r"^(\s*-?\s*image: )(\S+)$", re.MULTILINE)
 
 
 def render(overlay: str | None) -> str:
     """The katib-config.yaml text for the base (overlay None) or an overlay."""
-    if overlay is None:
-        return config.default_yaml()
     data: dict[str, Any] = config.default().model_dump(mode="json", by_alias=True)
-    images = image_map(ROOT / "overlays" / overlay / "kustomization.yaml")
     runtime = data["runtime"]
-    for entry in runtime["metricsCollectors"] + runtime["suggestions"]:
-        entry["image"] = _retag(entry["image"], images)
     if overlay == "local":
         for entry in runtime["suggestions"]:
             entry.update(yaml.safe_load(yaml.safe_dump(LOCAL_FROM_VOLUME)))
@@ -84,11 +96,12 @@ def render(overlay: str | None) -> str:
         for entry in runtime["suggestions"]:
             if entry["algorithmName"] == "pbt":
                 entry["persistentVolumeClaimSpec"]["accessModes"] = ["ReadWriteOnce"]
+    where = "the base" if overlay is None else f"the {overlay} overlay"
     header = (
-        f"# Generated by kustomize/katib_config.py for the {overlay} overlay: do not edit;\n"
-        "# change images: in kustomization.yaml and run the script again.\n"
+        f"# Written by kustomize/katib_config.py for {where}; its images follow an\n"
+        "# overlay's images: through kustomize/transformers/katib-config-images.\n"
     )
-    return header + yaml.safe_dump(data, sort_keys=False)
+    return header + anchored(yaml.safe_dump(data, sort_keys=False))
 
 
 def targets() -> dict[Path, str | None]:

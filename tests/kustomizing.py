@@ -62,7 +62,8 @@ def render_text(path: Path) -> str:
     """`kubectl kustomize <path>`; fails the test with kustomize's own error message."""
     code, stdout, stderr = _kustomize(path)
     if code != 0:
-        pytest.fail(f"kubectl kustomize {path.relative_to(ROOT)} failed:\n{stderr}")
+        shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        pytest.fail(f"kubectl kustomize {shown} failed:\n{stderr}")
     return stdout
 
 

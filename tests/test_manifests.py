@@ -263,10 +263,16 @@ def test_local_webhooks_are_called_on_loopback(local: list[Obj]) -> None:
             )
 
 
-@pytest.mark.parametrize("overlay", ["standalone", "kind"])
-def test_cert_manager_serves_the_webhook(overlay: str) -> None:
-    """The Certificate's Secret is the one the webhook mounts, for its Service's DNS name."""
-    objs = render(KUSTOMIZE / "overlays" / overlay)
+def _webhook_env(objs: list[Obj]) -> dict[str, Any]:
+    (webhook,) = [d for d in _deployments(objs) if d["metadata"]["name"] == "kubetune-webhook"]
+    (container,) = [c for c in containers(webhook) if c["name"] == "webhook"]
+    return _env(container)
+
+
+def test_cert_manager_serves_the_webhook() -> None:
+    """kind: the Certificate's Secret is the one the webhook serves from, for its Service's DNS
+    name; cert-manager fills caBundle and the webhook only reads the Secret."""
+    objs = render(KUSTOMIZE / "overlays" / "kind")
     (cert,) = of_kind(objs, "Certificate")
     ref = f"{cert['metadata']['namespace']}/{cert['metadata']['name']}"
     configs = of_kind(objs, "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
@@ -277,12 +283,60 @@ def test_cert_manager_serves_the_webhook(overlay: str) -> None:
         for hook in cfg["webhooks"]:
             svc = hook["clientConfig"]["service"]
             assert f"{svc['name']}.{svc['namespace']}.svc" in cert["spec"]["dnsNames"]
-    mounted = {
-        (v.get("secret") or {}).get("secretName")
-        for d in _deployments(objs)
-        for v in pod_spec(d).get("volumes") or []
+    env = _webhook_env(objs)
+    assert env["KUBETUNE_WEBHOOK_CERT_SECRET"] == cert["spec"]["secretName"]
+    assert env["KUBETUNE_WEBHOOK_PROVISION_CERTIFICATE"] == "false"
+    assert of_kind(objs, "Secret") == [], "cert-manager creates the Secret (type kubernetes.io/tls)"
+
+
+SELF_PROVISIONED = ["standalone", "local"]
+
+
+@pytest.mark.parametrize("overlay", SELF_PROVISIONED)
+def test_the_webhook_provisions_its_own_certificate(overlay: str) -> None:
+    """No cert-manager, no init container: the webhook serves from the Secret the manifests
+    ship empty (so applying them again keeps what the webhook wrote there)."""
+    objs = render(KUSTOMIZE / "overlays" / overlay)
+    assert of_kind(objs, "Certificate", "Issuer") == []
+    env = _webhook_env(objs)
+    assert env.get("KUBETUNE_WEBHOOK_PROVISION_CERTIFICATE", "true") == "true"
+    (secret,) = [s for s in of_kind(objs, "Secret") if s["metadata"]["name"] == env[
+        "KUBETUNE_WEBHOOK_CERT_SECRET"
+    ]]  # fmt: skip
+    assert "data" not in secret and "stringData" not in secret
+    (webhook,) = [d for d in _deployments(objs) if d["metadata"]["name"] == "kubetune-webhook"]
+    assert not pod_spec(webhook).get("initContainers")
+
+
+@pytest.mark.parametrize("overlay", SELF_PROVISIONED)
+def test_the_webhook_writes_only_its_own_certificate(overlay: str) -> None:
+    """Least RBAC: every write of the webhook's service account names its object."""
+    objs = render(KUSTOMIZE / "overlays" / overlay)
+    bound = {
+        b["roleRef"]["name"]
+        for b in of_kind(objs, "RoleBinding", "ClusterRoleBinding")
+        if any(s.get("name") == "kubetune-webhook" for s in b["subjects"])
     }
-    assert cert["spec"]["secretName"] in mounted
+    rules = [r for role in of_kind(objs, *RBAC_KINDS) if role["metadata"]["name"] in bound
+             for r in role["rules"]]  # fmt: skip
+    writes = [r for r in rules if set(r["verbs"]) - {"get", "list", "watch"}]
+    named = {
+        (res, verb, name)
+        for r in writes
+        for res in r["resources"]
+        for verb in set(r["verbs"]) - {"get", "list", "watch"}
+        for name in r.get("resourceNames") or ["*"]
+    }
+    assert named == {
+        ("secrets", "update", "kubetune-webhook-cert"),
+        ("leases", "update", "kubetune-webhook-certs"),
+        ("leases", "create", "*"),  # create cannot be limited to a name
+        ("mutatingwebhookconfigurations", "patch", "kubetune-webhook"),
+        ("validatingwebhookconfigurations", "patch", "kubetune-webhook"),
+        ("subjectaccessreviews", "create", "*"),
+    }
+    secrets = [r for r in rules if "secrets" in r["resources"]]
+    assert secrets and all(r.get("resourceNames") == ["kubetune-webhook-cert"] for r in secrets)
 
 
 @pytest.mark.parametrize("overlay", ["standalone", "kind", "local"])

@@ -112,7 +112,9 @@ def make_serving(
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
         raise ValueError("the CA key must be an EC key made by `webhook certs`")
     key = _key()
-    common = dns_names[0] if dns_names else ips[0]
+    # A CN holds 64 characters at most (a long namespace's Service name does not fit); clients
+    # check the SANs, the CN only names the certificate.
+    common = (dns_names[0] if dns_names else ips[0])[:64]
     sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
     sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
     now = _now()

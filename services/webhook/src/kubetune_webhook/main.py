@@ -10,8 +10,10 @@ import argparse
 import gc
 import logging
 import signal
+import socket
 import sys
 import threading
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
@@ -20,7 +22,15 @@ from kubetune import config as katib_config
 from kubetune import flags, logs
 from kubetune.flags import EnvDefault
 from kubetune.kube import Kube, connect
-from kubetune_webhook import authorizing, certificates, reviewing, serving, validating
+from kubetune_webhook import (
+    authorizing,
+    certificates,
+    reviewing,
+    rotating,
+    serving,
+    syncing,
+    validating,
+)
 from kubetune_webhook.lookups import KubeCluster
 
 log = logging.getLogger("kubetune_webhook")
@@ -152,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     flags.add_pod_namespace_flag(serve, deprecated_env="KUBETUNE_WEBHOOK_NAMESPACE")
     flags.add_deprecated_alias(serve, "--namespace", "--pod-namespace")
+    _add_cert_secret_flags(serve)
 
     certs = sub.add_parser("certs", help="write a CA and a serving certificate; patch caBundle")
     flags.add_connection_flags(certs)
@@ -180,19 +191,125 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_cert_secret_flags(serve: argparse.ArgumentParser) -> None:
+    """Serving from a Secret (`syncing.py`) and provisioning it (`rotating.py`)."""
+    for flag, default, text in (
+        (
+            "cert-secret",
+            "",
+            "Secret of the pod's namespace to serve the certificate from (written to --cert-file "
+            "and --key-file, re-read every --cert-secret-interval); empty: serve the files as "
+            "they are",
+        ),
+        (
+            "cert-dns-names",
+            "",
+            "comma-separated DNS names of the provisioned certificate (default: "
+            "<--service-name>.<pod namespace>.svc and .svc.cluster.local)",
+        ),
+        ("cert-ips", "", "comma-separated IP addresses of the provisioned certificate"),
+        ("service-name", "kubetune-webhook", "the webhook's Service, for the default DNS names"),
+        (
+            "mutating-webhook-configurations",
+            "kubetune-webhook",
+            "comma-separated MutatingWebhookConfigurations whose caBundle the webhook sets",
+        ),
+        (
+            "validating-webhook-configurations",
+            "kubetune-webhook",
+            "comma-separated ValidatingWebhookConfigurations whose caBundle the webhook sets",
+        ),
+    ):
+        serve.add_argument(
+            f"--{flag}",
+            action=EnvDefault,
+            env="KUBETUNE_WEBHOOK_" + flag.upper().replace("-", "_"),
+            default=default,
+            help=text,
+        )
+    serve.add_argument(
+        "--provision-certificate",
+        action=flags.BoolEnv,
+        env="KUBETUNE_WEBHOOK_PROVISION_CERTIFICATE",
+        default=True,
+        help="with --cert-secret: keep a CA and a serving certificate in that Secret, renewed "
+        "before expiry, and set caBundle of the configurations (one replica at a time, by "
+        "Lease); false when cert-manager writes the Secret",
+    )
+    serve.add_argument(
+        "--cert-secret-interval",
+        action=EnvDefault,
+        env="KUBETUNE_WEBHOOK_CERT_SECRET_INTERVAL",
+        type=_positive_float,
+        default=10.0,
+        help="seconds between reads of --cert-secret (and renewal checks by the leader)",
+    )
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(n.strip() for n in text.split(",") if n.strip())
+
+
+def cert_plan(args: argparse.Namespace) -> rotating.Plan:
+    """What `--cert-secret` provisions, from the flags."""
+    dns = _names(args.cert_dns_names) or tuple(
+        f"{args.service_name}.{args.pod_namespace}.{suffix}"
+        for suffix in ("svc", "svc.cluster.local")
+    )
+    return rotating.Plan(
+        namespace=args.pod_namespace,
+        secret=args.cert_secret,
+        dns_names=dns,
+        ips=_names(args.cert_ips),
+        mutating=_names(args.mutating_webhook_configurations),
+        validating=_names(args.validating_webhook_configurations),
+    )
+
+
+def _wait_for_secret(
+    kube: Kube, args: argparse.Namespace, stopping: threading.Event
+) -> syncing.CertificateSync:
+    """Start the Secret sync and wait until it has written a pair to serve."""
+    sync = syncing.CertificateSync(
+        kube,
+        cert_plan(args),
+        args.cert_file,
+        args.key_file,
+        provision=args.provision_certificate,
+        identity=f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}",
+        interval=args.cert_secret_interval,
+    )
+    sync.start(stopping)
+    log.info("waiting for a certificate in Secret %s/%s", args.pod_namespace, args.cert_secret)
+    while not stopping.is_set() and not sync.written.wait(1.0):
+        pass
+    return sync
+
+
 def run_serve(args: argparse.Namespace) -> int:
     try:
         cfg = katib_config.load(args.config)
     except (OSError, katib_config.ConfigError) as e:
         log.error("cannot load the configuration: %s", e)
         return 2
+    stopping = threading.Event()
+
+    def _stop(signum: int, frame: FrameType | None) -> None:
+        log.info("signal %d: shutting down", signum)
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    kube = Kube(connect(args.kubeconfig))
+    sync = _wait_for_secret(kube, args, stopping) if args.cert_secret else None
+    if stopping.is_set():
+        return 0
     certs = serving.CertificateStore(args.cert_file, args.key_file, args.cert_check_interval)
     try:
         certs.context()
     except (OSError, ValueError) as e:
         log.error("cannot load the serving certificate %s: %s", args.cert_file, e)
         return 2
-    kube = Kube(connect(args.kubeconfig))
     admission = reviewing.Admission(
         cfg,
         KubeCluster(kube, args.lookup_cache_seconds),
@@ -213,15 +330,9 @@ def run_serve(args: argparse.Namespace) -> int:
         read_timeout=args.read_timeout,
         idle_timeout=args.idle_timeout,
         request_timeout=args.request_timeout,
+        # From a Secret: ready once the API server trusts the CA (caBundle), not before.
+        ready=None if sync is None else (lambda: certs.ready() and sync.trusted.is_set()),
     )
-    stopping = threading.Event()
-
-    def _stop(signum: int, frame: FrameType | None) -> None:
-        log.info("signal %d: shutting down", signum)
-        stopping.set()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
     # Everything built so far (models, schemas, the client) lives as long as the process: keep
     # it out of the collector's full passes, which otherwise show up as latency spikes.
     gc.collect()
@@ -232,6 +343,8 @@ def run_serve(args: argparse.Namespace) -> int:
     stopping.wait()
     server.shutdown()
     server.server_close()
+    if sync is not None:
+        sync.join(timeout=5.0)  # it releases the Lease, so another replica renews at once
     return 0
 
 
