@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import datetime
 import json
 import logging
 import os
@@ -39,6 +40,7 @@ from kubetune.kube import (
 from kubetune.runtime import Context, Controller, Key, OnDemand, Result, own_key, running
 from kubetune.runtime.electing import LeaderElector
 from kubetune.runtime.watching import WATCH_RESTARTS, Event, Informer
+from kubetune_testkit import skips
 from localcluster.pytest_plugin import ClusterHandle
 
 pytestmark = pytest.mark.integration
@@ -131,7 +133,7 @@ def _etcd_url(cluster: ClusterHandle) -> str:
 
         state = State.load(Path(os.environ["LOCALCLUSTER_STATE_DIR"]))
     if state is None:
-        pytest.skip("compacting etcd needs the local cluster's etcd (not reachable on kind)")
+        skips.skip("existing cluster", "compacting etcd needs the local cluster's etcd")
     return f"http://127.0.0.1:{state.ports['etcd-client']}"
 
 
@@ -227,6 +229,7 @@ ELECTOR_SCRIPT = textwrap.dedent(
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *a: stop.set())
     thread = elector.start(stop)
+    print("candidate", flush=True)
     announced = False
     while not stop.is_set():
         if elector.is_leader.is_set() and not announced:
@@ -244,6 +247,15 @@ def _holder(kube: Kube, namespace: str) -> str:
     return ((lease or {}).get("spec") or {}).get("holderIdentity") or ""
 
 
+def _renewed_at(kube: Kube, namespace: str) -> tuple[str, float]:
+    """The Lease's holder and its last renewTime (seconds since the epoch, 0 when none)."""
+    spec = kube.get(LEASES, "handover", namespace).get("spec") or {}
+    stamp = spec.get("renewTime")
+    return spec.get("holderIdentity") or "", (
+        datetime.datetime.fromisoformat(stamp).timestamp() if stamp else 0.0
+    )
+
+
 def test_leader_election_hands_over_between_processes(
     kube: Kube, namespace: str, cluster: ClusterHandle, tmp_path: Path
 ) -> None:
@@ -256,12 +268,24 @@ def test_leader_election_hands_over_between_processes(
 
     with candidate("first") as first:
         try:
-            assert first.stdout is not None and first.stdout.readline().strip() == "leader"
+            assert first.stdout is not None
+            assert [first.stdout.readline().strip() for _ in "ab"] == ["candidate", "leader"]
             with candidate("second") as second:
                 try:
-                    time.sleep(1.5)
-                    # The standby waits while the leader renews.
-                    assert _holder(kube, namespace) == "first"
+                    assert second.stdout is not None
+                    assert second.stdout.readline().strip() == "candidate"
+                    # The standby waits while the leader renews: the leader renews past a whole
+                    # lease (3 s) after the standby started looking, and keeps the Lease.
+                    looking = time.time()
+                    holders: set[str] = set()
+
+                    def renewed_past_a_lease() -> bool:
+                        holder, renewed = _renewed_at(kube, namespace)
+                        holders.add(holder)
+                        return holder != "first" or renewed > looking + 3 + 1
+
+                    wait_for(renewed_past_a_lease, 20, "the leader's renewals past a lease")
+                    assert holders == {"first"}, "the standby took a Lease that was renewed"
                     first.kill()  # no release: the standby must wait for the lease to expire
                     first.wait(10)
                     wait_for(lambda: _holder(kube, namespace) == "second", 20, "take-over")
