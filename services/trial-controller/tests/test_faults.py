@@ -110,15 +110,20 @@ def test_malformed_condition_fails_with_expression_and_no_crash_loop(
 def test_job_deleted_by_someone_else_fails_the_trial(
     kube: Kube, namespace: str, controller: Any
 ) -> None:
-    controller()
+    controller("--workers=1")
     kube.create(TRIALS, trial("victim", batch_job("sleep 600")), namespace)
     wait_for("Running", lambda: is_true(_get(kube, namespace, "victim"), "Running"))
     kube.delete(JOBS, "victim", namespace, propagation="Background")
     failed = conditions_of(_ended(kube, namespace, "victim", "Failed"))["Failed"]
     assert failed["reason"] == "TrialFailed. Job reason: JobDeleted"
     assert "deleted by someone else" in failed["message"]
-    # Not re-created behind the user's back.
-    time.sleep(0.5)
+    # Not re-created behind the user's back, by any later pass. A change of the failed Trial,
+    # then a second Trial run to its end: one worker takes keys in the order they came, and
+    # the second Trial's last pass waits for a job that ran after the victim's passes were
+    # queued, so by then the controller has reconciled the failed Trial again.
+    kube.patch(TRIALS, "victim", {"metadata": {"labels": {"touched": "yes"}}}, namespace)
+    kube.create(TRIALS, trial("after", batch_job("true"), collector="Push"), namespace)
+    _ended(kube, namespace, "after", "MetricsUnavailable")
     assert kube.get_or_none(JOBS, "victim", namespace) is None
 
 
