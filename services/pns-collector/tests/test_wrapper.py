@@ -8,13 +8,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from kubetune import procwait
 from kubetune_pns_collector import collecting
+from kubetune_testkit.waiting import wait_for
 
 SHELLS = [s for s in ("dash", "bash", "busybox") if shutil.which(s)]
 
@@ -65,6 +65,13 @@ def test_a_signal_that_kills_the_command_is_recorded(log_dir: Path, shell: str) 
     assert (p.returncode, record) == (137, "signal 9\n")
 
 
+def _waiting_for_a_child(pid: int) -> bool:
+    """Whether the shell `pid` is blocked waiting for a child (its kernel wait channel): after
+    the training process printed, the wrapper runs no other command before its `wait`."""
+    channel = Path(f"/proc/{pid}/wchan").read_text()
+    return "wait" in channel or "sigsuspend" in channel
+
+
 @pytest.mark.parametrize("shell", SHELLS)
 def test_sigterm_to_the_wrapper_reaches_the_training_process(
     log_dir: Path, shell: str, tmp_path: Path
@@ -87,10 +94,10 @@ def test_sigterm_to_the_wrapper_reaches_the_training_process(
     try:
         assert p.stdout is not None
         assert p.stdout.readline() == b"ready\n"
-        # Let the wrapper reach its `wait` (as a kubelet's SIGTERM does, long after start). A
-        # SIGTERM within milliseconds of the start can still lose the training process's own
-        # status under heavy load (seen once in CI: 1 instead of 5): a known gap, in the notes.
-        time.sleep(0.5)
+        # A kubelet's SIGTERM comes long after the start, when the wrapper waits for the
+        # training process: send it once the wrapper is blocked in that `wait` (a SIGTERM
+        # within milliseconds of the start can still be lost: a known gap, in the notes).
+        wait_for("the wrapper in its wait", lambda: _waiting_for_a_child(p.pid), 10)
         p.send_signal(signal.SIGTERM)
         assert p.wait(10) == 5, "the training process's own exit status"
     finally:
