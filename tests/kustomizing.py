@@ -30,13 +30,14 @@ Obj = dict[str, Any]
 
 
 def kubectl() -> str:
-    """The kubectl built with the local cluster (skips when it is not built yet)."""
+    """The kubectl built with the local cluster (a failure when it is not built yet: the tox
+    env builds it before the tests, so a missing one is a broken setup, not a skip)."""
     path = build.binaries().kubectl
     if path.exists():
         return str(path)
     found = shutil.which("kubectl")
     if found is None:
-        pytest.skip(f"no kubectl: run `localcluster build` ({path})")
+        pytest.fail(f"no kubectl: run `localcluster build` ({path})", pytrace=False)
     return found
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kubetune_testkit import builders, deploying
+from kubetune_testkit import builders, deploying, skips
 from kubetune_testkit.conditions import is_true
 from kubetune_testkit.examples import MANIFESTS
 from kubetune_testkit.kubectl import get_json
@@ -60,8 +60,8 @@ def _skip_on_shared_cluster() -> None:
         os.environ.get("KUBETUNE_E2E_EXISTING_CLUSTER") == "1"
         and os.environ.get("KUBETUNE_E2E_LOCAL_OVERLAY") != "1"
     ):
-        pytest.skip(
-            "existing cluster: set KUBETUNE_E2E_LOCAL_OVERLAY=1 to deploy the local overlay there"
+        skips.skip(
+            "existing cluster", "set KUBETUNE_E2E_LOCAL_OVERLAY=1 to deploy the local overlay there"
         )
 
 
@@ -358,9 +358,10 @@ def test_ports_and_host_path_are_the_clusters_own(
     """Issue 13 defect 11: nothing of the rendered overlay uses the shared defaults."""
     state_dir = deploying.state_dir_of(cluster)
     if state_dir is None:
-        pytest.skip(
-            "an existing cluster (KUBETUNE_E2E_EXISTING_CLUSTER) is deployed with the overlay's "
-            "own fixed ports: per-cluster ports apply only to clusters localcluster starts"
+        skips.skip(
+            "existing cluster",
+            "it is deployed with the overlay's own fixed ports: per-cluster ports apply only "
+            "to clusters localcluster starts",
         )
     settings = deploying.local_settings(state_dir)
     assert len(set(settings.ports.values())) == len(settings.ports)
@@ -391,9 +392,9 @@ def test_a_second_cluster_deploys_beside_the_first(
     from localcluster import cluster as lc
 
     if deploying.state_dir_of(cluster) is None:
-        pytest.skip(
-            "an existing cluster (KUBETUNE_E2E_EXISTING_CLUSTER) has no localcluster state to "
-            "compare a second local cluster with"
+        skips.skip(
+            "existing cluster",
+            "it has no localcluster state to compare a second local cluster with",
         )
     test_every_deployment_becomes_available(cluster, deployed)
     state = lc.up(tmp_path / "second", bind_to_parent=True, quiet=True)

@@ -37,7 +37,7 @@ def db_manager(cluster: ClusterHandle) -> tuple[str, str]:
 
 @pytest.mark.skipif(
     EXISTING,
-    reason="on an existing cluster (kind) a trial pod cannot run this host's SDK venv; "
+    reason="existing cluster: on kind a trial pod cannot run this host's SDK venv; "
     "the local overlay, which CI runs, does",
 )
 def test_sdk_pushes_metrics_and_reads_them_back(kubetune: ClusterHandle, ns: str) -> None:
@@ -108,7 +108,7 @@ CUSTOM = ROOT / "e2e" / "katib-sdk" / "custom_collector.py"
 
 @pytest.mark.skipif(
     EXISTING,
-    reason="on an existing cluster (kind) the collector pod cannot run this host's SDK venv; "
+    reason="existing cluster: on kind the collector pod cannot run this host's SDK venv; "
     "the local overlay, which CI runs, does",
 )
 def test_a_custom_collector_reports_through_db_manager(kubetune: ClusterHandle, ns: str) -> None:

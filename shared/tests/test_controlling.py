@@ -36,12 +36,29 @@ KEY = Key("ns", "obj")
 
 
 def test_success_forgets_backoff_and_does_not_requeue() -> None:
-    c, _ = _controller(Result.done())
-    c.queue.add_rate_limited(KEY)
-    c.queue._backoff.failures[KEY] = 3
+    """Three failed passes build up a backoff; the pass that succeeds forgets it and leaves
+    nothing in the queue, neither now nor at any later time."""
+    outcomes: list[Exception | None] = [RuntimeError("boom")] * 3 + [None]
+
+    def reconcile(ctx: Context, key: Key) -> Result:
+        failure = outcomes.pop(0)
+        if failure is not None:
+            raise failure
+        return Result.done()
+
+    clock = ManualClock(100.0)
+    c = Controller("t", reconcile, queue=WorkQueue(Backoff(base=1.0), clock=clock))
     c.queue.add(KEY)
+    for attempts in (1, 2, 3):
+        _run_once(c)
+        assert c.queue.attempts(KEY) == attempts
+        clock.advance(2.0**attempts)  # that failure's backoff: base * 2**(attempts - 1)
     _run_once(c)
+    assert not outcomes, "the fourth pass succeeded"
     assert c.queue.attempts(KEY) == 0
+    assert len(c.queue) == 0, "a successful pass scheduled another"
+    clock.advance(10_000)
+    assert c.queue.get(0) is None
 
 
 def test_result_after_requeues_at_that_delay() -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from kubetune_testkit import skips
 from kubetune_testkit.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -61,7 +62,7 @@ def _log(cluster: Any, ns: str, pod: JSON, container: str, previous: bool = Fals
 def _log_file(cluster: Any, ns: str, pod: JSON, container: str, restart: int = 0) -> Path:
     """Where the agent writes that log (the documented layout)."""
     if cluster.state is None:
-        pytest.skip("needs the local node agent's state dir")
+        skips.skip("existing cluster", "needs the local node agent's state dir")
     meta = pod["metadata"]
     return (
         Path(cluster.state.state_dir)

@@ -18,7 +18,7 @@ from localcluster.nodeagent.images import ImageMap
 from localcluster.nodeagent.sandbox import ContainerProcess, Sandbox, reap_recorded
 from localcluster.nodeagent.status import ContainerStatus, PodView, compose, compute_phase
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces")
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: for namespaces")
 
 
 @pytest.fixture

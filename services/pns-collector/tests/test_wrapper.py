@@ -8,13 +8,14 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from kubetune import procwait
 from kubetune_pns_collector import collecting
+from kubetune_testkit.waiting import wait_for
 
 SHELLS = [s for s in ("dash", "bash", "busybox") if shutil.which(s)]
 
@@ -65,6 +66,26 @@ def test_a_signal_that_kills_the_command_is_recorded(log_dir: Path, shell: str) 
     assert (p.returncode, record) == (137, "signal 9\n")
 
 
+def _wait_channel(pid: int) -> str:
+    """Where the kernel has process `pid` blocked ("" while it runs, or once it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/wchan").read_text().strip("0")
+    except FileNotFoundError:
+        return ""
+
+
+def _settled(wrapper: int) -> bool:
+    """Whether the wrapper shell is blocked waiting for its child and the training process
+    sleeps in its `time.sleep`: the state a kubelet's SIGTERM finds, long after the start."""
+    channel = _wait_channel(wrapper)
+    if "wait" not in channel and "sigsuspend" not in channel:
+        return False
+    return any(
+        "nanosleep" in _wait_channel(child.pid)
+        for child in psutil.Process(wrapper).children(recursive=True)
+    )
+
+
 @pytest.mark.parametrize("shell", SHELLS)
 def test_sigterm_to_the_wrapper_reaches_the_training_process(
     log_dir: Path, shell: str, tmp_path: Path
@@ -87,10 +108,11 @@ def test_sigterm_to_the_wrapper_reaches_the_training_process(
     try:
         assert p.stdout is not None
         assert p.stdout.readline() == b"ready\n"
-        # Let the wrapper reach its `wait` (as a kubelet's SIGTERM does, long after start). A
-        # SIGTERM within milliseconds of the start can still lose the training process's own
-        # status under heavy load (seen once in CI: 1 instead of 5): a known gap, in the notes.
-        time.sleep(0.5)
+        # A kubelet's SIGTERM comes long after the start: send it once the wrapper is blocked
+        # in its `wait` and the training process in its sleep (kernel wait channels), not
+        # after a guessed delay. A SIGTERM within milliseconds of the start can still be lost
+        # (under dash: a known gap).
+        wait_for("the wrapper and the training settled", lambda: _settled(p.pid), 10)
         p.send_signal(signal.SIGTERM)
         assert p.wait(10) == 5, "the training process's own exit status"
     finally:

@@ -4,7 +4,7 @@ experiment-controller on a real API server."""
 
 from __future__ import annotations
 
-import time
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +23,11 @@ def _suggestions(kube: Kube, namespace: str, count: int) -> list[dict[str, Any]]
     status = kube.get(SUGGESTIONS, "exp", namespace).get("status") or {}
     entries: list[dict[str, Any]] = status.get("suggestions") or []
     return entries if len(entries) >= count else None
+
+
+def _told(process: ServiceProcess) -> int:
+    """How many finished Trials the algorithm process has told its study so far."""
+    return sum(int(n) for n in re.findall(r"told (\d+) finished trials", process.output()))
 
 
 def _succeed(kube: Kube, namespace: str, entry: dict[str, Any], accs: list[float]) -> None:
@@ -90,7 +95,9 @@ def test_rules_come_with_the_assignments_after_min_trials_required(
         assert all("earlyStoppingRules" not in e for e in first), first
         _succeed(kube, namespace, first[0], [0.2, 0.4, 0.9])  # average of the first 2: 0.3
         _succeed(kube, namespace, first[1], [0.6, 0.8, 0.9])  # 0.7
-        time.sleep(0.5)
+        # The rules come from the Trials the algorithm has seen: ask for more only once its
+        # cache has both (it tells each finished Trial to its study once, and says so).
+        wait_for("both Trials told to the study", lambda: _told(process) >= 2, 60)
         kube.patch(SUGGESTIONS, "exp", {"spec": {"requests": 3}}, namespace)
         entries = wait_for("a third assignment", lambda: _suggestions(kube, namespace, 3), 60)
         rules = entries[2].get("earlyStoppingRules")

@@ -28,6 +28,20 @@ def _ended(kube: Kube, ns: str, name: str, type_: str, timeout: float = 90) -> d
     return result
 
 
+def _job_status(kube: Kube, ns: str, name: str) -> dict[str, Any]:
+    return (kube.get_or_none(JOBS, name, ns) or {}).get("status") or {}
+
+
+def _reconciled_again(kube: Kube, ns: str, name: str) -> None:
+    """Return once the controller (started with `--workers=1`) has passed over Trial `name`
+    after every change made so far, without a timed window: a change of the Trial, then a
+    second Trial run to its end. One worker takes keys in the order they came, and the second
+    Trial's last pass follows its job's run, which began after `name`'s passes were queued."""
+    kube.patch(TRIALS, name, {"metadata": {"labels": {"touched": "yes"}}}, ns)
+    kube.create(TRIALS, trial(f"after-{name}", batch_job("true"), collector="Push"), ns)
+    _ended(kube, ns, f"after-{name}", "MetricsUnavailable")
+
+
 def _widget(kind: str = "Gadget", group: str = "missing.kubetune.test") -> dict[str, Any]:
     return {"apiVersion": f"{group}/v1", "kind": kind, "metadata": {}, "spec": {}}
 
@@ -110,29 +124,27 @@ def test_malformed_condition_fails_with_expression_and_no_crash_loop(
 def test_job_deleted_by_someone_else_fails_the_trial(
     kube: Kube, namespace: str, controller: Any
 ) -> None:
-    controller()
+    controller("--workers=1")
     kube.create(TRIALS, trial("victim", batch_job("sleep 600")), namespace)
     wait_for("Running", lambda: is_true(_get(kube, namespace, "victim"), "Running"))
     kube.delete(JOBS, "victim", namespace, propagation="Background")
     failed = conditions_of(_ended(kube, namespace, "victim", "Failed"))["Failed"]
     assert failed["reason"] == "TrialFailed. Job reason: JobDeleted"
     assert "deleted by someone else" in failed["message"]
-    # Not re-created behind the user's back.
-    time.sleep(0.5)
-    assert kube.get_or_none(JOBS, "victim", namespace) is None
+    _reconciled_again(kube, namespace, "victim")
+    assert kube.get_or_none(JOBS, "victim", namespace) is None, "re-created behind the user's back"
 
 
 def test_job_that_never_reports_stays_running_and_says_what_it_waits_for(
     kube: Kube, namespace: str, controller: Any
 ) -> None:
-    controller()
+    controller("--workers=1")
     kube.create(TRIALS, trial("silent", batch_job("sleep 600")), namespace)
     wait_for("Running", lambda: is_true(_get(kube, namespace, "silent"), "Running"))
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline:  # a few passes of the watch, no false success
-        got = kube.get(TRIALS, "silent", namespace)
-        assert [c["type"] for c in got["status"]["conditions"]] == ["Created", "Running"]
-        time.sleep(0.5)
+    wait_for("its pod ready", lambda: (_job_status(kube, namespace, "silent")).get("ready"))
+    _reconciled_again(kube, namespace, "silent")  # after the job's last change: no false success
+    got = kube.get(TRIALS, "silent", namespace)
+    assert [c["type"] for c in got["status"]["conditions"]] == ["Created", "Running"]
     message = conditions_of(got)["Running"]["message"]
     assert "waiting for Job silent to match successCondition" in message
     assert 'status.conditions.#(type=="Complete")#|#(status=="True")#' in message

@@ -4,7 +4,8 @@
 `crds` (kubetune's CRDs installed once), `thirdparty_crds` (a real operator's CRD on demand,
 removed at the end if this session added it) and `services` (console scripts as processes,
 stopped at the end). Each test's report is kept on its item (`item.rep_call`) so a fixture's
-teardown can print logs when the test failed.
+teardown can print logs when the test failed. A skip that `kubetune_testkit.skips` does not
+allow is reported as a failure naming its reason.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 from kubetune import errors
 from kubetune.kube import CUSTOM_RESOURCE_DEFINITIONS, Kube, connect
 from kubetune_testkit import crds as crd_files
+from kubetune_testkit import skips
 from kubetune_testkit.processes import ServiceProcess
 
 
@@ -81,5 +83,27 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
+    _fail_unless_allowed(report)
     setattr(item, "rep_" + report.when, report)
     return report
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    """A whole module skipped (`allow_module_level`, `importorskip`) is held to the same list."""
+    report = yield
+    _fail_unless_allowed(report)
+    return report
+
+
+def _fail_unless_allowed(report: pytest.TestReport | pytest.CollectReport) -> None:
+    if not report.skipped or hasattr(report, "wasxfail"):
+        return
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    refused = skips.refusal(reason.removeprefix("Skipped: "))  # pytest.skip's prefix
+    if refused is not None:
+        report.outcome = "failed"
+        report.longrepr = refused
