@@ -56,7 +56,7 @@ def _katib(shell: str, argv: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 def _wrapped(shell: str, argv: list[str], log_dir: Path) -> subprocess.CompletedProcess[str]:
-    sh, c, script, *rest = procwait.wrap_argv(argv, str(log_dir))
+    _, c, script, *rest = procwait.wrap_argv(argv, str(log_dir))
     return _run([*_shell_argv(shell), c, script, *rest])
 
 
@@ -65,9 +65,8 @@ def _shell_argv(shell: str) -> list[str]:
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        argv, capture_output=True, text=True, timeout=30, env={"HOME": "/home/u", "PATH": os.environ["PATH"]}
-    )
+    env = {"HOME": "/home/u", "PATH": os.environ["PATH"]}
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30, env=env)
 
 
 def _argvs(tmp_path: Path) -> list[list[str]]:
@@ -78,15 +77,13 @@ def _argvs(tmp_path: Path) -> list[list[str]]:
         [*program.split(), *SHELL_SYNTAX],
         *([*program.split(), *tail] for tail in SEQUENCES),
         ["sh", "-c", program, *NAS_ENAS],  # sh -c: the rest is the line
-        ["bash", "-c", f"{program} \"$0\"", *NAS_DARTS],  # bash -c: bash runs the line
+        ["bash", "-c", f'{program} "$0"', *NAS_DARTS],  # bash -c: bash runs the line
         ["sh", "-c", f"cd /tmp && {program} {NAS_ENAS[1]}; exit 3"],
     ]
 
 
 @pytest.mark.parametrize("shell", SHELLS)
-def test_the_program_gets_the_argv_of_katibs_joined_sh_line(
-    shell: str, tmp_path: Path
-) -> None:
+def test_the_program_gets_the_argv_of_katibs_joined_sh_line(shell: str, tmp_path: Path) -> None:
     for i, argv in enumerate(_argvs(tmp_path)):
         log_dir = tmp_path / f"katib-{i}"
         log_dir.mkdir()

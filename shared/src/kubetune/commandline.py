@@ -21,12 +21,15 @@ KATIB_SHELLS = ("sh", "bash")
 _OPERATORS = frozenset(";&|<>()\n")
 # First words that are not programs: reserved words and the builtins of sh and bash (an
 # `exec` of them would run another program or fail, where the line runs the builtin).
-_NOT_PROGRAMS = frozenset(
+_RESERVED_WORDS = (
     "! { } [[ ]] case do done elif else esac fi for function if in select then time until while"
-    " . : [ alias bg break builtin cd command continue declare echo eval exec exit export false"
-    " fc fg getopts hash jobs kill let local printf pwd read readonly return set shift source"
-    " test times trap true type typeset ulimit umask unalias unset wait".split()
 )
+_BUILTINS = (
+    ". : [ alias bg break builtin cd command continue declare echo eval exec exit export false fc"
+    " fg getopts hash jobs kill let local printf pwd read readonly return set shift source test"
+    " times trap true type typeset ulimit umask unalias unset wait"
+)
+_NOT_PROGRAMS = frozenset(f"{_RESERVED_WORDS} {_BUILTINS}".split())
 
 
 def katib_line(argv: list[str]) -> tuple[str, list[str]]:
