@@ -1,5 +1,7 @@
 """Push collection with Katib's SDK (kubeflow-katib from PyPI, in its own venv): a trial
-reports with `report_metrics`, kubetune's db-manager writes the Trial, and
+reports with `report_metrics` at the SDK's default address (`katib-db-manager.kubeflow:6789`,
+which the node agent forwards to db-manager's port of this cluster), kubetune's db-manager
+writes the Trial, and
 `KatibClient.get_trial_metrics` reads the history back, with no database anywhere.
 
 db-manager accepts a report only from the trial's own pod. On this cluster every pod shares
@@ -41,7 +43,7 @@ def db_manager(cluster: ClusterHandle) -> tuple[str, str]:
     "the local overlay, which CI runs, does",
 )
 def test_sdk_pushes_metrics_and_reads_them_back(kubetune: ClusterHandle, ns: str) -> None:
-    in_cluster, from_host = db_manager(kubetune)
+    _, from_host = db_manager(kubetune)
     losses = ["0.9", "0.5", "0.7", "0.3"]
     exp = builders.experiment(
         "push",
@@ -51,7 +53,7 @@ def test_sdk_pushes_metrics_and_reads_them_back(kubetune: ClusterHandle, ns: str
         trial_parameters=builders.references(x="x"),
         primary_container="training",
         trial_spec=builders.trial_job(
-            [sdk_python(), str(PUSHER), "report", in_cluster, "${trialParameters.x}", *losses],
+            [sdk_python(), str(PUSHER), "report", "default", "${trialParameters.x}", *losses],
             container="training",
             backoff_limit=0,
         ),
