@@ -12,8 +12,9 @@ cluster every pod shares one address, which proves nothing. `report` therefore f
 then reports every value with the same SDK call while each channel the SDK opens sends the
 pod's token ($KUBETUNE_DB_MANAGER_TOKEN_FILE, mounted by kubetune's webhook) as the metadata
 `authorization: Bearer <token>`. ADDRESS `default` calls `report_metrics` with no address, as a
-trial does (the SDK dials katib-db-manager.kubeflow:6789). `read` sends $KUBETUNE_DB_MANAGER_TOKEN when set (a token for
-the audience kubetune-db-manager of someone who may get the Trial).
+trial does (the SDK dials katib-db-manager.kubeflow:6789). `read` sends
+$KUBETUNE_DB_MANAGER_TOKEN when set (a token for the audience kubetune-db-manager of someone who
+may get the Trial).
 """
 
 import json
