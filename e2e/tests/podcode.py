@@ -35,6 +35,13 @@ def python_code(code: str, *args: str) -> list[str]:
     return ["sh", "-c", shlex.join([python(), "-c", code, *args])]
 
 
+def python_words(code: str, *args: str) -> list[str]:
+    """argv running ``code`` with ``args`` as the wrapper's shell line only: each element one
+    quoted shell word, for a command another program's command is put before (Argo's
+    executor), where ``sh -c`` would no longer come first."""
+    return [shlex.quote(a) for a in [python(), "-c", code, *args]]
+
+
 def training(*args: str) -> list[str]:
     """argv running examples/training/digits.py with ``args`` (shell-safe words)."""
     if EXISTING:

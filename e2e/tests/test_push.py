@@ -31,10 +31,11 @@ PUSHER = ROOT / "e2e" / "katib-sdk" / "push_and_read.py"
 
 
 def db_manager(cluster: ClusterHandle) -> tuple[str, str]:
-    """db-manager's address for a trial pod (the Service's name) and for the test (the host),
-    at the local overlay's port chosen for this cluster (overlays/local/patches/db-manager.yaml)."""
+    """db-manager's address for a trial pod (Katib's: the Service's name and port, which the
+    node agent forwards) and for the test (the host, at the local overlay's port chosen for this
+    cluster, overlays/local/patches/db-manager.yaml)."""
     port = deploying.local_port(cluster, "db-manager")
-    return f"katib-db-manager.kubeflow:{port}", f"127.0.0.1:{port}"
+    return "katib-db-manager.kubeflow:6789", f"127.0.0.1:{port}"
 
 
 @pytest.mark.skipif(

@@ -11,6 +11,7 @@ import pytest
 
 from localcluster.nodeagent.names import NameTable
 from localcluster.nodeagent.serviceports import (
+    FORWARD_ANNOTATION,
     Route,
     ServiceProxy,
     routes_from,
@@ -21,9 +22,12 @@ JSON = dict[str, Any]
 NODE_IP = "10.244.1.2"
 
 
-def _service(name: str, ports: list[JSON], cluster_ip: str = "10.96.0.10") -> JSON:
+def _service(
+    name: str, ports: list[JSON], cluster_ip: str = "10.96.0.10", forward: bool = True
+) -> JSON:
+    annotations = {FORWARD_ANNOTATION: "true"} if forward else {}
     return {
-        "metadata": {"namespace": "kubeflow", "name": name},
+        "metadata": {"namespace": "kubeflow", "name": name, "annotations": annotations},
         "spec": {"clusterIP": cluster_ip, "ports": ports},
     }
 
@@ -41,23 +45,21 @@ def _slice(service: str, ports: list[JSON], *addresses: str) -> JSON:
     }
 
 
-def test_a_service_whose_pods_listen_elsewhere_is_routed_on_both_ports() -> None:
-    """katib-db-manager as the local overlay runs it: port 6789, targetPort `api` = 26789."""
+def test_an_annotated_service_is_routed_at_its_port_to_the_pods_port() -> None:
+    """katib-db-manager as the local overlay runs it: port 6789, targetPort `api` = 26789.
+    Services without the annotation are never forwarded (a forwarder holds its port)."""
     services = [
         _service("katib-db-manager", [{"name": "api", "port": 6789, "targetPort": "api"}]),
-        _service("same", [{"name": "http", "port": 8080, "targetPort": 8080}]),
+        _service("webhook", [{"name": "https", "port": 443, "targetPort": 9443}], forward=False),
         _service("headless", [{"name": "g", "port": 1, "targetPort": 2}], cluster_ip="None"),
     ]
     slices = [
         _slice("katib-db-manager", [{"name": "api", "port": 26789}], NODE_IP),
-        _slice("same", [{"name": "http", "port": 8080}], NODE_IP),
+        _slice("webhook", [{"name": "https", "port": 9443}], NODE_IP),
         _slice("headless", [{"name": "g", "port": 2}], NODE_IP),
     ]
     assert routes_from(services, slices) == {
-        ("kubeflow", "katib-db-manager"): (
-            Route(6789, ((NODE_IP, 26789),)),
-            Route(26789, ((NODE_IP, 26789),)),
-        )
+        ("kubeflow", "katib-db-manager"): (Route(6789, ((NODE_IP, 26789),)),)
     }
 
 

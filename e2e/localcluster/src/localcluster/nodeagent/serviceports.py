@@ -1,13 +1,17 @@
-"""Services whose pods listen on another port: a forwarder on a loopback address of their own.
+"""Services forwarded from a loopback address of their own, for pods that listen elsewhere.
 
 Pods share the host network, so a pod cannot always listen on its Service's port: 6789, the
 port of Katib's ``katib-db-manager`` Service, is every suggestion-algorithm pod's, so kubetune's
 local overlay runs db-manager on another (``targetPort: api``). Clients still dial the Service's
 name and port (Katib's SDK: ``katib-db-manager.kubeflow:6789``), and with no kube-proxy a
 ClusterIP does not route. So, as kube-proxy's first (userspace) mode did, the agent listens for
-each such Service on an address of its own, for every port of the Service (and its pods' target
-ports, so clients that dial those by name keep working), and forwards each connection to an
-endpoint. The pods' hosts files name that address for the Service (``names.NameTable``).
+a Service annotated ``localcluster.kubetune.io/forward: "true"`` on an address of its own, at
+every TCP port of the Service, and forwards each connection to an endpoint's target port. The
+pods' hosts files name that address for the Service (``names.NameTable``).
+
+Only annotated Services: a listener holds its port on its address, and a pod's server that
+later binds 0.0.0.0 at that port without SO_REUSEPORT would fail (the training-operator's
+webhook did, at its target port, when every Service whose ports differ was forwarded).
 
 The address is a 127.x.y.z (all of 127/8 is the loopback device's) derived from the agent's
 seed and the Service, so concurrent clusters on one host get different ones. Listeners set
@@ -33,6 +37,7 @@ JSON = dict[str, Any]
 Target = tuple[str, int]
 CONNECT_TIMEOUT = 5.0
 CHUNK = 65536
+FORWARD_ANNOTATION = "localcluster.kubetune.io/forward"
 
 
 @dataclass(frozen=True)
@@ -69,31 +74,23 @@ def _slice_ports(slices: Iterable[JSON]) -> dict[tuple[str, str], dict[str, tupl
 def routes_from(
     services: Iterable[JSON], slices: Iterable[JSON]
 ) -> dict[tuple[str, str], tuple[Route, ...]]:
-    """The Services that need forwarding (a TCP port whose endpoints listen on another port),
-    each with a route for every port it serves and for every target port."""
+    """The annotated Services with endpoints, each with a route for every TCP port it serves."""
     endpoints = _slice_ports(slices)
     out: dict[tuple[str, str], tuple[Route, ...]] = {}
     for svc in services:
         meta, spec = svc.get("metadata") or {}, svc.get("spec") or {}
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        if (meta.get("annotations") or {}).get(FORWARD_ANNOTATION) != "true":
+            continue
         if spec.get("clusterIP") == "None" or key not in endpoints:
             continue  # headless: clients dial the pods themselves
-        routes: dict[int, set[Target]] = {}
-        differs = False
+        routes = []
         for p in spec.get("ports") or []:
             targets = endpoints[key].get(str(p.get("name") or ""), ())
-            if (
-                p.get("protocol", "TCP") != "TCP"
-                or not targets
-                or not isinstance(p.get("port"), int)
-            ):
-                continue
-            routes.setdefault(int(p["port"]), set()).update(targets)
-            for target in targets:
-                routes.setdefault(target[1], set()).add(target)
-                differs |= target[1] != p["port"]
-        if differs:
-            out[key] = tuple(Route(port, tuple(sorted(t))) for port, t in sorted(routes.items()))
+            if p.get("protocol", "TCP") == "TCP" and targets and isinstance(p.get("port"), int):
+                routes.append(Route(int(p["port"]), targets))
+        if routes:
+            out[key] = tuple(sorted(routes, key=lambda r: r.port))
     return out
 
 
