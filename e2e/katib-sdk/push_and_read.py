@@ -11,8 +11,10 @@ cluster every pod shares one address, which proves nothing. `report` therefore f
 `report_metrics` unchanged and prints its refusal (`refused: ...`; exit 3 if it was accepted),
 then reports every value with the same SDK call while each channel the SDK opens sends the
 pod's token ($KUBETUNE_DB_MANAGER_TOKEN_FILE, mounted by kubetune's webhook) as the metadata
-`authorization: Bearer <token>`. `read` sends $KUBETUNE_DB_MANAGER_TOKEN when set (a token for
-the audience kubetune-db-manager of someone who may get the Trial).
+`authorization: Bearer <token>`. ADDRESS `default` calls `report_metrics` with no address, as a
+trial does (the SDK dials katib-db-manager.kubeflow:6789). `read` sends
+$KUBETUNE_DB_MANAGER_TOKEN when set (a token for the audience kubetune-db-manager of someone who
+may get the Trial).
 """
 
 import json
@@ -46,8 +48,9 @@ def pod_token():
 
 def report(address, x, *losses):
     print(f"x={x}", flush=True)
+    where = {} if address == "default" else {"db_manager_address": address}
     try:
-        report_metrics({"loss": 1e9}, db_manager_address=address)
+        report_metrics({"loss": 1e9}, **where)
     except RuntimeError as e:
         print(f"refused: {e}", flush=True)
     else:
@@ -55,7 +58,7 @@ def report(address, x, *losses):
         sys.exit(3)
     send_token(pod_token)
     for i, loss in enumerate(losses):
-        report_metrics({"loss": float(loss), "epoch": i}, db_manager_address=address)
+        report_metrics({"loss": float(loss), "epoch": i}, **where)
         print(f"reported loss={loss}", flush=True)
 
 

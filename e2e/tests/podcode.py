@@ -5,11 +5,16 @@ training script of this checkout. On an existing cluster (KUBETUNE_E2E_EXISTING_
 pods are real containers: they run ``python3`` of their image, the training script passed
 inline (``python3 -c <source> <args>``), in ``KUBETUNE_E2E_TRAINING_IMAGE`` (an image with
 NumPy and scikit-learn, e.g. the suggestion-algorithm image e2e/kind/run-e2e.sh names).
+
+A wrapped training container's command is one shell line (Katib joins command and args with
+spaces and runs them with ``sh -c``), so inline code is given as ``sh -c <quoted line>``: the
+same program whether the container is wrapped or not.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 
 from kubetune_testkit.deploying import ROOT
@@ -26,12 +31,19 @@ def python() -> str:
 
 
 def python_code(code: str, *args: str) -> list[str]:
-    """argv running ``code``."""
-    return [python(), "-c", code, *args]
+    """argv running ``code`` with ``args``, wrapped by the webhook or not."""
+    return ["sh", "-c", shlex.join([python(), "-c", code, *args])]
+
+
+def python_words(code: str, *args: str) -> list[str]:
+    """argv running ``code`` with ``args`` as the wrapper's shell line only: each element one
+    quoted shell word, for a command another program's command is put before (Argo's
+    executor), where ``sh -c`` would no longer come first."""
+    return [shlex.quote(a) for a in [python(), "-c", code, *args]]
 
 
 def training(*args: str) -> list[str]:
-    """argv running examples/training/digits.py with ``args``."""
+    """argv running examples/training/digits.py with ``args`` (shell-safe words)."""
     if EXISTING:
-        return ["python3", "-c", TRAINING.read_text(), *args]
+        return python_code(TRAINING.read_text(), *args)
     return [sys.executable, str(TRAINING), *args]

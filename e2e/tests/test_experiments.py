@@ -19,7 +19,7 @@ import katib_sdk
 import pytest
 import yaml
 from katib_sdk import sdk_python
-from podcode import PYTHON_IMAGE, TRAINING_IMAGE, python_code, training
+from podcode import PYTHON_IMAGE, TRAINING_IMAGE, python_code, python_words, training
 from realoperators import grant_argo_executor
 
 from kubetune.kube import Kube
@@ -519,9 +519,12 @@ def argo_experiment(ns: str, name: str, workflow: Obj, max_trials: int = 3) -> O
 
 
 def step(name: str, code: str, primary: bool = False, **extra: Any) -> Obj:
+    """An Argo step; the primary one's command is written as shell words, since Argo's executor
+    puts its own command before it and the wrapper runs the whole as one shell line."""
+    command = python_words(code) if primary else python_code(code)
     template: Obj = {
         "name": name,
-        "container": {"image": PYTHON_IMAGE, "command": python_code(code)},
+        "container": {"image": PYTHON_IMAGE, "command": command},
         **extra,
     }
     if primary:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import time
 from collections.abc import Iterator
@@ -475,7 +476,8 @@ def test_api_server_calls_the_webhook_on_loopback(
 def _experiment(name: str, namespace: str, resume_policy: str) -> Obj:
     """A 3-trial random search whose training container prints its own learning rate."""
     script = "import sys; print('accuracy=' + sys.argv[1])"
-    command = ["python3", "-c", script, "${trialParameters.learningRate}"]
+    # One shell line, as Katib runs the wrapped command: the code is one quoted word.
+    command = ["python3", "-c", shlex.quote(script), "${trialParameters.learningRate}"]
     return builders.experiment(
         name,
         namespace,

@@ -1,7 +1,9 @@
 """Neural architecture search on the local overlay (issue 19): Katib's nas/darts-cpu.yaml and
 nas/enas-cpu.yaml with their algorithm, nasConfig, trialParameters, collector and argument forms
 unchanged; only the name, namespace, trial count (3) and the program run change (the small
-NumPy scripts of examples/training instead of the CIFAR-10 images).
+NumPy scripts of examples/training instead of the CIFAR-10 images). The arguments keep the
+examples' quotes (`--architecture="${...}"`): the command runs as one shell line, as Katib runs
+it, and the scripts parse them as upstream's trial images do, with no unquoting of their own.
 
 darts: every trial gets the same search space and settings and prints `Best-Genotype=...`, the
 (non-numeric) objective the example's metrics filter reads. enas (FromVolume, 2 layers, so skip
@@ -13,6 +15,7 @@ first Trials' reward. Every architecture decodes to a valid network for the nasC
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from typing import Any
 
@@ -42,9 +45,14 @@ def _katib(stem: str, name: str, namespace: str, script: str) -> Obj:
     spec["maxFailedTrialCount"] = 1
     container = spec["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]["containers"][0]
     path = ROOT / "examples" / "training" / script
-    program = ["python3", "-c", path.read_text()] if EXISTING else [sys.executable, str(path)]
+    program = (
+        ["sh", "-c", shlex.join(["python3", "-c", path.read_text()])]
+        if EXISTING
+        else [sys.executable, str(path)]
+    )
     container["image"] = TRAINING_IMAGE
-    # Katib's: [python3, (-u,) <script>, <the arguments>]: the arguments stay as written.
+    # Katib's: [python3, (-u,) <script>, <the arguments>]: the arguments stay as written, and
+    # the whole command is one shell line (after `sh -c`, the rest of it).
     arguments = [a for a in container["command"] if a.startswith("--")]
     container["command"] = program + arguments
     return doc

@@ -1,5 +1,7 @@
 """Push collection with Katib's SDK (kubeflow-katib from PyPI, in its own venv): a trial
-reports with `report_metrics`, kubetune's db-manager writes the Trial, and
+reports with `report_metrics` at the SDK's default address (`katib-db-manager.kubeflow:6789`,
+which the node agent forwards to db-manager's port of this cluster), kubetune's db-manager
+writes the Trial, and
 `KatibClient.get_trial_metrics` reads the history back, with no database anywhere.
 
 db-manager accepts a report only from the trial's own pod. On this cluster every pod shares
@@ -29,10 +31,11 @@ PUSHER = ROOT / "e2e" / "katib-sdk" / "push_and_read.py"
 
 
 def db_manager(cluster: ClusterHandle) -> tuple[str, str]:
-    """db-manager's address for a trial pod (the Service's name) and for the test (the host),
-    at the local overlay's port chosen for this cluster (overlays/local/patches/db-manager.yaml)."""
+    """db-manager's address for a trial pod (Katib's: the Service's name and port, which the
+    node agent forwards) and for the test (the host, at the local overlay's port chosen for this
+    cluster, overlays/local/patches/db-manager.yaml)."""
     port = deploying.local_port(cluster, "db-manager")
-    return f"katib-db-manager.kubeflow:{port}", f"127.0.0.1:{port}"
+    return "katib-db-manager.kubeflow:6789", f"127.0.0.1:{port}"
 
 
 @pytest.mark.skipif(
@@ -41,7 +44,7 @@ def db_manager(cluster: ClusterHandle) -> tuple[str, str]:
     "the local overlay, which CI runs, does",
 )
 def test_sdk_pushes_metrics_and_reads_them_back(kubetune: ClusterHandle, ns: str) -> None:
-    in_cluster, from_host = db_manager(kubetune)
+    _, from_host = db_manager(kubetune)
     losses = ["0.9", "0.5", "0.7", "0.3"]
     exp = builders.experiment(
         "push",
@@ -51,7 +54,7 @@ def test_sdk_pushes_metrics_and_reads_them_back(kubetune: ClusterHandle, ns: str
         trial_parameters=builders.references(x="x"),
         primary_container="training",
         trial_spec=builders.trial_job(
-            [sdk_python(), str(PUSHER), "report", in_cluster, "${trialParameters.x}", *losses],
+            [sdk_python(), str(PUSHER), "report", "default", "${trialParameters.x}", *losses],
             container="training",
             backoff_limit=0,
         ),

@@ -4,9 +4,8 @@ searches the architecture on scikit-learn's 8x8 digits with NumPy, in about a se
 Arguments as Katib's darts-cnn-cifar10 image takes them: `--algorithm-settings`,
 `--search-space` and `--num-layers`, the first two JSON with `'` for `"`, parsed the way that
 image does (swap the quotes, `json.loads`). Katib's example manifest writes
-`--search-space="${trialParameters.searchSpace}"`: Katib joins the command into one `sh -c`
-line, whose shell removes those quotes; kubetune passes each argument unchanged, so one pair of
-surrounding double quotes is removed here.
+`--search-space="${trialParameters.searchSpace}"`: the command runs as one shell line, whose
+shell removes those quotes before the program sees them.
 
 The model: each layer mixes every candidate operation of the search space (`max_pooling_3x3`,
 `avg_pooling_5x5`, `convolution_3x3` as a fixed high-pass filter, `skip_connection`...) applied
@@ -31,14 +30,9 @@ from numpy.lib.stride_tricks import sliding_window_view
 from sklearn.datasets import load_digits
 
 
-def unquote(text: str) -> str:
-    """The value as Katib's shell would pass it: one pair of surrounding `"` removed."""
-    return text[1:-1] if len(text) >= 2 and text[0] == text[-1] == '"' else text
-
-
 def parse_json(text: str) -> Any:
     """What Katib's trial images do with these arguments."""
-    return json.loads(unquote(text).replace("'", '"'))
+    return json.loads(text.replace("'", '"'))
 
 
 def _window(images: np.ndarray, size: int) -> np.ndarray:
@@ -76,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     for key, value in settings.items():
         print(f"{key}\t{value}")
     search_space = parse_json(args.search_space)
-    num_layers = int(unquote(args.num_layers))
+    num_layers = int(args.num_layers)
     print(f"Number of layers {num_layers}\n")
     if not search_space or num_layers < 1:
         print("the search space is empty or num-layers < 1", file=sys.stderr)

@@ -6,9 +6,8 @@ operation id, then one 0/1 per earlier layer, 1 = a skip connection from it) and
 (`num_layers`, `input_sizes`, `output_sizes`, `embedding`: id -> `{opt_id, opt_type,
 opt_params}`), JSON with `'` for `"`, parsed the way that image does (swap the quotes,
 `json.loads`); `--num_epochs`, `--num_gpus` (ignored: CPU). Katib's example manifest writes
-`--architecture="${...}"`: Katib joins the command into one `sh -c` line, whose shell removes
-those quotes; kubetune passes each argument unchanged, so one pair of surrounding double quotes
-is removed here.
+`--architecture="${...}"`: the command runs as one shell line, whose shell removes those
+quotes before the program sees them.
 
 The network works on the 8x8 image: a layer's input is the previous layer's output plus those
 of the layers its skip bits name (upstream concatenates them); `convolution`,
@@ -29,11 +28,6 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 from sklearn.datasets import load_digits
-
-
-def unquote(text: str) -> str:
-    """The value as Katib's shell would pass it: one pair of surrounding `"` removed."""
-    return text[1:-1] if len(text) >= 2 and text[0] == text[-1] == '"' else text
 
 
 def _windows(maps: np.ndarray, size: int) -> np.ndarray:
@@ -66,10 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num_gpus", type=int, default=1, help="GPUs (unused: CPU)")
     args = parser.parse_args(argv)
 
-    arch = unquote(args.architecture).replace("'", '"')
+    arch = args.architecture.replace("'", '"')
     print(">>> arch received by trial")
     print(arch)
-    nn_config_text = unquote(args.nn_config).replace("'", '"')
+    nn_config_text = args.nn_config.replace("'", '"')
     print(">>> nn_config received by trial")
     print(nn_config_text)
     layers = json.loads(arch)

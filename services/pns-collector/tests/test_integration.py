@@ -10,6 +10,7 @@ their `command` on the host). The pod's service account may only get and patch t
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,8 @@ def trial(name: str) -> dict[str, Any]:
 
 
 def wrapped_command(argv: list[str]) -> list[str]:
-    """The webhook's wrapping of the primary container (StdOut collector)."""
+    """The webhook's wrapping of the primary container (StdOut collector); `argv` is read as
+    Katib reads it, one shell line, so code passed with `-c` is shell-quoted."""
     sh, c, script, *rest = procwait.wrap_argv(argv, LOG_DIR, metrics_file=f"{LOG_DIR}/metrics.log")
     return [sh, c, script.replace("$", "$$"), *rest]
 
@@ -91,7 +93,7 @@ def trial_pod(
                 {
                     "name": "main",
                     "image": "python:3.11",
-                    "command": wrapped_command(["python3", "-c", train]),
+                    "command": wrapped_command(["python3", "-c", shlex.quote(train)]),
                     "env": [{"name": "KATIB_TRIAL_NAME", "value": trial_name}],
                     "volumeMounts": mount,
                 },
@@ -249,7 +251,7 @@ def test_every_watched_training_container_is_waited_for_and_one_failure_fails(
     kube.create(TRIALS, trial("trial-3"), namespace)
     pod = trial_pod("trial-3-pod", "trial-3", extra=("--expected-processes", "2"))
     sh, c, script, *rest = procwait.wrap_argv(
-        ["python3", "-c", "import time, sys; time.sleep(3); sys.exit(3)"], LOG_DIR
+        ["python3", "-c", shlex.quote("import time, sys; time.sleep(3); sys.exit(3)")], LOG_DIR
     )
     pod["spec"]["containers"].insert(
         1,

@@ -168,10 +168,11 @@ def wrapped_argv(log_dir: Path, argv: list[str]) -> list[str]:
 
 def test_an_argv_over_128_kib_reaches_the_training_process_unchanged(log_dir: Path) -> None:
     """Linux refuses any single exec argument over 128 KiB (MAX_ARG_STRLEN): 2,000 parameters
-    of 100 bytes joined into one `sh -c` string did exactly that."""
+    of 100 bytes joined into one `sh -c` string did exactly that. The wrapper joins them
+    inside the shell (Katib's one line), so each element stays its own exec argument."""
     params = [f"--p{i}=" + "x" * 100 for i in range(2000)] + ["it's", "$HOME", ""]
     code = "import json, sys; print(json.dumps(sys.argv[1:]))"
-    argv = [sys.executable, "-c", code, *params]
+    argv = [sys.executable, "-c", shlex.quote(code), *(shlex.quote(p) for p in params)]
     assert len(" ".join(argv).encode()) > 128 * 1024
     p = subprocess.run(wrapped_argv(log_dir, argv), capture_output=True, timeout=30)
     assert p.returncode == 0, p.stderr

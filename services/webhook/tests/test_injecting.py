@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -279,6 +281,37 @@ def test_wrapped_script_runs_records_and_keeps_user_variables(kind: str, code: i
             assert not metrics.exists()
 
 
+def test_katibs_nas_arguments_reach_the_program_as_katibs_joined_sh_line() -> None:
+    """Katib joins command and args into one `sh -c` line: enas-cpu's quoted JSON arrives
+    without its quotes, `$(VAR)` is Kubernetes', `$$HOME` the shell's."""
+    code = "import json, sys; print(json.dumps(sys.argv[1:]))"
+    argv = [
+        sys.executable,
+        "-c",
+        shlex.quote(code),
+        '--architecture="[[36], [0, 1]]"',
+        "--nn_config=\"{'num_layers': 2, 'input_sizes': [32, 32, 3]}\"",
+        "--lr=$(LR)",
+        "--home=$$HOME",
+    ]
+    env = {"LR": "0.1"}
+    with tempfile.TemporaryDirectory() as tmp:
+        result = _run_expanded(injecting.wrapped_command(argv, "StdOut"), Path(tmp), env)
+    katib = subprocess.run(
+        ["sh", "-c", " ".join(_k8s_expand(a, env) for a in argv)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HOME": "/home/u"},
+    )
+    assert (result.returncode, result.stdout) == (0, katib.stdout), result.stderr
+    assert json.loads(result.stdout) == [
+        "--architecture=[[36], [0, 1]]",
+        "--nn_config={'num_layers': 2, 'input_sizes': [32, 32, 3]}",
+        "--lr=0.1",
+        "--home=/home/u",
+    ]
+
+
 def test_user_dollar_references_survive_escaping() -> None:
     argv = ["python3", "t.py", "--lr=$(LR)", "--cost=$$5"]
     command = injecting.wrapped_command(argv, "StdOut")
@@ -286,8 +319,9 @@ def test_user_dollar_references_survive_escaping() -> None:
     # argument its own element after the wrapper's $0.
     assert command[3:] == [procwait.WRAPPER_ARGV0, *argv]
     # Kubernetes' expansion of the wrapper's script gives back exactly procwait's script.
+    line, _ = procwait.sh_run_line(argv)
     expected = procwait.sh_wrap(
-        '"$@"', procwait.DEFAULT_LOG_DIR, metrics_file="/var/log/katib/metrics.log"
+        line, procwait.DEFAULT_LOG_DIR, metrics_file="/var/log/katib/metrics.log"
     )
     assert command[:2] == ["sh", "-c"]
     assert _k8s_expand(command[2], {"LR": "x"}) == expected
@@ -302,7 +336,8 @@ def test_an_argv_over_128_kib_stays_split_and_runs() -> None:
     params = [f"--p{i}=$(LR)" + "x" * 100 for i in range(2000)]
     code = "import sys; a = sys.argv[1:]; print(len(a), a[0][:9], a[-1][-3:])"
     c = _container(
-        _inject(pod(_training([sys.executable, "-c", code], params))), "training-container"
+        _inject(pod(_training([sys.executable, "-c", shlex.quote(code)], params))),
+        "training-container",
     )
     assert "args" not in c
     assert sum(len(a) for a in c["command"]) > 128 * 1024

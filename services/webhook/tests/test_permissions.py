@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from webhook_cases import NS, StaticCluster, experiment, review
 
 from kubetune import config as katib_config
 from kubetune_webhook import reviewing
-from kubetune_webhook.permissions import Permission
+from kubetune_webhook.permissions import Permission, guessed_plural
 
 ALICE = {"username": "alice", "groups": ["team-a", "system:authenticated"]}
 CREATE_JOBS = Permission("create", "batch", "jobs", NS)
@@ -74,3 +75,43 @@ def test_updates_are_not_rechecked() -> None:
     cluster = StaticCluster(forbidden={CREATE_JOBS})
     answer = _answer(cluster, changed, operation="UPDATE", old=manifest, user=ALICE)
     assert answer["allowed"] is True
+
+
+def _widget_experiment() -> dict[str, Any]:
+    manifest = experiment()
+    template = manifest["spec"]["trialTemplate"]
+    template["trialSpec"].update(apiVersion="example.com/v1", kind="Widget")
+    template["successCondition"] = "status.done == true"
+    template["failureCondition"] = "status.failed == true"
+    return manifest
+
+
+def test_a_kind_not_installed_is_admitted_with_a_warning_as_katib_admits_it() -> None:
+    """Not a 500 asking to retry: CRD and Experiment may come in one `kubectl apply`."""
+    cluster = StaticCluster(uninstalled={"Widget"})
+    response = _answer(cluster, _widget_experiment(), user=ALICE)
+    assert response["allowed"] is True, response
+    (warning,) = response["warnings"]
+    assert "kind Widget of apiVersion example.com/v1 is not installed in the cluster" in warning
+    assert "JobKindNotInstalled until its operator is installed" in warning
+
+
+def test_the_right_to_create_a_kind_not_installed_is_checked_on_its_guessed_resource() -> None:
+    cluster = StaticCluster(
+        uninstalled={"Widget"}, forbidden={Permission("create", "example.com", "widgets", NS)}
+    )
+    response = _answer(cluster, _widget_experiment(), user=ALICE)
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 400
+    message = response["status"]["message"]
+    assert f"alice may not create widgets.example.com in namespace {NS}" in message
+    assert "kind Widget of apiVersion example.com/v1 is not installed" in message
+    assert "install its operator first" in message
+
+
+@pytest.mark.parametrize(
+    ("kind", "plural"),
+    [("Widget", "widgets"), ("Status", "statuses"), ("Policy", "policies"), ("TFJob", "tfjobs")],
+)
+def test_the_guessed_resource_is_kubernetes_guess(kind: str, plural: str) -> None:
+    assert guessed_plural(kind) == plural

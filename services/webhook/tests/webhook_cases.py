@@ -10,6 +10,7 @@ from kubetune import naming
 from kubetune.kube import Resource
 from kubetune_testkit import builders
 from kubetune_webhook.permissions import Permission
+from kubetune_webhook.validating import KindNotInstalled
 
 NS = "team-a"
 LABELLED = {naming.LABEL_INJECTION: naming.INJECTION_ENABLED}
@@ -50,7 +51,8 @@ def undefaulted_experiment(name: str, namespace: str, **spec: Any) -> dict[str, 
         ),
         collector=None,
         trial_spec=builders.trial_job(
-            ["python3", "-c", "print('loss=${trialParameters.learningRate}')"], image="python:3.12"
+            ["python3", "-c", "\"print('loss=${trialParameters.learningRate}')\""],
+            image="python:3.12",
         ),
         **{"maxTrialCount": 4, **spec},
     )
@@ -70,6 +72,8 @@ class StaticCluster:
     objects: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
     forbidden: set[Permission] = field(default_factory=set)
     """What `may` refuses (every other permission is granted)."""
+    uninstalled: set[str] = field(default_factory=set)
+    """Kinds discovery does not know (their CRD is not installed)."""
     error: Exception | None = None
 
     def _fail(self) -> None:
@@ -100,6 +104,8 @@ class StaticCluster:
 
     def resource(self, api_version: str, kind: str) -> Resource:
         self._fail()
+        if kind in self.uninstalled:
+            raise KindNotInstalled(f"kind {kind} is not served by {api_version}")
         group, _, version = api_version.rpartition("/")
         return Resource(group, version, kind.lower() + "s", kind)
 

@@ -42,7 +42,8 @@ wrapper records the end before it exits, so the exit wakes the waiter with the r
 The shell side of the protocol is :func:`sh_register` and :func:`sh_record_end` (or
 :func:`sh_wrap` for both around a command, run by :func:`sh_run`: SIGTERM passed on to the
 command, and for the StdOut collector its output teed into the metrics file; :func:`wrap_argv`
-is the container command the webhook injects, the argv passed as positional parameters).
+is the container command the webhook injects: the argv passed as positional parameters and run
+as Katib runs it, joined into one shell line).
 They contain ``$$``, ``$?`` and ``$(...)``; when the webhook puts them into a container's
 ``command``/``args`` it must write every ``$`` of these fragments as ``$$`` so Kubernetes'
 ``$(VAR)`` expansion hands them to ``sh`` unchanged (a ``$$`` left as is would reach ``sh`` as
@@ -62,6 +63,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+
+from kubetune import commandline
 
 DEFAULT_LOG_DIR = "/var/log/katib"
 RUNNING = "running"
@@ -374,21 +377,39 @@ def sh_wrap(
     )
 
 
+def sh_run_line(argv: list[str]) -> tuple[str, list[str]]:
+    """The command :func:`wrap_argv` runs for ``argv``, and the positional parameters it reads.
+
+    Katib's reading (:mod:`kubetune.commandline`): the elements are joined with spaces
+    (``"$*"``) and the line is evaluated by ``sh``, or by ``bash`` for a ``bash -c`` command,
+    with no positional parameters left. The line is never one exec argument, so only each
+    element has to stay under Linux's 128 KiB. A line that is one plain command is run with
+    ``exec``, so the wrapper's SIGTERM reaches the program, not a shell in between.
+    """
+    shell, words = commandline.katib_line(argv)
+    run = "exec " if commandline.is_simple_command(" ".join(words)) else ""
+    line = f'katib_line="$*"; set --; eval "{run}$katib_line"'
+    if shell != "sh":
+        line = f'{shell} -c {shlex.quote(line)} {shell} "$@"'
+    return line, words
+
+
 def wrap_argv(
     argv: list[str], log_dir: str = DEFAULT_LOG_DIR, *, metrics_file: str | None = None
 ) -> list[str]:
-    """The wrapped container command: ``sh -c <sh_wrap script> kubetune-wrapper argv...``.
+    """The wrapped container command: ``sh -c <sh_wrap script> kubetune-wrapper words...``.
 
-    The script runs ``"$@"``, so each argument of ``argv`` stays its own exec argument and
-    reaches the training process unchanged. Why not one ``sh -c`` string with the argv
-    quoted into it: Linux refuses any single exec argument over 128 KiB (MAX_ARG_STRLEN),
-    which 2,000 hyperparameters easily exceed. What is left are the kernel's limits on the
-    training process itself (each argument under 128 KiB, argv + environment under
-    ARG_MAX). A command that cannot be started (not found, not executable, too long) makes
-    the shell exit 127 or 126, recorded as the end like any failed command.
+    ``argv`` (command + args) means what it means to Katib: one shell line, its elements
+    joined with spaces (:func:`sh_run_line`). The elements travel as positional parameters,
+    each its own exec argument, and are joined inside the shell: a joined ``sh -c`` string
+    would be one exec argument, and Linux refuses any over 128 KiB (MAX_ARG_STRLEN), which
+    2,000 hyperparameters easily exceed. A command that cannot be started (not found, not
+    executable, too long) makes the shell exit 127 or 126, recorded as the end like any
+    failed command.
     """
-    script = sh_wrap('"$@"', log_dir, metrics_file=metrics_file)
-    return ["sh", "-c", script, WRAPPER_ARGV0, *argv]
+    line, words = sh_run_line(argv)
+    script = sh_wrap(line, log_dir, metrics_file=metrics_file)
+    return ["sh", "-c", script, WRAPPER_ARGV0, *words]
 
 
 def scan_registrations(log_dir: str | os.PathLike[str]) -> dict[int, Path]:

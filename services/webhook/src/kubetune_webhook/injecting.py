@@ -4,7 +4,8 @@ Binding contract with pns-collector (`kubetune-contracts.md`, "Pod injection"): 
 (transitively) by a Trial, add the trial labels, `KATIB_TRIAL_NAME` on the primary container, the
 istio annotation unless set; for a primary pod also `shareProcessNamespace`, the `metrics-volume`
 emptyDir at the log dir, the command wrapped with `kubetune.procwait.wrap_argv` (its own `$`
-written `$$` for Kubernetes' `$(VAR)` expansion, the user's argv left as written) and the
+written `$$` for Kubernetes' `$(VAR)` expansion, the user's argv left as written and run as
+Katib runs it, joined into one shell line) and the
 sidecar `metrics-logger-and-collector` with the collector's exact flags.
 
 `inject(pod, trial, namespace, config)` is pure and idempotent: every step checks whether it is
@@ -130,11 +131,12 @@ def escape_dollars(text: str) -> str:
 
 
 def wrapped_command(argv: list[str], kind: str) -> list[str]:
-    """`sh -c <script> kubetune-wrapper argv...` (`procwait.wrap_argv`): the wrapper's `$`
-    escaped, the user's argv (and its `$(VAR)`) left as written, one element per argument.
+    """`sh -c <script> kubetune-wrapper words...` (`procwait.wrap_argv`): the wrapper's `$`
+    escaped, the user's elements (and their `$(VAR)`) left as written, one element each.
 
-    The argv stays out of the script so no element grows past Linux's 128 KiB per argument
-    (a joined `sh -c` string did, with 2,000 parameters). For StdOut the wrapper also tees
+    The elements run as Katib runs them, joined with spaces into one shell line, but the
+    joining happens inside the shell: a joined `sh -c` string is one exec argument, which
+    grows past Linux's 128 KiB with 2,000 parameters. For StdOut the wrapper also tees
     stdout+stderr into the metrics file the collector reads.
     """
     metrics_file = STDOUT_METRICS_FILE if kind == CollectorKind.STDOUT.value else None

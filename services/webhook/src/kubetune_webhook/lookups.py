@@ -2,7 +2,8 @@
 
 Everything is a GET (namespace, ConfigMap, PersistentVolume, a pod's owners, the Trial); the
 ClusterRole in kustomize/base/webhook grants exactly these. Errors other than NotFound become
-`ClusterError`, so the rules can say "cannot check, retry" instead of guessing; a name that is
+`ClusterError`, so the rules can say "cannot check, retry" instead of guessing (a kind that
+discovery does not know is `KindNotInstalled`, a definite answer); a name that is
 no valid object name raises `kubetune.errors.InvalidName` before any request (`kubetune.kube`).
 
 A GET costs milliseconds, the rules themselves a fraction of one, so two answers are kept for
@@ -34,7 +35,7 @@ from kubetune.kube import (
     Resource,
 )
 from kubetune_webhook.permissions import Permission
-from kubetune_webhook.validating import ClusterError
+from kubetune_webhook.validating import ClusterError, KindNotInstalled
 
 
 class TTLCache:
@@ -144,6 +145,8 @@ class KubeCluster:
                 found = self.kube.resource_for(api_version, kind)
             except errors.InvalidName:
                 raise
+            except errors.NotFound as e:  # not cached: its CRD may be installed any moment
+                raise KindNotInstalled(str(e)) from e
             except errors.ApiError as e:
                 raise ClusterError(str(e)) from e
             except Exception as e:

@@ -184,8 +184,9 @@ class Admission:
             cluster=self.cluster,
             options=self.options,
         )
+        author_warnings: list[str] = []
         if not problems and review.operation == "CREATE":
-            problems = self._author_problems(review)
+            problems, author_warnings = self._author_check(review)
         if not problems:
             return respond(
                 review.uid,
@@ -196,7 +197,8 @@ class Admission:
                     namespace=review.namespace,
                     cluster=self.cluster,
                     options=self.options,
-                ),
+                )
+                + author_warnings,
             )
         name = review.name or _name(review.obj)
         retry = any("; retry" in p for p in problems)
@@ -207,14 +209,16 @@ class Admission:
             message=f"Experiment {name} is invalid: " + "; ".join(problems),
         )
 
-    def _author_problems(self, review: Review) -> list[str]:
-        """The author must hold the rights kubetune uses for them (`permissions`)."""
+    def _author_check(self, review: Review) -> tuple[list[str], list[str]]:
+        """The author must hold the rights kubetune uses for them (`permissions`): the denials
+        and the warnings (a trial kind not installed yet)."""
         experiment, _ = validating.load(review.obj, "object")
         user = review.raw.get("userInfo")
         if experiment is None or not isinstance(user, dict):
-            return []
+            return [], []
         namespace = review.namespace or experiment.metadata.namespace or ""
-        return permissions.problems(experiment, namespace, user, self.cluster)
+        verdict = permissions.check(experiment, namespace, user, self.cluster)
+        return verdict.problems, verdict.warnings
 
     def mutate_pod(self, review: Review) -> dict[str, Any]:
         """Inject into a Trial's pod; admit every other pod unchanged.

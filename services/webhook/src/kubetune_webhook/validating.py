@@ -69,6 +69,11 @@ class ClusterError(Exception):
     """A lookup failed for a reason other than "not found" (the API server is unreachable...)."""
 
 
+class KindNotInstalled(ClusterError):
+    """Discovery answered: the API server serves no such kind (its CRD is not installed). A
+    definite answer, not a failure to retry; callers that only know ClusterError see one."""
+
+
 class Cluster(Protocol):
     """What validation reads from the API server; `lookups.KubeCluster` is the real one."""
 

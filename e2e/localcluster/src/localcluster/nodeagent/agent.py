@@ -26,6 +26,7 @@ from .netaddr import claim_lo_address, release_lo_address
 from .node import NodeManager, default_capacity
 from .podworker import PodWorker
 from .sandbox import reap_recorded
+from .serviceports import ServiceProxy, routes_from
 
 log = logging.getLogger("localcluster.nodeagent")
 JSON = dict[str, Any]
@@ -80,6 +81,7 @@ class Agent:
         )
         self.events = EventRecorder(self.kube, self.node_name)
         self.names = NameTable()
+        self.proxy = ServiceProxy(f"{self.state_dir}:{self.node_name}")
         self.workers: dict[str, PodWorker] = {}
         self.lock = threading.Lock()
         self.stopping = threading.Event()
@@ -197,14 +199,18 @@ class Agent:
                 self.stopping.wait(1.0)
 
     def watch_names(self, interval: float = 1.0) -> None:
-        """Keep the pods' hosts files current: re-read EndpointSlices every ``interval``."""
+        """Keep the pods' hosts files and the Service forwarders current: re-read EndpointSlices
+        and Services every ``interval``."""
         while not self.stopping.wait(interval):
             try:
-                lst = self.kube.get("/apis/discovery.k8s.io/v1/endpointslices")
+                slices = self.kube.get("/apis/discovery.k8s.io/v1/endpointslices")
+                services = self.kube.get("/api/v1/services")
             except Exception as exc:  # noqa: BLE001 - API restarts: the next round retries
-                log.debug("endpointslice list failed: %s", exc)
+                log.debug("endpointslice or service list failed: %s", exc)
                 continue
-            table = NameTable.from_slices(lst.get("items") or [])
+            items = slices.get("items") or []
+            forwarded = self.proxy.update(routes_from(services.get("items") or [], items))
+            table = NameTable.from_slices(items).with_addresses(forwarded)
             if table == self.names:
                 continue
             self.names = table
@@ -226,6 +232,7 @@ class Agent:
             w.join(timeout=15)
         if self.kubelet is not None:
             self.kubelet.stop()
+        self.proxy.close()
         if self.claimed_ip:
             release_lo_address(self.claimed_ip)
         self.events.close()

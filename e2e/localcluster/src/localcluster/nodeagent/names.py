@@ -7,7 +7,9 @@ kubelet, the agent gives each pod its own hosts file, bind-mounted at ``/etc/hos
 every container; here it also lists every Service's endpoint addresses (ClusterIPs are not
 routed: there is no kube-proxy) and the hostnames of headless-Service pods, under the names
 a pod's DNS search path (``<ns>.svc.cluster.local svc.cluster.local cluster.local``)
-would resolve. The agent re-reads EndpointSlices every second and rewrites changed files
+would resolve; a Service whose pods listen on another port than its own is named by the
+address of the agent's forwarder for it (``serviceports``). The agent re-reads EndpointSlices
+and Services every second and rewrites changed files
 in place (a bind-mounted file keeps its inode, so rename would not be seen).
 Go and glibc resolvers read /etc/hosts first; tools that only speak DNS (``nslookup``)
 do not.
@@ -66,6 +68,11 @@ class NameTable:
                 if ep.get("hostname") and addrs:
                     found.setdefault((ns, f"{ep['hostname']}.{svc}"), []).extend(addrs[:1])
         return cls({k: tuple(sorted(set(v))) for k, v in sorted(found.items()) if v})
+
+    def with_addresses(self, addresses: dict[tuple[str, str], tuple[str, ...]]) -> NameTable:
+        """The table with these names' addresses replaced (Services reached through the
+        agent's forwarders, ``serviceports``)."""
+        return NameTable(dict(sorted({**self.entries, **addresses}.items())))
 
     def render(self, pod: JSON, pod_ip: str) -> str:
         """The hosts file of one pod (its own name first, as the kubelet writes it)."""
