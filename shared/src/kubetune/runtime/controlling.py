@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Histogram
 
 from kubetune import errors
 from kubetune.clock import SYSTEM, Clock
@@ -43,7 +43,6 @@ RECONCILES = Counter(
 RECONCILE_SECONDS = Histogram(
     "kubetune_reconcile_duration_seconds", "Time spent in one reconcile", ["controller"]
 )
-QUEUE_DEPTH = Gauge("kubetune_workqueue_depth", "Keys waiting in the work queue", ["controller"])
 
 
 def own_key(obj: Obj) -> list[Key]:
@@ -99,6 +98,10 @@ class Controller:
     _stop: threading.Event | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def __post_init__(self) -> None:
+        if not self.queue.name:
+            self.queue.name = self.name  # the queue's metrics carry the controller's name
+
     def watch(
         self,
         resource: Resource,
@@ -123,7 +126,6 @@ class Controller:
         def handler(event: Event) -> None:
             for key in mapper(event.object):
                 self.queue.add(key)
-            QUEUE_DEPTH.labels(self.name).set(len(self.queue))
 
         return handler
 
@@ -245,7 +247,6 @@ class Controller:
                 self._handle(key)
             finally:
                 self.queue.done(key)
-                QUEUE_DEPTH.labels(self.name).set(len(self.queue))
 
     def start_workers(self, stop: threading.Event) -> list[threading.Thread]:
         threads = []
