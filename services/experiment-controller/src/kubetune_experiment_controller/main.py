@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from kubetune import config, flags, metrichistory, naming
 from kubetune.kube import EXPERIMENTS, SUGGESTIONS, TRIALS
 from kubetune.runtime import Controller, owner_keys, running
+from kubetune.runtime.watching import RESYNC_PERIOD
 from kubetune_experiment_controller import planning, reconciling, summaries
 
 SERVICE = "experiment-controller"
@@ -40,8 +41,8 @@ def parser() -> argparse.ArgumentParser:
         action=flags.EnvDefault,
         env="KUBETUNE_RESYNC_PERIOD",
         type=float,
-        default=300.0,
-        help="seconds between full resyncs of the caches",
+        default=RESYNC_PERIOD,
+        help="seconds between full resyncs of the caches (default 10 hours)",
     )
     return p
 

@@ -7,12 +7,14 @@ Layers: `queue` (keys, backoff and the retry bucket) < `watching` (list+watch in
 
 from kubetune.runtime.context import Context, Key, OnDemand, Result
 from kubetune.runtime.controlling import Controller, own_key, owner_keys
+from kubetune.runtime.frozen import FrozenError, thaw
 from kubetune.runtime.queue import Backoff, TokenBucket, WorkQueue
 
 __all__ = [
     "Backoff",
     "Context",
     "Controller",
+    "FrozenError",
     "Key",
     "OnDemand",
     "Result",
@@ -20,4 +22,5 @@ __all__ = [
     "WorkQueue",
     "own_key",
     "owner_keys",
+    "thaw",
 ]

@@ -35,7 +35,7 @@ from kubetune.runtime.context import (
     reconcile_log,
 )
 from kubetune.runtime.queue import WorkQueue
-from kubetune.runtime.watching import Event, Informer, object_key
+from kubetune.runtime.watching import RESYNC_PERIOD, Event, Informer, object_key
 
 RECONCILES = Counter(
     "kubetune_reconcile_total", "Reconciles by controller and outcome", ["controller", "outcome"]
@@ -86,7 +86,7 @@ class Controller:
     name: str
     reconcile: Reconcile
     workers: int = 2
-    resync_period: float = 300.0
+    resync_period: float = RESYNC_PERIOD
     namespace: str | None = None
     component: str = ""
     clock: Clock = SYSTEM
