@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+import urllib.request
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
@@ -15,6 +16,7 @@ from prometheus_client import REGISTRY
 
 from kubetune.clock import ManualClock
 from kubetune.runtime.queue import Backoff, TokenBucket, WorkQueue
+from kubetune.runtime.serving import serve_probes
 
 
 def test_duplicates_collapse() -> None:
@@ -201,6 +203,23 @@ def test_metrics_count_each_key_once_and_time_the_queue_and_the_work() -> None:
     assert _sample("kubetune_workqueue_adds_total", "metrics-test") == 4
     assert _sample("kubetune_workqueue_depth", "metrics-test") == 2  # b and c
     assert _sample("kubetune_workqueue_waiting", "metrics-test") == 0
+
+
+def test_the_queue_metrics_are_on_the_probe_endpoint() -> None:
+    q = WorkQueue(name="endpoint-test")
+    q.add("a")
+    server = serve_probes("127.0.0.1", 0, healthy=lambda: True, ready=lambda: True)
+    try:
+        port = server.server_address[1]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+    finally:
+        server.shutdown()
+        server.server_close()
+    for metric in ("depth", "waiting", "adds_total", "retries_total"):
+        assert f'kubetune_workqueue_{metric}{{controller="endpoint-test"}}' in text
+    for metric in ("queue_duration_seconds", "work_duration_seconds"):
+        assert f"kubetune_workqueue_{metric}_bucket" in text
 
 
 # --- the queue against a reference model -------------------------------------------------------

@@ -111,6 +111,7 @@ class WorkQueue:
         self._backoff = backoff or Backoff()
         self._clock = clock
         self._bucket = bucket or TokenBucket(clock=clock)
+        self._name = ""
         self.name = name
         self._cond = threading.Condition()
         self._ready: deque[Hashable] = deque()
@@ -123,6 +124,18 @@ class WorkQueue:
         self._heap: list[tuple[float, int, Hashable]] = []
         self._seq = 0
         self._shutdown = False
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @name.setter
+    def name(self, name: str) -> None:
+        """Label the metrics `name`; each shows (at zero) from now on, before its first use."""
+        self._name = name
+        if name:
+            for metric in (DEPTH, WAITING, ADDS, RETRIES, QUEUE_SECONDS, WORK_SECONDS):
+                metric.labels(name)
 
     # --- adding -------------------------------------------------------------------------------
 
