@@ -60,19 +60,24 @@ class FrozenList(list[Any]):
         return (list, (thaw(self),))
 
 
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
 def freeze(value: Any) -> Any:
-    """`value` with every dict and list in it replaced by a frozen one (a frozen one is kept)."""
-    if isinstance(value, FrozenDict | FrozenList):
+    """`value` with every dict and list in it replaced by a frozen one (a frozen one is kept,
+    so a transform's output that reuses frozen parts costs only its own new parts)."""
+    kind = type(value)
+    if kind is dict:
+        return FrozenDict({k: v if type(v) in _LEAVES else freeze(v) for k, v in value.items()})
+    if kind is list:
+        return FrozenList([v if type(v) in _LEAVES else freeze(v) for v in value])
+    if kind in _LEAVES or kind is FrozenDict or kind is FrozenList:
         return value
     if isinstance(value, dict):
-        frozen = FrozenDict()
-        dict.update(frozen, ((k, freeze(v)) for k, v in value.items()))
-        return frozen
+        return FrozenDict({k: freeze(v) for k, v in value.items()})
     if isinstance(value, list):
-        items = FrozenList()
-        list.extend(items, (freeze(item) for item in value))
-        return items
-    return value
+        return FrozenList([freeze(v) for v in value])
+    return value  # a transform's own read-only types (MappingProxyType, tuples, dataclasses)
 
 
 def freeze_object(obj: Obj) -> Obj:
