@@ -5,7 +5,6 @@ what every other reader sees."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -13,17 +12,9 @@ import pytest
 from kubetune.kube import CONFIGMAPS, Kube, Obj
 from kubetune.runtime import Context, Controller, FrozenError, Key, Result, thaw
 from kubetune.runtime.watching import Event, Informer
+from kubetune_testkit.waiting import wait_for
 
 pytestmark = pytest.mark.integration
-
-
-def wait_for(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 @pytest.fixture
@@ -60,7 +51,7 @@ def test_every_read_of_the_cache_is_read_only(
     informer.start(stop)
     assert informer.synced.wait(30)
     kube.create(CONFIGMAPS, _configmap("watched"), namespace)
-    wait_for(lambda: informer.get(namespace, "watched") is not None, "the watched object")
+    wait_for("the watched object", lambda: informer.get(namespace, "watched"))
 
     reads = {
         "get (listed)": informer.get(namespace, "listed"),
@@ -80,8 +71,8 @@ def test_every_read_of_the_cache_is_read_only(
     mine["data"]["v"] = "2"
     assert kube.replace(CONFIGMAPS, mine, namespace)["data"] == {"v": "2"}
     wait_for(
-        lambda: (informer.get(namespace, "listed") or {}).get("data") == {"v": "2"},
         "the update in the cache",
+        lambda: (informer.get(namespace, "listed") or {}).get("data") == {"v": "2"},
     )
 
 
@@ -106,10 +97,10 @@ def test_a_reconcile_reads_cached_objects_read_only_and_fresh_ones_plain(
     controller = Controller("frozen", reconcile, namespace=namespace)
     controller.watch(CONFIGMAPS, namespace=namespace)
     controller.start_informers(kube, stop)
-    wait_for(controller.synced, "the cache")
+    wait_for("the cache", controller.synced)
     controller.start_workers(stop)
     try:
-        wait_for(lambda: bool(seen), "a reconcile of the ConfigMap")
+        wait_for("a reconcile of the ConfigMap", lambda: seen)
         assert seen[0] == "refused"
         (informer,) = controller.informers
         assert informer.get(namespace, "c")["data"] == {"v": "1"}  # type: ignore[index]

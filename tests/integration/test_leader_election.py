@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,6 +18,7 @@ import pytest
 from kubetune.clock import SYSTEM
 from kubetune.kube import LEASES, Kube
 from kubetune.runtime.electing import LeaderElector
+from kubetune_testkit.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -89,15 +90,6 @@ class Watcher:
         self.thread.join(5)
 
 
-def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
 @pytest.fixture
 def stops() -> Iterator[dict[str, threading.Event]]:
     events = {"slow": threading.Event(), "fast": threading.Event()}
@@ -137,11 +129,11 @@ def test_one_leader_at_every_moment_with_clocks_15s_apart(
     watcher = Watcher(electors)
     try:
         electors[leader_first].start(stops[leader_first])
-        wait_for(electors[leader_first].is_leader.is_set, 30, f"{leader_first} to lead")
+        wait_for(f"{leader_first} to lead", electors[leader_first].is_leader.is_set)
         electors[standby].start(stops[standby])
         # Wait on the standby having read the Lease, then through several lease durations: the
         # standby must not take a Lease whose holder keeps renewing.
-        wait_for(lambda: electors[standby].observed is not None, 30, "the standby's first read")
+        wait_for("the standby's first read", lambda: electors[standby].observed is not None)
         renewals = 4 * int(LEASE / RETRY)
         transitions_before = _transitions(kube, namespace, lease)
         seen = _renewals(kube, namespace, lease, renewals)
@@ -154,8 +146,8 @@ def test_one_leader_at_every_moment_with_clocks_15s_apart(
         # The leader loses the API server: it steps down at its renew deadline, and the
         # standby takes over once the Lease has gone unrenewed for its duration.
         clients[leader_first].cut.set()
-        wait_for(electors[leader_first].lost.is_set, 30, f"{leader_first} to step down")
-        wait_for(electors[standby].is_leader.is_set, 30, f"{standby} to take over")
+        wait_for(f"{leader_first} to step down", electors[leader_first].lost.is_set)
+        wait_for(f"{standby} to take over", electors[standby].is_leader.is_set)
         assert _holder(kube, namespace, lease) == standby
         assert watcher.overlaps == [], f"two leaders at once: {watcher.overlaps[:3]}"
         assert watcher.samples > 100
