@@ -1,8 +1,9 @@
 """The one clock type: what time it is (wall clock) and how much time passed (monotonic).
 
-Controllers stamp conditions and compare Lease expiries with the wall clock, and measure
-timeouts, delays and TTLs with the monotonic one (a wall clock can jump). Everything that takes a
-clock takes a `Clock`, so a test drives both readings with one `ManualClock`.
+Controllers stamp conditions with the wall clock, and measure timeouts, delays, TTLs and Lease
+expiries with the monotonic one (a wall clock can jump, and another machine's runs apart).
+Everything that takes a clock takes a `Clock`, so a test drives both readings with one
+`ManualClock`.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from kubetune import config, flags, metrichistory, naming
 from kubetune.kube import EXPERIMENTS, SUGGESTIONS, TRIALS
 from kubetune.runtime import Controller, owner_keys, running
+from kubetune.runtime.watching import RESYNC_PERIOD
 from kubetune_experiment_controller import planning, reconciling, summaries
 
 SERVICE = "experiment-controller"
@@ -36,7 +37,9 @@ def parser() -> argparse.ArgumentParser:
         default=planning.DEFAULT_MAX_LISTED,
         help="names kept per trial list in Experiment status (newest); counts stay exact",
     )
-    flags.add_resync_period_flag(p, default=300.0, what="full resyncs of the caches")
+    flags.add_resync_period_flag(
+        p, default=RESYNC_PERIOD, what="full resyncs of the caches (default 10 hours)"
+    )
     return p
 
 

@@ -1,23 +1,27 @@
 """The controller runtime: work queue, informers, leader election, probes, process lifecycle.
 
-Layers: `queue` (keys and backoff) < `watching` (list+watch into a cache) < `context` (what
-one reconcile gets: client, cached reads, events, logger, clock, status write) < `controlling`
-(reconcile loop) < `running` (the process: flags, signals, election, probes).
+Layers: `queue` (keys, backoff and the retry bucket) < `watching` (list+watch into a cache) <
+`context` (what one reconcile gets: client, cached reads, events, logger, clock, status write)
+< `controlling` (reconcile loop) < `running` (the process: flags, signals, election, probes).
 """
 
 from kubetune.runtime.context import Context, Key, OnDemand, Result
 from kubetune.runtime.controlling import Controller, Predicate, own_key, owner_keys
-from kubetune.runtime.queue import Backoff, WorkQueue
+from kubetune.runtime.frozen import FrozenError, thaw
+from kubetune.runtime.queue import Backoff, TokenBucket, WorkQueue
 
 __all__ = [
     "Backoff",
     "Context",
     "Controller",
+    "FrozenError",
     "Key",
     "OnDemand",
     "Predicate",
     "Result",
+    "TokenBucket",
     "WorkQueue",
     "own_key",
     "owner_keys",
+    "thaw",
 ]

@@ -127,7 +127,8 @@ class Context:
         fresh: bool = False,
         trust_absent: bool = False,
     ) -> Obj | None:
-        """The object, None when it does not exist.
+        """The object, None when it does not exist; read-only when it comes from a cache
+        (`kubetune.runtime.thaw` gives a copy to change), the caller's own when fetched.
 
         Served from the cache of a watched resource (`watch` starts one the first time); a GET
         answers when no synced cache has it, since a cache may lag behind this controller's own
@@ -153,6 +154,7 @@ class Context:
     ) -> list[Obj]:
         """The cached objects of a watched resource in `namespace` (None = all) carrying
         `labels`: the caches, never a list request (10,000 Trials each pass would be costly).
+        The objects are the cache's own, read-only.
 
         Raises:
             LookupError: the controller does not watch `resource` (a wiring bug).

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Histogram
 
 from kubetune import errors
 from kubetune.clock import SYSTEM, Clock
@@ -38,7 +38,7 @@ from kubetune.runtime.context import (
     reconcile_log,
 )
 from kubetune.runtime.queue import WorkQueue
-from kubetune.runtime.watching import DELETED, Event, Informer, object_key
+from kubetune.runtime.watching import DELETED, RESYNC_PERIOD, Event, Informer, object_key
 
 RECONCILES = Counter(
     "kubetune_reconcile_total", "Reconciles by controller and outcome", ["controller", "outcome"]
@@ -46,7 +46,6 @@ RECONCILES = Counter(
 RECONCILE_SECONDS = Histogram(
     "kubetune_reconcile_duration_seconds", "Time spent in one reconcile", ["controller"]
 )
-QUEUE_DEPTH = Gauge("kubetune_workqueue_depth", "Keys waiting in the work queue", ["controller"])
 EVENTS_FILTERED = Counter(
     "kubetune_watch_events_filtered_total",
     "Updates and resyncs a watch's predicate kept out of the work queue",
@@ -101,7 +100,7 @@ class Controller:
     name: str
     reconcile: Reconcile
     workers: int = 2
-    resync_period: float = 300.0
+    resync_period: float = RESYNC_PERIOD
     namespace: str | None = None
     component: str = ""
     clock: Clock = SYSTEM
@@ -112,6 +111,10 @@ class Controller:
     on_demand: dict[Resource, Informer] = field(default_factory=dict)
     _stop: threading.Event | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        if not self.queue.name:
+            self.queue.name = self.name  # the queue's metrics carry the controller's name
 
     def watch(
         self,
@@ -156,7 +159,6 @@ class Controller:
                 return
             for key in mapper(event.object):
                 self.queue.add(key)
-            QUEUE_DEPTH.labels(self.name).set(len(self.queue))
 
         return handler
 
@@ -278,7 +280,6 @@ class Controller:
                 self._handle(key)
             finally:
                 self.queue.done(key)
-                QUEUE_DEPTH.labels(self.name).set(len(self.queue))
 
     def start_workers(self, stop: threading.Event) -> list[threading.Thread]:
         threads = []

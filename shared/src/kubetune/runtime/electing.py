@@ -1,20 +1,22 @@
 """Leader election on a `coordination.k8s.io/v1` Lease, so a controller can run two replicas.
 
 The holder renews `renewTime` every `retry_period`; another candidate takes the Lease only after
-`lease_duration` has passed without a renewal. Every write carries the resourceVersion it read,
-so two candidates racing for an expired Lease cannot both win (the loser gets a 409). A leader
-that cannot renew within `renew_deadline` steps down (`lost`), measured from the start of its
-last successful renewal and checked by a watchdog, so a request that hangs cannot keep it
-leading; every request is also bounded by the time left to that deadline. On a clean shutdown
-the election thread, and only it, releases the Lease (once) so a standby takes over at once
-instead of after `lease_duration`.
+`lease_duration` has passed without a renewal. "Passed" is measured on the candidate's own
+monotonic clock, from the moment the candidate itself saw the Lease record last change: the
+holder's `renewTime` is another machine's wall clock, and comparing it with ours would let a
+standby whose clock runs fast take the Lease from a healthy leader. Every write carries the
+resourceVersion it read, so two candidates racing for an expired Lease cannot both win (the
+loser gets a 409). A leader that cannot renew within `renew_deadline` steps down (`lost`),
+measured from the start of its last successful renewal and checked by a watchdog, so a request
+that hangs cannot keep it leading; every request is also bounded by the time left to that
+deadline. On a clean shutdown the election thread, and only it, releases the Lease (once) so a
+standby takes over at once instead of after `lease_duration`.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from datetime import datetime
 
 import urllib3
 
@@ -26,13 +28,6 @@ log = logging.getLogger(__name__)
 
 # The Kubernetes client's urllib3 pool retries an idempotent request 3 times by default.
 _TRIES = 4
-
-
-def _parse(stamp: str | None) -> float:
-    if not stamp:
-        return 0.0
-    text = stamp.replace("Z", "+00:00")
-    return datetime.fromisoformat(text).timestamp()
 
 
 class LeaderElector:
@@ -64,6 +59,9 @@ class LeaderElector:
         self._renewed_at = 0.0  # monotonic start of the last successful acquire/renew
         self._deadline = 0.0  # monotonic time by which the current attempt must end
         self._released = False
+        # The Lease record as last seen, and when (our monotonic clock) it was seen to change.
+        self._observed: Obj | None = None
+        self._observed_at = 0.0
 
     def _timeout(self) -> float:
         """A request's timeout: its share of what is left of the current attempt's deadline
@@ -100,38 +98,59 @@ class LeaderElector:
             "leaseTransitions": transitions,
         }
 
+    @property
+    def observed(self) -> Obj | None:
+        """The Lease record as this candidate last saw it (None before its first read)."""
+        return self._observed
+
+    def _observe(self, spec: Obj) -> None:
+        """Remember `spec`, restarting the expiry countdown if it differs from the last seen."""
+        if spec != self._observed:
+            self._observed = spec
+            self._observed_at = self.clock.monotonic()
+
+    def held_by_another(self, spec: Obj) -> bool:
+        """Whether `spec` names another holder whose term has not run out on our clock:
+        its lease duration since we saw the record change (renewTime is not compared)."""
+        holder = spec.get("holderIdentity") or ""
+        if not holder or holder == self.identity:
+            return False
+        duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
+        return self.clock.monotonic() < self._observed_at + duration
+
     def try_acquire_or_renew(self) -> bool:
         """One attempt; True when this process holds the Lease afterwards."""
         lease = self.kube.get_or_none(LEASES, self.name, self.namespace, timeout=self._timeout())
         if lease is None:
+            spec = self._spec(0, None)
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
                 "metadata": {"name": self.name, "namespace": self.namespace},
-                "spec": self._spec(0, None),
+                "spec": spec,
             }
             try:
                 self.kube.create(LEASES, body, self.namespace, timeout=self._timeout())
-                return True
             except errors.Conflict:
                 return False
+            self._observe(spec)
+            return True
         spec = lease.get("spec") or {}
-        holder = spec.get("holderIdentity") or ""
+        self._observe(spec)
+        if self.held_by_another(spec):
+            return False
         transitions = int(spec.get("leaseTransitions") or 0)
-        if holder == self.identity:
+        if (spec.get("holderIdentity") or "") == self.identity:
             new_spec = self._spec(transitions, spec.get("acquireTime"))
         else:
-            duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
-            expires = _parse(spec.get("renewTime") or spec.get("acquireTime")) + duration
-            if holder and expires > self.clock.now().timestamp():
-                return False
             new_spec = self._spec(transitions + 1, None)
         lease["spec"] = new_spec
         try:
             self.kube.replace(LEASES, lease, self.namespace, timeout=self._timeout())
-            return True
         except errors.Conflict:
             return False
+        self._observe(new_spec)
+        return True
 
     def release(self) -> None:
         """Give the Lease up (only if still ours, and only once) so a standby can lead at once.

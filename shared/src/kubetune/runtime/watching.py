@@ -3,8 +3,13 @@
 The informer lists (in pages), then watches from the list's resourceVersion with bookmarks so a
 quiet watch still advances its resourceVersion. When the server answers 410 Gone (the version was
 compacted away) it relists and reports the differences as events, so nothing is missed. Other
-errors restart the watch after a short, growing pause. A periodic resync hands every cached
-object to the handler again, which is how level-based controllers heal missed side effects.
+errors restart the watch after a short, growing pause. A periodic resync (every 10 hours by
+default) hands every cached object to the handler again, which is how level-based controllers
+heal missed side effects.
+
+Cached objects are frozen (`kubetune.runtime.frozen`) as they arrive: the handler, `get`,
+`select` and `objects` hand out the shared objects themselves, and a write into one raises
+instead of silently changing what every other reader sees.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from prometheus_client import Counter
 
 from kubetune import errors
 from kubetune.kube import Kube, Obj, ObjectHook, Resource
+from kubetune.runtime.frozen import freeze_object
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +46,9 @@ class Event:
 
 
 Handler = Callable[[Event], None]
+
+RESYNC_PERIOD = 10 * 60 * 60.0
+"""Seconds between resyncs: a safety net for missed side effects, not a way to poll."""
 
 PAGE_BYTES = 4 * 1024 * 1024
 """The JSON a list page should hold: small objects still come 500 a page."""
@@ -72,7 +81,7 @@ class Informer:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
-        resync_period: float = 300.0,
+        resync_period: float = RESYNC_PERIOD,
         watch_timeout: int = 300,
         resume_from: str | None = None,
         transform: Callable[[Obj], Obj] | None = None,
@@ -135,9 +144,11 @@ class Informer:
             )
             page_items = page.get("items") or []
             count = len(page_items)
-            if self.transform is not None:
-                page_items = [self.transform(item) for item in page_items]
-            items.extend(page_items)
+            transform = self.transform
+            if transform is not None:
+                items.extend(freeze_object(transform(item)) for item in page_items)
+            else:
+                items.extend(freeze_object(item) for item in page_items)
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 break
@@ -173,6 +184,7 @@ class Informer:
             return
         if self.transform is not None:
             obj = self.transform(obj)
+        obj = freeze_object(obj)
         key = object_key(obj)
         with self._lock:
             before = self.cache.pop(key, None)
