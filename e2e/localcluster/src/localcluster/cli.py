@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from localcluster import build, cluster, operators, thirdparty
+from localcluster import build, cluster, gotool, operators, thirdparty
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _thirdparty_crds(force: bool) -> int:
     try:
-        dirs = thirdparty.fetch_all(build.find_go(), force=force)
-    except build.BuildError as exc:
+        dirs = thirdparty.fetch_all(gotool.find_go(), force=force)
+    except gotool.BuildError as exc:
         print(f"[localcluster thirdparty-crds] FAILED: {exc}", file=sys.stderr)
         return 1
     for d in dirs:
