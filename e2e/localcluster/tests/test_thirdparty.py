@@ -67,7 +67,10 @@ def test_a_stamped_cache_needs_no_go(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(gotool, "FALLBACK_GO_PATHS", [])
     path = thirdparty.crd_path("kubeflow.org_pytorchjobs.yaml")
-    assert path.parent == tmp_path / "cache" / "thirdparty-crds" / "github.com/kubeflow/training-operator@v1.9.2"
+    assert (
+        path.parent
+        == tmp_path / "cache" / "thirdparty-crds" / "github.com/kubeflow/training-operator@v1.9.2"
+    )
     # A no-op fetch does not even look for go.
     assert thirdparty.fetch("/nonexistent/go", thirdparty.TRAINING_OPERATOR) == path.parent
 

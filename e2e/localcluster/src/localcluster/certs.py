@@ -160,18 +160,27 @@ SERVING_DNS = (
 )
 
 
-def generate(directory: Path, service_ip: str) -> Pki:
+def generate(directory: Path, service_ip: str, node: tuple[str, str] | None = None) -> Pki:
     """Write serving CA+cert, client CA, client certs, and the SA signing key to ``directory``.
 
     Files: ca.crt (serving CA), apiserver.crt/.key, client-ca.crt/.key, sa.key/sa.pub,
     and <user>.crt/.key for admin, controller-manager, scheduler, apiserver-kubelet-client.
+    With ``node`` (name, address) of a real node also: the API server serves on that
+    address too; kubelet-client (the node's identity, system:node:<name> in system:nodes),
+    kubelet-serving (its HTTPS port) and kube-proxy (system:kube-proxy).
     """
     directory.mkdir(parents=True, exist_ok=True)
     serving_ca = make_ca("localcluster-serving-ca")
     serving_ca.write(directory, "ca")
-    issue(
-        serving_ca, "kube-apiserver", server=True, dns=SERVING_DNS, ips=("127.0.0.1", service_ip)
-    ).write(directory, "apiserver")
+    ips = ("127.0.0.1", service_ip, *((node[1],) if node else ()))
+    issue(serving_ca, "kube-apiserver", server=True, dns=SERVING_DNS, ips=ips).write(
+        directory, "apiserver"
+    )
+    if node:
+        name, address = node
+        issue(serving_ca, name, server=True, dns=(name,), ips=(address,)).write(
+            directory, "kubelet-serving"
+        )
     client_ca = make_ca("localcluster-client-ca")
     client_ca.write(directory, "client-ca")
     users = {
@@ -181,6 +190,9 @@ def generate(directory: Path, service_ip: str) -> Pki:
         "scheduler": ("system:kube-scheduler", ()),
         "apiserver-kubelet-client": ("kube-apiserver-kubelet-client", ("system:masters",)),
     }
+    if node:
+        users["kubelet-client"] = (f"system:node:{node[0]}", ("system:nodes",))
+        users["kube-proxy"] = ("system:kube-proxy", ())
     for stem, (cn, orgs) in users.items():
         issue(client_ca, cn, orgs, client=True).write(directory, stem)
     sa_key = _key()

@@ -76,9 +76,7 @@ def go_env(*, cgo: bool = False, proxy_only_: bool = False) -> dict[str, str]:
     env = dict(os.environ)
     env.update(GOFLAGS="-mod=mod", CGO_ENABLED="1" if cgo else "0", GOTOOLCHAIN="local")
     if proxy_only_:
-        env.update(
-            GOPROXY=proxy_only(env.get("GOPROXY")), GONOPROXY="", GOPRIVATE="", GOWORK="off"
-        )
+        env.update(GOPROXY=proxy_only(env.get("GOPROXY")), GONOPROXY="", GOPRIVATE="", GOWORK="off")
     return env
 
 
