@@ -66,6 +66,8 @@ SYSCTLS = (
 )
 # nft tables kube-proxy (nftables mode) and the portmap plugin create.
 NFT_TABLES = (("ip", "kube-proxy"), ("ip6", "kube-proxy"), ("inet", "cni_hostport"))
+# iptables-nft tables where the kubelet adds its KUBE-* chains.
+IPTABLES_TABLES = tuple((f, t) for f in ("ip", "ip6") for t in ("mangle", "filter", "nat"))
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 POD_CGROUP = "kubepods"
 
@@ -373,8 +375,9 @@ def load(archive: Path) -> list[str]:
             "no real node runs (no containerd socket at "
             f"{CONTAINERD_SOCKET}): `localcluster up --node kubelet` first"
         )
-    out = ctr(["images", "import", "--no-unpack=false", str(archive)], timeout=600)
-    return [ln.split()[1] for ln in out.splitlines() if ln.startswith("unpacking ")] or [out]
+    out = ctr(["images", "import", str(archive)], timeout=600)
+    # ctr prints "<name> saved" per image it imported.
+    return [ln.split()[0] for ln in out.splitlines() if ln.split()[1:2] == ["saved"]]
 
 
 def _node_images(bins: nodebuild.NodeBinaries, directory: Path) -> list[Path]:
@@ -585,6 +588,58 @@ def nft_tables() -> list[tuple[str, str]]:
     return [t for t in NFT_TABLES if t in present]
 
 
+def _nft(args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["nft", *args], capture_output=True, text=True, check=False)
+
+
+def _kube_chains(family: str, table: str) -> tuple[list[str], list[str], bool]:
+    """In one iptables-nft table: the KUBE-* chains, the handles of other chains' rules that
+    jump to them, and whether any rule is left that is not the kubelet's."""
+    proc = _nft(["-j", "list", "table", family, table])
+    if proc.returncode != 0:
+        return [], [], False
+    items = json.loads(proc.stdout).get("nftables", [])
+    chains = [i["chain"]["name"] for i in items if "chain" in i]
+    kube = [c for c in chains if c.startswith("KUBE-")]
+    jumps: list[str] = []
+    others = False
+    for rule in (i["rule"] for i in items if "rule" in i):
+        if rule["chain"].startswith("KUBE-"):
+            continue
+        targets = [e["jump"]["target"] for e in rule["expr"] if isinstance(e, dict) and "jump" in e]
+        if any(t.startswith("KUBE-") for t in targets):
+            jumps.append(rule["chain"] + f" handle {rule['handle']}")
+        else:
+            others = True
+    return kube, jumps, others
+
+
+def kubelet_iptables() -> list[str]:
+    """The kubelet's iptables (canary, hint, firewall) chains that exist now."""
+    return [
+        f"{family} {table} {chain}"
+        for family, table in IPTABLES_TABLES
+        for chain in _kube_chains(family, table)[0]
+    ]
+
+
+def _remove_kubelet_iptables() -> None:
+    """Drop the kubelet's KUBE-* chains, and a table nothing else uses any more."""
+    for family, table in IPTABLES_TABLES:
+        kube, jumps, others = _kube_chains(family, table)
+        if not kube:
+            continue
+        for jump in jumps:
+            chain, handle = jump.split(" handle ")
+            _nft(["delete", "rule", family, table, chain, "handle", handle])
+        for chain in kube:
+            _nft(["flush", "chain", family, table, chain])
+        for chain in kube:
+            _nft(["delete", "chain", family, table, chain])
+        if not others:
+            _nft(["delete", "table", family, table])
+
+
 def bridge_exists() -> bool:
     return Path(f"/sys/class/net/{BRIDGE}").exists()
 
@@ -599,7 +654,8 @@ def teardown(containerd_root: Path, saved_sysctls: dict[str, str]) -> list[str]:
         subprocess.run(["umount", "-l", point], capture_output=True, check=False)
     _remove_cgroups()
     for family, name in nft_tables():
-        subprocess.run(["nft", "delete", "table", family, name], capture_output=True, check=False)
+        _nft(["delete", "table", family, name])
+    _remove_kubelet_iptables()
     if bridge_exists():
         subprocess.run(["ip", "link", "delete", BRIDGE], capture_output=True, check=False)
     for path in (*HOST_PATHS, containerd_root):
@@ -614,6 +670,7 @@ def leftovers(containerd_root: Path, saved_sysctls: dict[str, str]) -> list[str]
     left += [f"cgroup {c}" for c in pod_cgroups()]
     left += [f"mount {m}" for m in node_mounts((containerd_root,))]
     left += [f"nft table {f} {n}" for f, n in nft_tables()]
+    left += [f"iptables chain {c}" for c in kubelet_iptables()]
     left += [f"link {BRIDGE}"] if bridge_exists() else []
     left += [f"path {p}" for p in (*HOST_PATHS, containerd_root) if p.exists()]
     now = read_sysctls()
