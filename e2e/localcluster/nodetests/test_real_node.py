@@ -22,7 +22,7 @@ from localcluster import cluster, node, nodebuild, ociimage
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the real node runs as root")
 
-BUSYBOX = Path("/bin/busybox")  # Debian busybox-static (tox -e node installs it)
+# From Debian's busybox-static (tox -e node installs it).
 TEST_IMAGE = "localcluster.local/busybox:test"
 APPLETS = ("sh", "cat", "sleep", "httpd", "nc", "nslookup", "mkdir", "printf")
 HOST_PATHS = ("/var/lib/kubelet", "/var/lib/cni", "/var/log/containers", "/var/log/pods")
@@ -116,10 +116,7 @@ def real_node(
         pytest.fail(f"node binaries missing ({missing}): run `localcluster build-node`")
     state_dir = tmp_path_factory.mktemp("real-node")
     state = cluster.up(state_dir, node_mode="kubelet", timeout=240)
-    archive = ociimage.Image(TEST_IMAGE, entrypoint=["/bin/sh"]).add_file("bin/busybox", BUSYBOX)
-    for applet in APPLETS:
-        archive.add_symlink(f"bin/{applet}", "busybox")
-    path = ociimage.write(archive, state_dir / "busybox.tar")
+    path = ociimage.write(ociimage.busybox(TEST_IMAGE, APPLETS), state_dir / "busybox.tar")
     # Through the command users run.
     loaded = subprocess.run(
         [sys.executable, "-m", "localcluster", "load", str(path)],

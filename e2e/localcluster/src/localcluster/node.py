@@ -502,7 +502,8 @@ def delete_pods(kubectl: str, kubeconfig_path: str, timeout: float = 45) -> None
         time.sleep(0.5)
 
 
-def _pids_in_pod_cgroups() -> set[int]:
+def pod_processes() -> set[int]:
+    """Processes in the pods' cgroups (containers and sandboxes)."""
     pids: set[int] = set()
     for controller in CGROUP_ROOT.iterdir():
         top = controller / POD_CGROUP
@@ -530,7 +531,7 @@ def node_processes() -> set[int]:
     bins = nodebuild.binaries()
     ours = {str(bins[n]) for n in ("containerd", "containerd-shim-runc-v2", "kubelet")}
     ours |= {str(bins["kube-proxy"]), str(bins["runc"])}
-    return _pids_in_pod_cgroups() | _pids_running(ours)
+    return pod_processes() | _pids_running(ours)
 
 
 def _kill_all(pids_of: Callable[[], set[int]], timeout: float = 10) -> None:

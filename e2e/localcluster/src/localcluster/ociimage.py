@@ -41,6 +41,22 @@ class Image:
         return self
 
 
+def busybox(name: str, applets: tuple[str, ...], binary: Path = Path("/bin/busybox")) -> Image:
+    """A shell image from a static busybox (Debian busybox-static) with these applets."""
+    if not binary.is_file():
+        raise FileNotFoundError(f"{binary} is missing: apt-get install busybox-static")
+    image = Image(name, entrypoint=["/bin/sh"]).add_file("bin/busybox", binary)
+    for applet in applets:
+        image.add_symlink(f"bin/{applet}", "busybox")
+    return image
+
+
+def _file(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode = len(data), 0o644
+    tar.addfile(info, io.BytesIO(data))
+
+
 def _layer(files: dict[str, tuple[bytes | str, int]]) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
@@ -68,9 +84,7 @@ def _layer(files: dict[str, tuple[bytes | str, int]]) -> bytes:
 
 def _blob(tar: tarfile.TarFile, data: bytes) -> str:
     digest = hashlib.sha256(data).hexdigest()
-    info = tarfile.TarInfo(f"blobs/sha256/{digest}")
-    info.size, info.mode = len(data), 0o644
-    tar.addfile(info, io.BytesIO(data))
+    _file(tar, f"blobs/sha256/{digest}", data)
     return f"sha256:{digest}"
 
 
@@ -125,11 +139,6 @@ def write(image: Image, archive: Path) -> Path:
                 ],
             }
         )
-        for name, data in (("oci-layout", _json({"imageLayoutVersion": "1.0.0"})),):
-            info = tarfile.TarInfo(name)
-            info.size, info.mode = len(data), 0o644
-            tar.addfile(info, io.BytesIO(data))
-        info = tarfile.TarInfo("index.json")
-        info.size, info.mode = len(index), 0o644
-        tar.addfile(info, io.BytesIO(index))
+        _file(tar, "oci-layout", _json({"imageLayoutVersion": "1.0.0"}))
+        _file(tar, "index.json", index)
     return archive
