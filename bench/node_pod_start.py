@@ -16,11 +16,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
-from kubernetes import client, config, watch
 
 from localcluster import cluster, node, nodebuild, ociimage
+from localcluster.nodeagent.kube import Kube
 
 IMAGE = "localcluster.local/busybox:bench"
 
@@ -44,21 +45,21 @@ def _pod(name: str) -> dict[str, object]:
     }
 
 
-def _ready(pod: client.V1Pod) -> bool:
-    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+def _ready(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def start_one(core: client.CoreV1Api, name: str, timeout: int = 120) -> float:
+def start_one(kube: Kube, name: str, timeout: int = 120) -> float:
     """Seconds from the create call to the pod's Ready condition."""
+    pods = "/api/v1/namespaces/default/pods"
+    rv = kube.get(pods)["metadata"]["resourceVersion"]
     t0 = time.monotonic()
-    core.create_namespaced_pod("default", _pod(name))
-    for event in watch.Watch().stream(
-        core.list_namespaced_pod,
-        "default",
-        field_selector=f"metadata.name={name}",
-        timeout_seconds=timeout,
+    kube.post(pods, _pod(name))
+    for event in kube.watch(
+        pods, timeout_seconds=timeout, fieldSelector=f"metadata.name={name}", resourceVersion=rv
     ):
-        if _ready(event["object"]):
+        if _ready(event.get("object") or {}):
             return time.monotonic() - t0
     raise RuntimeError(f"pod {name} not Ready within {timeout} s")
 
@@ -109,9 +110,8 @@ def main() -> int:
             archive = ociimage.write(ociimage.busybox(IMAGE, ("sh", "sleep")), Path(d) / "bb.tar")
             node.load(archive)
             idle = idle_cost(state, args.idle_window)
-            config.load_kube_config(state.kubeconfig)
-            core = client.CoreV1Api()
-            times = [start_one(core, f"bench-{i}") for i in range(args.pods)]
+            kube = Kube(state.kubeconfig)
+            times = [start_one(kube, f"bench-{i}") for i in range(args.pods)]
         finally:
             cluster.down(Path(state.state_dir), quiet=True)
     times.sort()

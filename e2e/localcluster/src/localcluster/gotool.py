@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 CACHE_ENV = "KUBETUNE_CACHE"
@@ -146,11 +147,11 @@ def go_line(gomod: str) -> str:
     return next((ln for ln in gomod.splitlines() if ln.startswith("go ")), "go 1.24")
 
 
-def stamp_matches(stamp: Path, expected: dict[str, object], files: list[Path]) -> bool:
+def stamp_matches(stamp: Path, expected: Mapping[str, object], files: list[Path]) -> bool:
     """The stamp records exactly ``expected`` and every built file exists."""
     if not stamp.exists() or not all(f.exists() for f in files):
         return False
     try:
-        return bool(json.loads(stamp.read_text()) == expected)
+        return bool(json.loads(stamp.read_text()) == dict(expected))
     except ValueError:
         return False

@@ -223,7 +223,9 @@ def kubelet_config(pki: Path, ip: str, port: int, healthz_port: int) -> dict[str
     }
 
 
-def kube_proxy_config(kubeconfig_path: Path, node_name: str, ports: dict[str, int]) -> dict:
+def kube_proxy_config(
+    kubeconfig_path: Path, node_name: str, ports: dict[str, int]
+) -> dict[str, Any]:
     return {
         "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
         "kind": "KubeProxyConfiguration",
