@@ -199,6 +199,16 @@ def test_a_cluster_ip_service_reaches_a_pod(real_node: cluster.State) -> None:
     wait_for("the Service answered through kube-proxy", lambda: "served-by-web" in fetch())
 
 
+def test_a_second_real_node_is_refused_while_one_runs(
+    real_node: cluster.State, tmp_path: Path
+) -> None:
+    with pytest.raises(
+        cluster.ClusterError, match=f"already runs on this machine from {real_node.state_dir}"
+    ):
+        cluster.up(tmp_path / "second", node_mode="kubelet", quiet=True)
+    assert pod_ready(real_node, "echo"), "the running node was disturbed"
+
+
 def test_down_leaves_nothing_behind(real_node: cluster.State, snapshot: dict[str, object]) -> None:
     containerd_root = real_node.node_dir / "containerd-root"
     assert cluster.down(Path(real_node.state_dir), quiet=True)
