@@ -93,8 +93,11 @@ def node_ip() -> str:
 
 
 def validate_mode(mode: str) -> None:
+    """A known mode, and root (containerd, the kubelet and CNI change the host)."""
     if mode not in NODE_MODES:
         raise NodeError(f"--node {mode!r} is not a node mode: choose from {', '.join(NODE_MODES)}")
+    if os.geteuid() != 0:
+        raise NodeError("the real node runs as root (it mounts, makes cgroups and a bridge)")
 
 
 # --- the one-node-per-machine lock ---------------------------------------------------------
