@@ -40,18 +40,50 @@ class Files:
     key: Path
 
 
-def issue(out_dir: Path, dns_names: Sequence[str], ips: Sequence[str], days: int = 365) -> Files:
-    """Write `ca.crt`/`ca.key` (reused when present) and a new `tls.crt`/`tls.key`."""
+def make_ca(common_name: str = "kubetune-webhook-ca", days: float = 3650) -> tuple[bytes, bytes]:
+    """(certificate PEM, key PEM) of a self-signed CA."""
+    ca = pki.make_ca(common_name, days=days)
+    return ca.cert_pem, ca.key_pem
+
+
+def make_serving(
+    ca_cert_pem: bytes,
+    ca_key_pem: bytes,
+    dns_names: Sequence[str],
+    ips: Sequence[str],
+    days: float = 365,
+) -> tuple[bytes, bytes]:
+    """(certificate PEM, key PEM) for a server answering on these names and addresses."""
     if not dns_names and not ips:
         raise ValueError("give at least one DNS name or IP address")
+    try:
+        ca = pki.KeyPair.load(ca_cert_pem, ca_key_pem)
+    except ValueError:
+        raise ValueError("the CA key must be an EC key made by `webhook certs`") from None
+    # A CN holds 64 characters at most (a long namespace's Service name does not fit); clients
+    # check the SANs, the CN only names the certificate.
+    common = (dns_names[0] if dns_names else ips[0])[:64]
+    leaf = pki.issue(ca, common, server=True, dns=dns_names, ips=ips, days=days)
+    return leaf.cert_pem, leaf.key_pem
+
+
+write_atomic = pki.write_atomic
+
+
+def issue(out_dir: Path, dns_names: Sequence[str], ips: Sequence[str], days: int = 365) -> Files:
+    """Write `ca.crt`/`ca.key` (reused when present) and a new `tls.crt`/`tls.key`."""
+    out_dir.mkdir(parents=True, exist_ok=True)
     files = Files(out_dir / CA_CERT, out_dir / CA_KEY, out_dir / TLS_CERT, out_dir / TLS_KEY)
     if files.ca_cert.exists() and files.ca_key.exists():
-        ca = pki.KeyPair.load(files.ca_cert.read_bytes(), files.ca_key.read_bytes())
+        ca_cert, ca_key = files.ca_cert.read_bytes(), files.ca_key.read_bytes()
     else:
-        ca = pki.make_ca("kubetune-webhook-ca")
-        ca.write(out_dir, "ca")
-    cn = dns_names[0] if dns_names else ips[0]
-    pki.issue(ca, cn, server=True, dns=dns_names, ips=ips, days=days).write(out_dir, "tls")
+        ca_cert, ca_key = make_ca()
+        write_atomic(files.ca_key, ca_key, 0o600)
+        write_atomic(files.ca_cert, ca_cert)
+    cert, key = make_serving(ca_cert, ca_key, dns_names, ips, days)
+    # Key first: a reader that sees the new key with the old cert fails to load and retries.
+    write_atomic(files.key, key, 0o600)
+    write_atomic(files.cert, cert)
     return files
 
 
