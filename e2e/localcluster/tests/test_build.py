@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from localcluster import build
+from localcluster import build, gotool
 
 RELEASE_GOMOD = """module k8s.io/kubernetes
 
@@ -47,7 +47,7 @@ def test_wrapper_gomod_pins_staging_to_v0_and_keeps_go_and_godebug() -> None:
 
 
 def test_wrapper_gomod_without_staging_lines_is_an_error() -> None:
-    with pytest.raises(build.BuildError):
+    with pytest.raises(gotool.BuildError):
         build.wrapper_gomod("v1.35.4", "module k8s.io/kubernetes\n\ngo 1.25.0\n")
 
 
@@ -73,24 +73,24 @@ def test_real_release_gomod(tmp_path: Path) -> None:
 
 def test_missing_go_says_install_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(build, "FALLBACK_GO_PATHS", [])
-    with pytest.raises(build.BuildError, match=r"install Go 1\.24"):
-        build.find_go()
+    monkeypatch.setattr(gotool, "FALLBACK_GO_PATHS", [])
+    with pytest.raises(gotool.BuildError, match=r"install Go 1\.24"):
+        gotool.find_go()
 
 
 def test_build_cli_reports_missing_go(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(build, "FALLBACK_GO_PATHS", [])
+    monkeypatch.setattr(gotool, "FALLBACK_GO_PATHS", [])
     assert build.main() == 1
     err = capsys.readouterr().err
     assert "Go 1.24+ is required" in err
 
 
 def test_failed_compile_shows_the_compiler_error(tmp_path: Path) -> None:
-    go = build.find_go()
+    go = gotool.find_go()
     (tmp_path / "go.mod").write_text("module example.local/broken\n\ngo 1.24\n")
     (tmp_path / "main.go").write_text("package main\n\nfunc main() { undefinedThing() }\n")
-    with pytest.raises(build.BuildError, match="undefined: undefinedThing"):
-        build._run([go, "build", "-o", str(tmp_path / "out"), "."], tmp_path)
+    with pytest.raises(gotool.BuildError, match="undefined: undefinedThing"):
+        gotool.run([go, "build", "-o", str(tmp_path / "out"), "."], tmp_path)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from localcluster import build, operators
+from localcluster import gotool, operators
 
 ARGO_GOMOD = """module github.com/argoproj/argo-workflows/v3
 
@@ -51,12 +51,12 @@ def test_module_copy_restores_the_file_the_zip_dropped(tmp_path: Path) -> None:
     assert restored.read_text() == "package osspecific\n"
     (osdir / "signal_darwin.go").chmod(0o644)
     (osdir / "signal_darwin.go").unlink()
-    with pytest.raises(build.BuildError, match=r"cannot restore .*signal_linux\.go"):
+    with pytest.raises(gotool.BuildError, match=r"cannot restore .*signal_linux\.go"):
         operators._copy_module(operators.ARGO_WORKFLOWS, module, tmp_path / "src2")
 
 
 def test_stamp_names_the_pin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KUBETUNE_OPERATORS_CACHE", str(tmp_path))
+    monkeypatch.setenv("KUBETUNE_CACHE", str(tmp_path))
     op = operators.TRAINING_OPERATOR
     assert not operators.is_built(op)
     binary = operators.binary(op)
@@ -73,7 +73,7 @@ def test_stamp_names_the_pin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_unknown_operator_names_the_choices() -> None:
-    with pytest.raises(build.BuildError, match=r"unknown operator.*training-operator"):
+    with pytest.raises(gotool.BuildError, match=r"unknown operator.*training-operator"):
         operators.build_all(["tekton"])
 
 
@@ -87,16 +87,17 @@ def test_a_second_build_waits_for_the_running_one_and_finds_it_cached(
     import sys
     import time
 
-    monkeypatch.setenv("KUBETUNE_OPERATORS_CACHE", str(tmp_path))
+    monkeypatch.setenv("KUBETUNE_CACHE", str(tmp_path))
     op = operators.TRAINING_OPERATOR
     go_version = "go1.0-test"
     work = operators.work_dir(op)
     bin_dir = work / "bin"
-    with open(tmp_path / f".{work.name}.lock", "w") as lock:
+    work.parent.mkdir(parents=True)
+    with open(work.parent / f".{work.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the "first build", still running
         script = (
-            "import sys; from localcluster import operators;"
-            "operators._run = lambda argv, cwd: 'go1.0-test';"  # `go env GOVERSION` only
+            "import sys; from localcluster import gotool, operators;"
+            "gotool.go_version = lambda go: 'go1.0-test';"
             "print('bin', operators.build_operator(operators.TRAINING_OPERATOR, 'go'))"
         )
         second = subprocess.Popen(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from localcluster import build, cli, thirdparty
+from localcluster import cli, gotool, thirdparty
 from localcluster.pytest_plugin import ClusterHandle
 
 # file -> (CRD name, kind, group): what the tests of the other packages install them for.
@@ -54,20 +54,23 @@ def test_unknown_file_names_the_known_ones() -> None:
 def test_missing_go_with_an_empty_cache_says_install_go(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("KUBETUNE_THIRDPARTY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("KUBETUNE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(build, "FALLBACK_GO_PATHS", [])
-    with pytest.raises(build.BuildError, match=r"install Go 1\.24"):
+    monkeypatch.setattr(gotool, "FALLBACK_GO_PATHS", [])
+    with pytest.raises(gotool.BuildError, match=r"install Go 1\.24"):
         thirdparty.crd_path("kubeflow.org_tfjobs.yaml")
 
 
 def test_a_stamped_cache_needs_no_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KUBETUNE_THIRDPARTY_CACHE", str(tmp_path / "cache"))
-    thirdparty.fetch(build.find_go(), thirdparty.TRAINING_OPERATOR)
+    monkeypatch.setenv("KUBETUNE_CACHE", str(tmp_path / "cache"))
+    thirdparty.fetch(gotool.find_go(), thirdparty.TRAINING_OPERATOR)
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(build, "FALLBACK_GO_PATHS", [])
+    monkeypatch.setattr(gotool, "FALLBACK_GO_PATHS", [])
     path = thirdparty.crd_path("kubeflow.org_pytorchjobs.yaml")
-    assert path.parent == tmp_path / "cache" / "github.com/kubeflow/training-operator@v1.9.2"
+    assert (
+        path.parent
+        == tmp_path / "cache" / "thirdparty-crds" / "github.com/kubeflow/training-operator@v1.9.2"
+    )
     # A no-op fetch does not even look for go.
     assert thirdparty.fetch("/nonexistent/go", thirdparty.TRAINING_OPERATOR) == path.parent
 
@@ -75,8 +78,8 @@ def test_a_stamped_cache_needs_no_go(tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_a_stamp_of_another_pin_is_fetched_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("KUBETUNE_THIRDPARTY_CACHE", str(tmp_path / "cache"))
-    target = thirdparty.fetch(build.find_go(), thirdparty.ARGO_WORKFLOWS)
+    monkeypatch.setenv("KUBETUNE_CACHE", str(tmp_path / "cache"))
+    target = thirdparty.fetch(gotool.find_go(), thirdparty.ARGO_WORKFLOWS)
     stamp = target / thirdparty.STAMP
     stamp.write_text(json.dumps({"module": "x", "version": "v0.0.1", "sum": "h1:old"}))
     (target / "argoproj.io_workflows.yaml").write_text("stale")
@@ -89,20 +92,20 @@ def test_a_stamp_of_another_pin_is_fetched_again(
 def test_a_sum_other_than_the_pinned_one_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("KUBETUNE_THIRDPARTY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("KUBETUNE_CACHE", str(tmp_path / "cache"))
     wrong = dataclasses.replace(thirdparty.ARGO_WORKFLOWS, sum="h1:AAAA=")
-    with pytest.raises(build.BuildError, match=r"pinned h1:AAAA="):
-        thirdparty.fetch(build.find_go(), wrong)
+    with pytest.raises(gotool.BuildError, match=r"pinned h1:AAAA="):
+        thirdparty.fetch(gotool.find_go(), wrong)
     assert not (tmp_path / "cache" / wrong.key).exists()
 
 
 def test_a_file_missing_from_the_module_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("KUBETUNE_THIRDPARTY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("KUBETUNE_CACHE", str(tmp_path / "cache"))
     missing = dataclasses.replace(thirdparty.ARGO_WORKFLOWS, files=("manifests/no-such.yaml",))
-    with pytest.raises(build.BuildError, match=r"manifests/no-such\.yaml is not in the module"):
-        thirdparty.fetch(build.find_go(), missing)
+    with pytest.raises(gotool.BuildError, match=r"manifests/no-such\.yaml is not in the module"):
+        thirdparty.fetch(gotool.find_go(), missing)
     assert not (tmp_path / "cache" / missing.key).exists()
 
 
@@ -111,13 +114,13 @@ def test_a_file_missing_from_the_module_is_named(
     [
         ("https://proxy.golang.org,direct", "https://proxy.golang.org"),
         ("https://a.example|https://b.example,off", "https://a.example,https://b.example"),
-        ("direct", thirdparty.DEFAULT_PROXY),
-        ("off", thirdparty.DEFAULT_PROXY),
-        (None, thirdparty.DEFAULT_PROXY),
+        ("direct", gotool.DEFAULT_PROXY),
+        ("off", gotool.DEFAULT_PROXY),
+        (None, gotool.DEFAULT_PROXY),
     ],
 )
 def test_only_the_module_proxy_is_used(goproxy: str | None, expected: str) -> None:
-    assert thirdparty.proxy_only(goproxy) == expected
+    assert gotool.proxy_only(goproxy) == expected
 
 
 def test_cli_prints_the_crd_paths(capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,29 +11,25 @@ from __future__ import annotations
 import datetime
 import fcntl
 import json
-import os
 import re
-import shutil
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from localcluster import gotool, thirdparty
+from localcluster.gotool import BuildError
+
 K8S_VERSION = "v1.35.4"
 ETCD_VERSION = "v3.6.5"
+# The release's h1: sum, checked against what the module proxy serves.
+K8S_SUM = {"v1.35.4": "h1:o/8dBC/pHVpYoGV4OAIytAlNPZbdYVTXJHoYvXC4qzM="}
 K8S_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+NODE_COMMANDS = ("kubelet", "kube-proxy")
 BUILD_TAGS = "selinux,notest,grpcnotrace"
-MIN_GO = (1, 24)
-# Where the official tarball installs Go, often without being put on PATH.
-FALLBACK_GO_PATHS = ["/usr/local/go/bin/go"]
 
 _STAGING_RE = re.compile(
     r"^\s*(?:replace\s+)?k8s\.io/([\w.-]+)\s+=>\s+\./staging/src/k8s\.io/\1\s*$"
 )
-
-
-class BuildError(RuntimeError):
-    """A build step failed; the message carries the tool's own error output."""
 
 
 @dataclass(frozen=True)
@@ -52,12 +48,8 @@ class Binaries:
 
 
 def cache_root() -> Path:
-    """Return the binary cache root (overridable so CI can point at a persistent disk)."""
-    env = os.environ.get("KUBETUNE_K8S_CACHE")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "kubetune" / "k8s"
+    """``<cache>/k8s``: the control-plane binaries, one directory per release."""
+    return gotool.cache_root("k8s")
 
 
 def binaries(version: str = K8S_VERSION) -> Binaries:
@@ -65,46 +57,7 @@ def binaries(version: str = K8S_VERSION) -> Binaries:
 
 
 def _progress(msg: str) -> None:
-    print(f"[localcluster build] {msg}", flush=True)
-
-
-def find_go() -> str:
-    """Locate a Go >= 1.24 toolchain or fail with one clear message."""
-    go = shutil.which("go") or next((p for p in FALLBACK_GO_PATHS if Path(p).exists()), None)
-    hint = (
-        "Go 1.24+ is required to build the local control plane: install Go 1.24 or newer "
-        "(https://go.dev/dl/) and make sure `go` is on PATH."
-    )
-    if go is None:
-        raise BuildError(hint)
-    out = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, check=False)
-    m = re.match(r"go(\d+)\.(\d+)", out.stdout.strip())
-    if out.returncode != 0 or m is None or (int(m[1]), int(m[2])) < MIN_GO:
-        raise BuildError(f"{hint} Found: {out.stdout.strip() or out.stderr.strip()}")
-    return go
-
-
-def _go_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(GOFLAGS="-mod=mod", CGO_ENABLED="0", GOTOOLCHAIN="local")
-    return env
-
-
-def _run(cmd: list[str], cwd: Path) -> str:
-    proc = subprocess.run(cmd, cwd=cwd, env=_go_env(), capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise BuildError(
-            f"command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr}{proc.stdout}"
-        )
-    return proc.stdout
-
-
-def _download(go: str, module: str, version: str, cwd: Path) -> dict[str, str]:
-    out = _run([go, "mod", "download", "-json", f"{module}@{version}"], cwd)
-    info: dict[str, str] = json.loads(out)
-    if info.get("Error"):
-        raise BuildError(f"go mod download {module}@{version}: {info['Error']}")
-    return info
+    gotool.progress("build", msg)
 
 
 def staging_modules(gomod_text: str) -> list[str]:
@@ -123,7 +76,7 @@ def wrapper_gomod(version: str, release_gomod: str) -> str:
     names = staging_modules(release_gomod)
     if not names:
         raise BuildError(f"no staging replace lines found in k8s.io/kubernetes@{version} go.mod")
-    go_line = next((ln for ln in release_gomod.splitlines() if ln.startswith("go ")), "go 1.24")
+    go_line = gotool.go_line(release_gomod)
     godebug = [ln for ln in release_gomod.splitlines() if ln.startswith("godebug ")]
     lines = [
         "module example.local/k8sbins",
@@ -138,20 +91,6 @@ def wrapper_gomod(version: str, release_gomod: str) -> str:
     lines += [f"\tk8s.io/{n} => k8s.io/{n} {staging_version}" for n in names]
     lines += [")", ""]
     return "\n".join(lines)
-
-
-def _tools_go(packages: list[str]) -> str:
-    imports = "\n".join(f'\t_ "{p}"' for p in packages)
-    return f"//go:build tools\n\npackage tools\n\nimport (\n{imports}\n)\n"
-
-
-def _stamp_matches(stamp: Path, expected: dict[str, str], files: list[Path]) -> bool:
-    if not stamp.exists() or not all(f.exists() for f in files):
-        return False
-    try:
-        return bool(json.loads(stamp.read_text()) == expected)
-    except ValueError:
-        return False
 
 
 def _ldflags(version: str, commit: str) -> str:
@@ -179,35 +118,48 @@ def _origin_hash(info_path: str) -> str:
     return str(data.get("Origin", {}).get("Hash", ""))
 
 
-def build_kubernetes(go: str, version: str = K8S_VERSION, force: bool = False) -> Binaries:
+def build_kubernetes(
+    go: str,
+    version: str = K8S_VERSION,
+    force: bool = False,
+    commands: tuple[str, ...] = K8S_COMMANDS,
+) -> Binaries:
+    """Build (or reuse) ``commands`` of one release into its bin directory.
+
+    The control plane (the default) and the node's kubelet and kube-proxy are two builds of
+    the same wrapper module, each in its own work directory and under its own stamp, so
+    building the node never invalidates the control plane that every test env needs.
+    """
     bins = binaries(version)
-    work = bins.bin_dir.parent
-    go_version = _run([go, "env", "GOVERSION"], Path.cwd()).strip()
+    node = commands != K8S_COMMANDS
+    work = bins.bin_dir.parent.with_name(f"{version}-node") if node else bins.bin_dir.parent
     expected = {
         "version": version,
-        "go": go_version,
+        "go": gotool.go_version(go),
         "tags": BUILD_TAGS,
-        "commands": ",".join(K8S_COMMANDS),
+        "commands": ",".join(commands),
     }
-    stamp = bins.bin_dir / ".k8s-stamp.json"
-    if not force and _stamp_matches(stamp, expected, [bins.path(c) for c in K8S_COMMANDS]):
-        _progress(f"kubernetes {version}: cached in {bins.bin_dir}")
+    stamp = bins.bin_dir / (".k8s-node-stamp.json" if node else ".k8s-stamp.json")
+    what = f"kubernetes {version} ({', '.join(commands)})"
+    if not force and gotool.stamp_matches(stamp, expected, [bins.path(c) for c in commands]):
+        _progress(f"{what}: cached in {bins.bin_dir}")
         return bins
     work.mkdir(parents=True, exist_ok=True)
-    _progress(f"kubernetes {version}: reading the release go.mod")
-    info = _download(go, "k8s.io/kubernetes", version, work)
+    _progress(f"{what}: reading the release go.mod")
+    info = gotool.download_pinned(go, "k8s.io/kubernetes", version, K8S_SUM[version])
     gomod = wrapper_gomod(version, Path(info["GoMod"]).read_text())
     n = len(staging_modules(Path(info["GoMod"]).read_text()))
-    _progress(f"kubernetes {version}: wrapper module with {n} staging replace lines in {work}")
+    _progress(f"{what}: wrapper module with {n} staging replace lines in {work}")
     (work / "go.mod").write_text(gomod)
     (work / "go.sum").unlink(missing_ok=True)
-    pkgs = [f"k8s.io/kubernetes/cmd/{c}" for c in K8S_COMMANDS]
-    (work / "tools.go").write_text(_tools_go(pkgs))
-    _progress(f"kubernetes {version}: go mod tidy (downloads modules)")
-    _run([go, "mod", "tidy"], work)
+    pkgs = [f"k8s.io/kubernetes/cmd/{c}" for c in commands]
+    (work / "tools.go").write_text(gotool.tools_go(pkgs))
+    _progress(f"{what}: go mod tidy (downloads modules)")
+    gotool.run([go, "mod", "tidy"], work)
     bins.bin_dir.mkdir(parents=True, exist_ok=True)
-    _progress(f"kubernetes {version}: go build {' '.join(K8S_COMMANDS)} (long on a cold cache)")
-    _run(
+    stamp.unlink(missing_ok=True)
+    _progress(f"{what}: go build (long on a cold cache)")
+    gotool.run(
         [
             go,
             "build",
@@ -225,7 +177,7 @@ def build_kubernetes(go: str, version: str = K8S_VERSION, force: bool = False) -
         work,
     )
     stamp.write_text(json.dumps(expected))
-    _progress(f"kubernetes {version}: done")
+    _progress(f"{what}: done")
     return bins
 
 
@@ -235,30 +187,27 @@ def build_etcd(
     bin_dir = binaries(k8s_version).bin_dir
     target = bin_dir / "etcd"
     work = cache_root() / f"etcd-{version}"
-    go_version = _run([go, "env", "GOVERSION"], Path.cwd()).strip()
+    go_version = gotool.go_version(go)
     expected = {"version": version, "go": go_version}
     stamp = bin_dir / ".etcd-stamp.json"
-    if not force and _stamp_matches(stamp, expected, [target]):
+    if not force and gotool.stamp_matches(stamp, expected, [target]):
         _progress(f"etcd {version}: cached in {target}")
         return target
     work.mkdir(parents=True, exist_ok=True)
     _progress(f"etcd {version}: wrapper module in {work}")
-    info = _download(go, "go.etcd.io/etcd/server/v3", version, work)
-    go_line = next(
-        (ln for ln in Path(info["GoMod"]).read_text().splitlines() if ln.startswith("go ")),
-        "go 1.24",
-    )
+    info = gotool.download(go, "go.etcd.io/etcd/server/v3", version, work)
+    go_line = gotool.go_line(Path(info["GoMod"]).read_text())
     (work / "go.mod").write_text(
         f"module example.local/etcdbin\n\n{go_line}\n\n"
         f"require go.etcd.io/etcd/server/v3 {version}\n"
     )
     (work / "go.sum").unlink(missing_ok=True)
-    (work / "tools.go").write_text(_tools_go(["go.etcd.io/etcd/server/v3"]))
+    (work / "tools.go").write_text(gotool.tools_go(["go.etcd.io/etcd/server/v3"]))
     _progress(f"etcd {version}: go mod tidy")
-    _run([go, "mod", "tidy"], work)
+    gotool.run([go, "mod", "tidy"], work)
     bin_dir.mkdir(parents=True, exist_ok=True)
     _progress(f"etcd {version}: go build")
-    _run(
+    gotool.run(
         [
             go,
             "build",
@@ -284,10 +233,8 @@ def build_all(force: bool = False) -> Binaries:
 
     Raises BuildError with go's output.
     """
-    from localcluster import thirdparty  # it imports this module: no cycle at import time
-
-    go = find_go()
-    _progress(f"using {go} ({_run([go, 'env', 'GOVERSION'], Path.cwd()).strip()})")
+    go = gotool.find_go()
+    _progress(f"using {go} ({gotool.go_version(go)})")
     root = cache_root()
     root.mkdir(parents=True, exist_ok=True)
     # One build at a time: CI runs several tox envs at once, each starting with this build;

@@ -1,4 +1,5 @@
-"""``localcluster`` command: build, build-operators, thirdparty-crds, up, down, status, env."""
+"""``localcluster`` command: build, build-node, build-operators, thirdparty-crds, up, load, down,
+status, env."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from localcluster import build, cluster, operators, thirdparty
+from localcluster import build, cluster, gotool, node, nodebuild, operators, thirdparty
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,7 +36,24 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="image -> command table passed to the node agent",
     )
+    u.add_argument(
+        "--node",
+        choices=node.NODE_MODES,
+        default="",
+        help="run a real node (containerd, kubelet, kube-proxy, CNI, CoreDNS; root, one per "
+        "machine; `build-node` first) instead of the node agent",
+    )
     u.add_argument("--timeout", type=float, default=cluster.READY_TIMEOUT)
+    n = sub.add_parser(
+        "build-node",
+        help="build the real node's binaries (kubelet, kube-proxy, containerd, runc, CNI "
+        "plugins, CoreDNS, pause) into the cache (once)",
+    )
+    n.add_argument("--force", action="store_true", help="rebuild even when cached")
+    ld = sub.add_parser(
+        "load", help="import OCI or docker-save image archives into the real node's containerd"
+    )
+    ld.add_argument("archives", nargs="+", type=Path)
     o = sub.add_parser(
         "build-operators",
         help="build the real training-operator and Argo Workflows binaries into the cache (once)",
@@ -56,6 +74,10 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "build":
         return build.main(force=args.force)
+    if args.command == "build-node":
+        return nodebuild.main(force=args.force)
+    if args.command == "load":
+        return _load(args.archives)
     if args.command == "build-operators":
         return operators.main(args.names, force=args.force)
     if args.command == "thirdparty-crds":
@@ -69,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
                 with_nodeagent=False if args.no_nodeagent else None,
                 image_map=args.image_map,
                 timeout=args.timeout,
+                node_mode=args.node,
             )
         except cluster.ClusterError as exc:
             print(f"[localcluster] up FAILED: {exc}", file=sys.stderr)
@@ -98,13 +121,24 @@ def main(argv: list[str] | None = None) -> int:
 
 def _thirdparty_crds(force: bool) -> int:
     try:
-        dirs = thirdparty.fetch_all(build.find_go(), force=force)
-    except build.BuildError as exc:
+        dirs = thirdparty.fetch_all(gotool.find_go(), force=force)
+    except gotool.BuildError as exc:
         print(f"[localcluster thirdparty-crds] FAILED: {exc}", file=sys.stderr)
         return 1
     for d in dirs:
         for path in sorted(d.glob("*.yaml")):
             print(path)
+    return 0
+
+
+def _load(archives: list[Path]) -> int:
+    for archive in archives:
+        try:
+            names = node.load(archive)
+        except node.NodeError as exc:
+            print(f"[localcluster load] FAILED: {exc}", file=sys.stderr)
+            return 1
+        print(f"[localcluster load] {archive}: {', '.join(names)}")
     return 0
 
 

@@ -26,7 +26,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from localcluster import build, certs, kubeconfig
+import yaml
+
+from localcluster import build, certs, kubeconfig, node
 
 SERVICE_CIDR = "10.0.0.0/24"
 SERVICE_IP = "10.0.0.1"
@@ -35,7 +37,16 @@ READY_TIMEOUT = 90.0
 STOP_TIMEOUT = 10.0
 NODEAGENT_MODULE = "localcluster.nodeagent"
 # Components in start order; ``down`` stops them in reverse.
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "nodeagent")
+COMPONENTS = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "nodeagent",
+    "containerd",
+    "kubelet",
+    "kube-proxy",
+)
 
 
 class ClusterError(RuntimeError):
@@ -73,6 +84,14 @@ class State:
     server: str = ""
     node_name: str = ""
     version: str = ""
+    # A real node (``up --node kubelet``): its mode, address and the host settings to restore.
+    node_mode: str = ""
+    node_ip: str = ""
+    sysctls: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def node_dir(self) -> Path:
+        return Path(self.state_dir) / "node"
 
     @property
     def path(self) -> Path:
@@ -93,10 +112,10 @@ class State:
         return cls(components=comps, **data)
 
 
-def free_port() -> int:
-    """Ask the kernel for a free loopback port (bind to 0, read it back, release it)."""
+def free_port(host: str = "127.0.0.1") -> int:
+    """Ask the kernel for a free port (bind to 0, read it back, release it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return int(s.getsockname()[1])
 
 
@@ -318,10 +337,15 @@ def _etcd_args(bins: build.Binaries, data: Path, client: int, peer: int) -> list
 
 
 def _apiserver_args(
-    bins: build.Binaries, pki: certs.Pki, etcd_port: int, port: int, cert_dir: Path
+    bins: build.Binaries,
+    pki: certs.Pki,
+    etcd_port: int,
+    port: int,
+    cert_dir: Path,
+    node_ip: str = "",
 ) -> list[str]:
     p = pki.p
-    return [
+    args = [
         str(bins.path("kube-apiserver")),
         f"--etcd-servers=http://127.0.0.1:{etcd_port}",
         "--etcd-prefix=/registry",
@@ -355,6 +379,20 @@ def _apiserver_args(
         "--profiling=false",
         "--v=1",
     ]
+    if node_ip:
+        # Pods reach the kubernetes Service: serve on the node's address and keep its
+        # endpoint by lease; the kubelet's serving certificate is checked against our CA.
+        replace = {
+            "--bind-address=127.0.0.1": f"--bind-address={node_ip}",
+            "--advertise-address=127.0.0.1": f"--advertise-address={node_ip}",
+            "--endpoint-reconciler-type=none": "--endpoint-reconciler-type=lease",
+            f"--service-account-issuer=https://127.0.0.1:{port}": (
+                f"--service-account-issuer=https://{node_ip}:{port}"
+            ),
+        }
+        args = [replace.get(a, a) for a in args]
+        args.append(f"--kubelet-certificate-authority={p('ca.crt')}")
+    return args
 
 
 def _kcm_args(
@@ -447,9 +485,11 @@ def up(
     bind_to_parent: bool = False,
     timeout: float = READY_TIMEOUT,
     quiet: bool = False,
+    node_mode: str = "",
 ) -> State:
     """Start etcd, kube-apiserver, KCM, scheduler (and the node agent) and wait for Ready.
 
+    ``node_mode="kubelet"`` runs a real node instead of the node agent (see ``node``).
     On any failure everything already started is stopped again before the error is raised.
     """
 
@@ -466,6 +506,14 @@ def up(
     old = State.load(state_dir)
     if old is not None and _is_running(old):
         raise ClusterError(f"a cluster already runs from {state_dir}: `localcluster down` first")
+    node_ip = ""
+    if node_mode:
+        try:
+            node.validate_mode(node_mode)
+            node_ip = node.node_ip()
+            node.claim(state_dir, _runs_from)
+        except node.NodeError as exc:
+            raise ClusterError(str(exc)) from None
     if old is not None:
         _cleanup(old)
     if state_dir.exists():
@@ -479,12 +527,15 @@ def up(
         for n in (
             "etcd-client",
             "etcd-peer",
-            "kube-apiserver",
             "kube-controller-manager",
             "kube-scheduler",
         )
     }
-    server = f"https://127.0.0.1:{ports['kube-apiserver']}"
+    ports["kube-apiserver"] = free_port(node_ip or "127.0.0.1")
+    if node_mode:
+        ports["kubelet"] = free_port(node_ip)
+        ports.update({n: free_port() for n in node.LOCAL_PORTS})
+    server = f"https://{node_ip or '127.0.0.1'}:{ports['kube-apiserver']}"
     state = State(
         state_dir=str(state_dir),
         etcd_data_dir=str(etcd_data),
@@ -493,6 +544,9 @@ def up(
         kubectl=str(bins.kubectl),
         server=server,
         version=bins.version,
+        node_mode=node_mode,
+        node_ip=node_ip,
+        sysctls=node.read_sysctls() if node_mode else {},
     )
     state.save()
     try:
@@ -517,7 +571,8 @@ def _start_all(
     deadline = t0 + timeout
     state_dir = Path(state.state_dir)
     ports = state.ports
-    pki = certs.generate(state_dir / "pki", SERVICE_IP)
+    real_node = (NODE_NAME, state.node_ip) if state.node_mode else None
+    pki = certs.generate(state_dir / "pki", SERVICE_IP, node=real_node)
     for stem, user in (
         ("admin", "admin"),
         ("controller-manager", "kube-controller-manager"),
@@ -548,7 +603,12 @@ def _start_all(
     api = starter.start(
         "kube-apiserver",
         _apiserver_args(
-            bins, pki, ports["etcd-client"], ports["kube-apiserver"], state_dir / "certs" / "api"
+            bins,
+            pki,
+            ports["etcd-client"],
+            ports["kube-apiserver"],
+            state_dir / "certs" / "api",
+            state.node_ip,
         ),
     )
     ctx = _ssl_context(pki)
@@ -580,6 +640,10 @@ def _start_all(
         _wait(f"{comp.name} /healthz", lambda u=url: _http_ok(u, insecure), deadline, comp)
     say(f"controller-manager and scheduler healthy ({time.monotonic() - t0:.1f}s)")
 
+    if state.node_mode:
+        _start_node(state, pki, starter, deadline, say)
+        say(f"cluster up in {time.monotonic() - t0:.1f}s; export KUBECONFIG={state.kubeconfig}")
+        return
     if with_nodeagent is None and os.environ.get("LOCALCLUSTER_NODEAGENT") == "0":
         with_nodeagent = False
     run_agent = nodeagent_available() if with_nodeagent is None else with_nodeagent
@@ -611,6 +675,76 @@ def _start_all(
     say(f"cluster up in {time.monotonic() - t0:.1f}s; export KUBECONFIG={state.kubeconfig}")
 
 
+def _start_node(state: State, pki: certs.Pki, starter: _Starter, deadline: float, say: Any) -> None:
+    """containerd (with the node's own images), kubelet, kube-proxy, then CoreDNS."""
+    t0 = time.monotonic()
+    node_dir = state.node_dir
+    node_dir.mkdir(parents=True, exist_ok=True)
+    for stem, user in (("kubelet", "kubelet-client"), ("kube-proxy", "kube-proxy")):
+        kubeconfig.write(
+            node_dir / f"{stem}.kubeconfig",
+            state.server,
+            pki.p("ca.crt"),
+            pki.p(f"{user}.crt"),
+            pki.p(f"{user}.key"),
+            user,
+        )
+    try:
+        cmds = node.prepare(node_dir, pki.directory, state.node_ip, NODE_NAME, state.ports)
+        # Whatever an earlier node left (it was killed before its `down`) goes first.
+        node.teardown(node_dir / "containerd-root", {})
+        containerd = starter.start("containerd", cmds["containerd"], env=node.containerd_env())
+        _wait("containerd", node.containerd_ready, deadline, containerd)
+        node.import_node_images(node_dir)
+        say(f"containerd ready, node images imported ({time.monotonic() - t0:.1f}s)")
+    except node.NodeError as exc:
+        raise ClusterError(str(exc)) from None
+    kubelet = starter.start("kubelet", cmds["kubelet"])
+    starter.start("kube-proxy", cmds["kube-proxy"])
+    state.node_name = NODE_NAME
+    state.save()
+    _wait(
+        f"node {NODE_NAME} Ready and untainted",
+        lambda: _node_ready(state, NODE_NAME),
+        deadline,
+        kubelet,
+    )
+    say(f"node {NODE_NAME} (kubelet) Ready ({time.monotonic() - t0:.1f}s)")
+    manifests = node_dir / "coredns.yaml"
+    manifests.write_text(yaml.safe_dump_all(node.coredns_manifests()))
+    out = subprocess.run(
+        [state.kubectl, "--kubeconfig", state.kubeconfig, "apply", "-f", str(manifests)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise ClusterError(f"deploying CoreDNS failed: {out.stderr}")
+    _wait(
+        "CoreDNS Ready",
+        lambda: _deployment_available(state, "kube-system", "coredns"),
+        deadline,
+        kubelet,
+    )
+    say(f"CoreDNS ready at {node.DNS_SERVICE_IP} ({time.monotonic() - t0:.1f}s)")
+
+
+def _deployment_available(state: State, namespace: str, name: str) -> bool:
+    out = subprocess.run(
+        [state.kubectl, "--kubeconfig", state.kubeconfig, "-n", namespace, "get", "deployment",
+         name, "-o", "jsonpath={.status.availableReplicas}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )  # fmt: skip
+    return out.returncode == 0 and out.stdout.strip() not in ("", "0")
+
+
+def _runs_from(state_dir: Path) -> bool:
+    old = State.load(state_dir)
+    return old is not None and _is_running(old)
+
+
 def _node_ready(state: State, name: str) -> bool:
     """Ready=True and the not-ready taint removed by the node-lifecycle controller."""
     out = subprocess.run(
@@ -633,6 +767,26 @@ def _node_ready(state: State, name: str) -> bool:
     return ready and not tainted
 
 
+def _stop_node(state: State, quiet: bool) -> None:
+    """Delete the pods (no controller recreates them), stop the node, clean the host."""
+    for name in ("kube-scheduler", "kube-controller-manager"):
+        comp = state.components.get(name)
+        if comp is not None and pid_alive(comp.pid):
+            stop_group(comp.pid)
+    api = state.components.get("kube-apiserver")
+    containerd = state.components.get("containerd")
+    if api and pid_alive(api.pid) and containerd and pid_alive(containerd.pid):
+        node.delete_pods(state.kubectl, state.kubeconfig)
+    for name in ("kube-proxy", "kubelet", "containerd"):
+        comp = state.components.get(name)
+        if comp is not None and (_group_alive(comp.pid) or pid_alive(comp.pid)):
+            stop_group(comp.pid)
+    left = node.teardown(state.node_dir / "containerd-root", state.sysctls)
+    node.release(Path(state.state_dir))
+    if left and not quiet:
+        print(f"[localcluster] the node left behind: {'; '.join(left)}", file=sys.stderr)
+
+
 def _cleanup(state: State) -> None:
     shutil.rmtree(state.etcd_data_dir, ignore_errors=True)
 
@@ -648,6 +802,8 @@ def down(state_dir: Path | None = None, *, quiet: bool = False, remove_state: bo
         if not quiet:
             print(f"[localcluster] no cluster state in {state_dir}")
         return False
+    if state.node_mode:
+        _stop_node(state, quiet)
     for name in reversed(COMPONENTS):
         comp = state.components.get(name)
         if comp is None:

@@ -6,7 +6,7 @@ through the Go module proxy only and checked against the pinned ``h1:`` sums, th
 in a wrapper module as ``localcluster build`` does for Kubernetes: the release's own
 ``replace`` lines are copied into the wrapper (a dependency's replace lines do not apply
 to the module that requires it). A stamp (module, version, sum, Go version, packages)
-makes later runs a no-op. ``KUBETUNE_OPERATORS_CACHE`` overrides the cache root.
+makes later runs a no-op. They live in ``<cache>/operators`` (see ``gotool.cache_root``).
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from localcluster import build, thirdparty
+from localcluster import gotool, thirdparty
+from localcluster.gotool import BuildError
 
 STAMP = ".operator-stamp.json"
 _REPLACE_RE = re.compile(r"^\s*(?:replace\s+)?(\S+)(?:\s+\S+)?\s+=>\s+(\S+)\s+(v\S+)\s*$")
@@ -70,12 +70,8 @@ OPERATORS = {op.name: op for op in (TRAINING_OPERATOR, ARGO_WORKFLOWS)}
 
 
 def cache_root() -> Path:
-    """Return the operator cache root (overridable so CI can point at a persistent disk)."""
-    env = os.environ.get("KUBETUNE_OPERATORS_CACHE")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "kubetune" / "operators"
+    """``<cache>/operators``: one directory per operator release."""
+    return gotool.cache_root("operators")
 
 
 def work_dir(op: Operator) -> Path:
@@ -89,27 +85,11 @@ def binary(op: Operator, name: str | None = None) -> Path:
 
 
 def _progress(msg: str) -> None:
-    print(f"[localcluster build-operators] {msg}", flush=True)
-
-
-def _env() -> dict[str, str]:
-    env = build._go_env()
-    env.update(
-        GOPROXY=thirdparty.proxy_only(env.get("GOPROXY")),
-        GONOPROXY="",
-        GOPRIVATE="",
-        GOWORK="off",
-    )
-    return env
+    gotool.progress("build-operators", msg)
 
 
 def _run(cmd: list[str], cwd: Path) -> str:
-    proc = subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise build.BuildError(
-            f"command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr}{proc.stdout}"
-        )
-    return proc.stdout
+    return gotool.run(cmd, cwd, gotool.go_env(proxy_only_=True))
 
 
 def _expected(op: Operator, go_version: str) -> dict[str, object]:
@@ -160,7 +140,7 @@ def replace_lines(gomod: str) -> list[str]:
 
 def wrapper_gomod(op: Operator, release_gomod: str, local_copy: bool) -> str:
     """go.mod of the wrapper: require the release, its replace lines, and the local copy."""
-    go_line = next((ln for ln in release_gomod.splitlines() if ln.startswith("go ")), "go 1.24")
+    go_line = gotool.go_line(release_gomod)
     replaces = replace_lines(release_gomod)
     if local_copy:
         replaces.append(f"{op.module.path} => ./src")
@@ -190,7 +170,7 @@ def _copy_module(op: Operator, module_dir: Path, dest: Path) -> None:
         if dst.exists():
             continue  # a later release ships it as a file: nothing to restore
         if not src.exists():
-            raise build.BuildError(
+            raise BuildError(
                 f"{op.module.key}: cannot restore {missing}: {original} is not in the module"
             )
         shutil.copyfile(src, dst)
@@ -215,7 +195,7 @@ def build_operator(op: Operator, go: str, force: bool = False) -> Path:
 
 def _build_locked(op: Operator, go: str, work: Path, force: bool) -> Path:
     bin_dir = work / "bin"
-    go_version = _run([go, "env", "GOVERSION"], Path.cwd()).strip()
+    go_version = gotool.go_version(go)
     expected = _expected(op, go_version)
     if not force and is_built(op, go_version):
         _progress(f"{op.name} {op.module.version}: cached in {bin_dir}")
@@ -223,7 +203,7 @@ def _build_locked(op: Operator, go: str, work: Path, force: bool) -> Path:
     started = time.monotonic()
     work.mkdir(parents=True, exist_ok=True)
     _progress(f"{op.module.key}: go mod download (module proxy, pinned sum)")
-    info = thirdparty._download(go, op.module)
+    info = thirdparty.download(go, op.module)
     release_gomod = Path(info["GoMod"]).read_text()
     if op.restore:
         _progress(f"{op.name}: module copy with {', '.join(op.restore)} restored")
@@ -231,7 +211,7 @@ def _build_locked(op: Operator, go: str, work: Path, force: bool) -> Path:
     (work / "go.mod").write_text(wrapper_gomod(op, release_gomod, bool(op.restore)))
     (work / "go.sum").unlink(missing_ok=True)
     pkgs = [f"{op.module.path}/{p}" for p in op.packages]
-    (work / "tools.go").write_text(build._tools_go(pkgs))
+    (work / "tools.go").write_text(gotool.tools_go(pkgs))
     _progress(f"{op.name}: go mod tidy")
     _run([go, "mod", "tidy"], work)
     bin_dir.mkdir(parents=True, exist_ok=True)
@@ -260,10 +240,10 @@ def build_all(names: list[str] | None = None, force: bool = False) -> list[Path]
     """Build the named operators (all by default)."""
     unknown = [n for n in names or [] if n not in OPERATORS]
     if unknown:
-        raise build.BuildError(
+        raise BuildError(
             f"unknown operator(s) {', '.join(unknown)}: choose from {', '.join(OPERATORS)}"
         )
-    go = build.find_go()
+    go = gotool.find_go()
     return [build_operator(OPERATORS[n], go, force=force) for n in names or list(OPERATORS)]
 
 
@@ -271,7 +251,7 @@ def main(names: list[str] | None = None, force: bool = False) -> int:
     """``localcluster build-operators``."""
     try:
         dirs = build_all(names, force=force)
-    except build.BuildError as exc:
+    except BuildError as exc:
         print(f"[localcluster build-operators] FAILED: {exc}", file=sys.stderr)
         return 1
     for d in dirs:

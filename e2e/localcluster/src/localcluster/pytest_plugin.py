@@ -87,7 +87,11 @@ def cluster_state_dir() -> Iterator[Path]:
 
 @pytest.fixture(scope="session")
 def cluster(cluster_state_dir: Path) -> Iterator[ClusterHandle]:
-    """Bring the control plane up once per session and always tear it down again."""
+    """Bring the control plane up once per session and always tear it down again.
+
+    ``LOCALCLUSTER_NODE=kubelet`` runs it with a real node instead of the node agent
+    (root, ``localcluster build-node`` first; one real node per machine).
+    """
     existing = _existing_cluster()
     if existing is not None:
         yield existing
@@ -107,7 +111,12 @@ def cluster(cluster_state_dir: Path) -> Iterator[ClusterHandle]:
         signal.signal(signal.SIGTERM, on_term)
     try:
         try:
-            state = lc.up(cluster_state_dir, bind_to_parent=True, quiet=True)
+            state = lc.up(
+                cluster_state_dir,
+                bind_to_parent=True,
+                quiet=True,
+                node_mode=os.environ.get("LOCALCLUSTER_NODE", ""),
+            )
         except lc.ClusterError as exc:
             pytest.fail(f"local cluster failed to start: {exc}", pytrace=False)
         yield ClusterHandle(

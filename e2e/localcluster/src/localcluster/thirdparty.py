@@ -10,16 +10,14 @@ version-stamped cache beside the Kubernetes binaries.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from localcluster import build
+from localcluster import gotool
+from localcluster.gotool import BuildError
 
 
 @dataclass(frozen=True)
@@ -68,17 +66,12 @@ ARGO_WORKFLOWS = Module(
     ),
 )
 MODULES = (TRAINING_OPERATOR, ARGO_WORKFLOWS)
-DEFAULT_PROXY = "https://proxy.golang.org"
 STAMP = ".thirdparty-stamp.json"
 
 
 def cache_root() -> Path:
-    """Return the CRD cache root (overridable so CI can point at a persistent disk)."""
-    env = os.environ.get("KUBETUNE_THIRDPARTY_CACHE")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "kubetune" / "thirdparty-crds"
+    """``<cache>/thirdparty-crds``: one directory per pinned module."""
+    return gotool.cache_root("thirdparty-crds")
 
 
 def module_dir(module: Module) -> Path:
@@ -88,7 +81,7 @@ def module_dir(module: Module) -> Path:
 
 def _progress(msg: str) -> None:
     # stderr: stdout of `localcluster thirdparty-crds` is the list of paths, for scripts.
-    print(f"[localcluster build] {msg}", file=sys.stderr, flush=True)
+    gotool.progress("build", msg, stderr=True)
 
 
 def _by_filename() -> dict[str, Module]:
@@ -111,41 +104,9 @@ def is_cached(module: Module) -> bool:
         return False
 
 
-def proxy_only(goproxy: str | None) -> str:
-    """GOPROXY without ``direct`` or ``off``: a miss must fail, never clone from a VCS host."""
-    entries = [p for p in (goproxy or "").replace("|", ",").split(",") if p.strip()]
-    kept = [p.strip() for p in entries if p.strip() not in ("direct", "off")]
-    return ",".join(kept) or DEFAULT_PROXY
-
-
-def _download(go: str, module: Module) -> dict[str, str]:
-    env = build._go_env()
-    # Module proxy only: no VCS fallback, and no private patterns that would bypass the proxy.
-    env.update(GOPROXY=proxy_only(env.get("GOPROXY")), GONOPROXY="", GOPRIVATE="", GOWORK="off")
-    with tempfile.TemporaryDirectory(prefix="kubetune-gomod-") as cwd:
-        proc = subprocess.run(
-            [go, "mod", "download", "-json", module.key],
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    try:
-        info: dict[str, str] = json.loads(proc.stdout)
-    except ValueError:
-        info = {}
-    if proc.returncode != 0 or info.get("Error") or not info.get("Zip"):
-        raise build.BuildError(
-            f"go mod download {module.key} (GOPROXY={env['GOPROXY']}) failed: "
-            f"{info.get('Error') or proc.stderr.strip() or proc.stdout.strip()}"
-        )
-    if info.get("Sum") != module.sum:
-        raise build.BuildError(
-            f"{module.key}: the module proxy served sum {info.get('Sum')}, pinned {module.sum}; "
-            "refusing its CRDs (fix the pin in localcluster/thirdparty.py after checking why)"
-        )
-    return info
+def download(go: str, module: Module) -> dict[str, str]:
+    """The module's zip through the module proxy only, checked against the pinned sum."""
+    return gotool.download_pinned(go, module.path, module.version, module.sum)
 
 
 def fetch(go: str, module: Module, force: bool = False) -> Path:
@@ -155,7 +116,7 @@ def fetch(go: str, module: Module, force: bool = False) -> Path:
         _progress(f"{module.key}: CRDs cached in {target}")
         return target
     _progress(f"{module.key}: go mod download (module proxy)")
-    info = _download(go, module)
+    info = download(go, module)
     target.parent.mkdir(parents=True, exist_ok=True)
     # Fill a sibling directory, then rename: concurrent sessions never see half a cache.
     staging = Path(tempfile.mkdtemp(prefix=".fetching-", dir=target.parent))
@@ -166,7 +127,7 @@ def fetch(go: str, module: Module, force: bool = False) -> Path:
                 try:
                     data = zf.read(f"{module.key}/{inner}")
                 except KeyError:
-                    raise build.BuildError(
+                    raise BuildError(
                         f"{module.key}: {inner} is not in the module zip {info['Zip']}"
                     ) from None
                 (staging / Path(inner).name).write_bytes(data)
@@ -192,7 +153,7 @@ def fetch_all(go: str, force: bool = False) -> list[Path]:
 def crd_path(filename: str) -> Path:
     """Path of a cached third-party CRD file (e.g. ``argoproj.io_workflows.yaml``).
 
-    Fetches its module first when the cache lacks it; raises ``build.BuildError`` naming the
+    Fetches its module first when the cache lacks it; raises ``gotool.BuildError`` naming the
     fix when Go is missing or the module proxy cannot serve the pinned version.
     """
     module = _by_filename().get(filename)
@@ -202,5 +163,5 @@ def crd_path(filename: str) -> Path:
             f"{', '.join(sorted(_by_filename()))} (add its module to localcluster/thirdparty.py)"
         )
     if not is_cached(module):
-        fetch(build.find_go(), module)
+        fetch(gotool.find_go(), module)
     return module_dir(module) / filename

@@ -11,17 +11,11 @@ patched into named Mutating/ValidatingWebhookConfigurations.
 from __future__ import annotations
 
 import base64
-import datetime
-import ipaddress
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from kubetune import pki
 
 # The configurations `webhook certs --patch` fills the caBundle of (re-exported for main).
 from kubetune.kube import (
@@ -46,55 +40,10 @@ class Files:
     key: Path
 
 
-def _key() -> ec.EllipticCurvePrivateKey:
-    # P-256: the API server (Go) accepts it and handshakes are cheaper than with RSA.
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-
-
-def _now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC)
-
-
-def make_ca(common_name: str = "kubetune-webhook-ca", days: int = 3650) -> tuple[bytes, bytes]:
+def make_ca(common_name: str = "kubetune-webhook-ca", days: float = 3650) -> tuple[bytes, bytes]:
     """(certificate PEM, key PEM) of a self-signed CA."""
-    key = _key()
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    now = _now()
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
+    ca = pki.make_ca(common_name, days=days)
+    return ca.cert_pem, ca.key_pem
 
 
 def make_serving(
@@ -102,48 +51,23 @@ def make_serving(
     ca_key_pem: bytes,
     dns_names: Sequence[str],
     ips: Sequence[str],
-    days: int = 365,
+    days: float = 365,
 ) -> tuple[bytes, bytes]:
     """(certificate PEM, key PEM) for a server answering on these names and addresses."""
     if not dns_names and not ips:
         raise ValueError("give at least one DNS name or IP address")
-    ca_cert = x509.load_pem_x509_certificate(ca_cert_pem)
-    ca_key = serialization.load_pem_private_key(ca_key_pem, password=None)
-    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
-        raise ValueError("the CA key must be an EC key made by `webhook certs`")
-    key = _key()
+    try:
+        ca = pki.KeyPair.load(ca_cert_pem, ca_key_pem)
+    except ValueError:
+        raise ValueError("the CA key must be an EC key made by `webhook certs`") from None
     # A CN holds 64 characters at most (a long namespace's Service name does not fit); clients
     # check the SANs, the CN only names the certificate.
     common = (dns_names[0] if dns_names else ips[0])[:64]
-    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
-    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
-    now = _now()
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)]))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=days))
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
+    leaf = pki.issue(ca, common, server=True, dns=dns_names, ips=ips, days=days)
+    return leaf.cert_pem, leaf.key_pem
 
 
-def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
+write_atomic = pki.write_atomic
 
 
 def issue(out_dir: Path, dns_names: Sequence[str], ips: Sequence[str], days: int = 365) -> Files:

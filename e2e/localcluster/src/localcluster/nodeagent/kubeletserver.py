@@ -9,9 +9,7 @@ API server does not verify kubelet certificates unless told to.
 
 from __future__ import annotations
 
-import datetime as dt
 import glob
-import ipaddress
 import logging
 import os
 import ssl
@@ -20,12 +18,10 @@ import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from kubetune import pki
 
 from . import spdy
 
@@ -34,40 +30,9 @@ log = logging.getLogger(__name__)
 
 def self_signed(directory: str, ip: str, name: str) -> tuple[str, str]:
     """Write a serving cert/key for ip and name; returns their paths."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"system:node:{name}")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=7))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName(name), x509.IPAddress(ipaddress.ip_address(ip))]
-            ),
-            critical=False,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    os.makedirs(directory, exist_ok=True)
-    crt_path = os.path.join(directory, "kubelet.crt")
-    key_path = os.path.join(directory, "kubelet.key")
-    with open(crt_path, "wb") as fh:
-        fh.write(cert.public_bytes(serialization.Encoding.PEM))
-    with open(key_path, "wb") as fh:
-        fh.write(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
-    os.chmod(key_path, 0o600)
-    return crt_path, key_path
+    pair = pki.issue(None, f"system:node:{name}", server=True, dns=(name,), ips=(ip,), days=7)
+    crt, key = pair.write(Path(directory), "kubelet")
+    return str(crt), str(key)
 
 
 def log_files(state_dir: str, ns: str, pod: str, container: str) -> list[str]:

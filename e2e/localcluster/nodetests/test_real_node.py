@@ -1,0 +1,235 @@
+"""The real node (``localcluster up --node kubelet``) on this machine: pods from a locally
+made image run, their logs and exec work, cluster DNS and a ClusterIP Service answer, and
+``down`` leaves nothing on the host. Needs root and ``localcluster build-node`` (tox -e node).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from cryptography import x509
+
+from localcluster import cluster, node, nodebuild, ociimage
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the real node runs as root")
+
+# From Debian's busybox-static (tox -e node installs it).
+TEST_IMAGE = "localcluster.local/busybox:test"
+APPLETS = ("sh", "cat", "sleep", "httpd", "nc", "nslookup", "mkdir", "printf")
+HOST_PATHS = ("/var/lib/kubelet", "/var/lib/cni", "/var/log/containers", "/var/log/pods")
+WAIT = 120.0
+
+
+def kubectl(state: cluster.State, *args: str, check: bool = True) -> str:
+    proc = subprocess.run(
+        [state.kubectl, "--kubeconfig", state.kubeconfig, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=90,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)}: {proc.stderr}")
+    return proc.stdout
+
+
+def apply(state: cluster.State, *objs: dict[str, object]) -> None:
+    subprocess.run(
+        [state.kubectl, "--kubeconfig", state.kubeconfig, "apply", "-f", "-"],
+        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objs)}),
+        text=True,
+        check=True,
+        capture_output=True,
+    )
+
+
+def wait_for(what: str, check: object, timeout: float = WAIT) -> None:
+    assert callable(check)
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+def pod(name: str, script: str, labels: dict[str, str] | None = None) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": labels or {}},
+        "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": TEST_IMAGE,
+                    "imagePullPolicy": "Never",
+                    "command": ["/bin/sh", "-c", script],
+                }
+            ],
+        },
+    }
+
+
+def pod_ready(state: cluster.State, name: str) -> bool:
+    out = kubectl(state, "get", "pod", name, "-o", "json", check=False)
+    if not out:
+        return False
+    conds = json.loads(out).get("status", {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+
+
+def host_snapshot() -> dict[str, object]:
+    """What the tests compare before ``up`` and after ``down``."""
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
+    return {
+        "sysctls": node.read_sysctls(),
+        "nft tables": sorted(tables.splitlines()),
+        "veths": sorted(ln.split(":")[1].strip() for ln in links.splitlines() if "veth" in ln),
+    }
+
+
+@pytest.fixture(scope="module")
+def snapshot() -> dict[str, object]:
+    return host_snapshot()
+
+
+@pytest.fixture(scope="module")
+def real_node(
+    snapshot: dict[str, object], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[cluster.State]:
+    missing = nodebuild.binaries().missing()
+    if missing:
+        pytest.fail(f"node binaries missing ({missing}): run `localcluster build-node`")
+    state_dir = tmp_path_factory.mktemp("real-node")
+    state = cluster.up(state_dir, node_mode="kubelet", timeout=240)
+    path = ociimage.write(ociimage.busybox(TEST_IMAGE, APPLETS), state_dir / "busybox.tar")
+    # Through the command users run.
+    loaded = subprocess.run(
+        [sys.executable, "-m", "localcluster", "load", str(path)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert f"busybox.tar: {TEST_IMAGE}" in loaded.stdout
+    yield state
+    cluster.down(state_dir, quiet=True)
+
+
+def test_the_node_is_ready_with_its_own_identity(real_node: cluster.State) -> None:
+    out = json.loads(kubectl(real_node, "get", "node", cluster.NODE_NAME, "-o", "json"))
+    info = out["status"]["nodeInfo"]
+    assert info["kubeletVersion"] == "v1.35.4"
+    assert info["containerRuntimeVersion"] == "containerd://2.4.2"
+    assert {"type": "InternalIP", "address": real_node.node_ip} in out["status"]["addresses"]
+    # The kubelet signs in as the node (system:node:<name> in system:nodes, from the cluster's
+    # client CA), which the Node authorizer lets renew the node's own lease.
+    kcfg = yaml.safe_load((real_node.node_dir / "kubelet.kubeconfig").read_text())
+    pem = base64.b64decode(kcfg["users"][0]["user"]["client-certificate-data"])
+    cert = x509.load_pem_x509_certificate(pem)
+    assert cert.subject.rfc4514_string() == f"CN=system:node:{cluster.NODE_NAME},O=system:nodes"
+    ca = x509.load_pem_x509_certificate(
+        (Path(real_node.state_dir) / "pki/client-ca.crt").read_bytes()
+    )
+    assert cert.issuer == ca.subject
+
+    def lease_holder() -> str:
+        out = kubectl(
+            real_node, "-n", "kube-node-lease", "get", "lease", cluster.NODE_NAME,
+            "-o", "jsonpath={.spec.holderIdentity}", check=False,
+        )  # fmt: skip
+        return out
+
+    wait_for("the node's lease", lambda: lease_holder() == cluster.NODE_NAME)
+
+
+def test_a_pod_from_a_local_image_runs_logs_and_exec(real_node: cluster.State) -> None:
+    apply(real_node, pod("echo", "echo hello-from-the-node; exec sleep 3600"))
+    wait_for("pod echo Ready", lambda: pod_ready(real_node, "echo"))
+    wait_for("its log", lambda: "hello-from-the-node" in kubectl(real_node, "logs", "echo"))
+    out = kubectl(real_node, "exec", "echo", "--", "cat", "/etc/hostname")
+    assert out.strip() == "echo"
+
+
+def test_cluster_dns_resolves_the_kubernetes_service(real_node: cluster.State) -> None:
+    apply(real_node, pod("dns", "exec sleep 3600"))
+    wait_for("pod dns Ready", lambda: pod_ready(real_node, "dns"))
+
+    def lookup() -> str:
+        return kubectl(
+            real_node, "exec", "dns", "--", "nslookup", "kubernetes.default.svc.cluster.local",
+            check=False,
+        )  # fmt: skip
+
+    wait_for("kubernetes.default resolved to 10.0.0.1", lambda: "10.0.0.1" in lookup())
+
+
+def test_a_cluster_ip_service_reaches_a_pod(real_node: cluster.State) -> None:
+    server = pod(
+        "web",
+        "mkdir -p /www && echo served-by-web > /www/index.html && exec httpd -f -p 8080 -h /www",
+        labels={"app": "web"},
+    )
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]},
+    }
+    apply(real_node, server, service, pod("client", "exec sleep 3600"))
+    wait_for("pods Ready", lambda: pod_ready(real_node, "web") and pod_ready(real_node, "client"))
+
+    def fetch() -> str:
+        request = 'printf "GET / HTTP/1.0\\r\\n\\r\\n" | nc web.default.svc.cluster.local 80'
+        return kubectl(real_node, "exec", "client", "--", "sh", "-c", request, check=False)
+
+    wait_for("the Service answered through kube-proxy", lambda: "served-by-web" in fetch())
+
+
+def test_a_second_real_node_is_refused_while_one_runs(
+    real_node: cluster.State, tmp_path: Path
+) -> None:
+    with pytest.raises(
+        cluster.ClusterError, match=f"already runs on this machine from {real_node.state_dir}"
+    ):
+        cluster.up(tmp_path / "second", node_mode="kubelet", quiet=True)
+    assert pod_ready(real_node, "echo"), "the running node was disturbed"
+
+
+def test_down_leaves_nothing_behind(real_node: cluster.State, snapshot: dict[str, object]) -> None:
+    containerd_root = real_node.node_dir / "containerd-root"
+    assert cluster.down(Path(real_node.state_dir), quiet=True)
+    bins = nodebuild.binaries()
+    own = {str(p) for p in bins.paths.values()}
+    running = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.readlink(f"/proc/{entry}/exe") in own:
+                    running.append(entry)
+            except OSError:
+                pass
+    assert running == [], "node processes still run"
+    assert [p for p in Path("/sys/fs/cgroup").glob("*/kubepods")] == []
+    mounts = Path("/proc/self/mountinfo").read_text()
+    for prefix in ("/var/lib/kubelet", "/run/localcluster-node", str(containerd_root)):
+        assert f" {prefix}" not in mounts, f"a mount under {prefix} is left"
+    ruleset = subprocess.run(["nft", "list", "ruleset"], capture_output=True, text=True).stdout
+    assert "kube-proxy" not in ruleset and "cni" not in ruleset and "KUBE-" not in ruleset
+    assert not Path(f"/sys/class/net/{node.BRIDGE}").exists()
+    for path in (*HOST_PATHS, "/run/localcluster-node", str(containerd_root)):
+        assert not Path(path).exists(), f"{path} is left"
+    assert host_snapshot() == snapshot
