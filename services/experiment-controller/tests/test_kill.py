@@ -99,8 +99,13 @@ def test_sigkill_at_random_points_never_duplicates_or_exceeds(
     at_kill: list[int] = []
     try:
         for _ in range(KILLS):
-            process = _start(cluster, namespace)
-            time.sleep(rng.uniform(0.8, 2.5))  # imports take ~0.7 s; then kill mid-work
+            # Kill points are drawn from the time the controller is ready (caches synced), not
+            # from its start: a loaded machine's slow start must not turn every kill into one
+            # before any work.
+            port = _free_port()
+            process = _start(cluster, namespace, port)
+            wait_for("the controller ready", lambda port=port: _ready(port), timeout=60)
+            time.sleep(rng.uniform(0.0, 1.5))
             process.send_signal(signal.SIGKILL)
             process.wait(10)
             at_kill.append(len(trials_of(kube, namespace, "killed")))

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from kubetune import naming
-from kubetune.kube import EVENTS, EXPERIMENTS, SUGGESTIONS, Kube
+from kubetune.kube import EVENTS, EXPERIMENTS, SUGGESTIONS, TRIALS, Kube
 from kubetune_testkit.builders import trial_job
+from kubetune_testkit.standins.services import set_trial
 from kubetune_testkit.waiting import wait_for
-from tests.standins import RunningController, experiment_manifest, last_condition, trials_of
+from tests.standins import RunningController, experiment_manifest, last_condition
 
 pytestmark = pytest.mark.integration
 REPEATS = 2000
@@ -48,21 +49,20 @@ def test_a_trial_too_large_to_store_fails_and_shows_why(
         subresource="status",
     )
 
-    def failed() -> list[dict[str, Any]]:
-        return [
-            t
-            for t in trials_of(kube, namespace, "huge")
-            if any(
-                c["type"] == "Failed" and c["status"] == "True"
-                for c in (t.get("status") or {}).get("conditions") or []
-            )
-        ]
+    # The Trial is created without runSpec and carries the cause for the trial-controller,
+    # the only writer of Trial conditions (not running here: a stand-in writes its Failed).
+    def unrendered() -> dict[str, Any] | None:
+        trial = kube.get_or_none(TRIALS, name, namespace)
+        annotations = ((trial or {}).get("metadata") or {}).get("annotations") or {}
+        return trial if naming.ANNOTATION_RENDER_ERROR in annotations else None
 
-    (trial,) = wait_for("the Trial failed", failed, timeout=60)
-    message = trial["status"]["conditions"][-1]["message"]
+    trial = wait_for("the Trial created without runSpec", unrendered, timeout=60)
+    message = trial["metadata"]["annotations"][naming.ANNOTATION_RENDER_ERROR]
     assert message.startswith("Trial could not be created: it is "), message
     assert "too large" in message and "shorten the template" in message
     assert "runSpec" not in trial["spec"]
+    assert not trial.get("status")
+    set_trial(kube, namespace, name, "Failed")
     wait_for(
         "the Experiment failed (maxFailedTrialCount 1)",
         lambda: last_condition(kube, namespace, "huge") == ("Failed", "True", "ExperimentFailed"),

@@ -23,7 +23,12 @@ import pytest
 from cryptography import x509
 
 from kubetune import naming
-from kubetune.kube import MUTATING_WEBHOOK_CONFIGURATIONS, VALIDATING_WEBHOOK_CONFIGURATIONS, Kube
+from kubetune.kube import (
+    MUTATING_WEBHOOK_CONFIGURATIONS,
+    SECRETS,
+    VALIDATING_WEBHOOK_CONFIGURATIONS,
+    Kube,
+)
 from kubetune_testkit.processes import console_script, free_port
 from kubetune_testkit.waiting import wait_for
 from kubetune_testkit.webhook import (
@@ -77,7 +82,7 @@ def replica(
 
 
 def _secret(kube: Kube, namespace: str) -> dict[str, bytes]:
-    return rotating.decoded(kube.get(rotating.SECRETS, SECRET, namespace))
+    return rotating.decoded(kube.get(SECRETS, SECRET, namespace))
 
 
 def _served(port: int) -> x509.Certificate:
@@ -111,7 +116,7 @@ def installed(cluster: Any, kube: Kube, crds: None, namespace: str) -> Iterator[
     """The empty Secret, as the manifests ship it, in a namespace labelled for injection;
     yields a name for the configurations."""
     kube.create(
-        rotating.SECRETS,
+        SECRETS,
         {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": {"name": SECRET}},
         namespace,
     )
@@ -143,7 +148,7 @@ def test_replicas_provision_rotate_and_serve_the_secrets_certificate(
         # 365) and a certificate good for one, as a cluster left alone for years has.
         old_ca, old_ca_key = certificates.make_ca(days=30)
         old_cert, old_key = certificates.make_serving(old_ca, old_ca_key, [], ["127.0.0.1"], days=1)
-        secret = kube.get(rotating.SECRETS, SECRET, namespace)
+        secret = kube.get(SECRETS, SECRET, namespace)
         secret["data"] = {
             k: base64.b64encode(v).decode()
             for k, v in {
@@ -151,7 +156,7 @@ def test_replicas_provision_rotate_and_serve_the_secrets_certificate(
                 "tls.crt": old_cert, "tls.key": old_key,
             }.items()
         }  # fmt: skip
-        kube.replace(rotating.SECRETS, secret, namespace)
+        kube.replace(SECRETS, secret, namespace)
 
         def renewed_secret() -> dict[str, bytes] | None:
             data = _secret(kube, namespace)

@@ -29,6 +29,7 @@ from cryptography.hazmat.primitives import serialization
 from kubetune import errors
 from kubetune.kube import (
     MUTATING_WEBHOOK_CONFIGURATIONS,
+    SECRETS,
     VALIDATING_WEBHOOK_CONFIGURATIONS,
     Kube,
     Obj,
@@ -38,7 +39,6 @@ from kubetune_webhook import certificates
 
 log = logging.getLogger(__name__)
 
-SECRETS = Resource("", "v1", "secrets", "Secret")
 CA_PREVIOUS = "ca-previous.crt"
 DAY = datetime.timedelta(days=1)
 

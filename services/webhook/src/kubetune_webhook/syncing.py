@@ -20,7 +20,7 @@ from pathlib import Path
 import urllib3
 
 from kubetune import errors
-from kubetune.kube import Kube, Obj
+from kubetune.kube import SECRETS, Kube, Obj
 from kubetune.runtime.electing import LeaderElector
 from kubetune_webhook import certificates, rotating
 
@@ -69,7 +69,7 @@ class CertificateSync:
         if self.leading():
             secret = self.rotator.reconcile()
         else:
-            secret = self.kube.get(rotating.SECRETS, plan.secret, plan.namespace)
+            secret = self.kube.get(SECRETS, plan.secret, plan.namespace)
         pair = rotating.pair_of(secret)
         if pair is None:
             log.info(
