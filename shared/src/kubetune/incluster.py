@@ -1,25 +1,27 @@
-"""The API server as a pod reaches it, with the standard library only.
+"""The API server as a pod reaches it: HTTP/1.1 over `ssl`, nothing else imported.
 
 Why: importing `kubernetes.client` builds hundreds of model classes, about 0.35 s of CPU, and
-urllib3 (with its http/email modules and TLS wrappers) another tenth of that. The metrics
-collector starts in every trial pod, so on a 2-core node running 8 trials of 3 s those imports
-took a sixth of the machine. A pod needs none of it: the API server's address is in
-`KUBERNETES_SERVICE_HOST`/`_PORT`, the ServiceAccount's token and CA are files, and
-`http.client` over `ssl` keeps connections alive as well. Every kubeconfig (exec plugins, auth
-providers, client certificates) still goes through the client (`kube.connect`).
+urllib3 or even `http.client` (which loads the `email` package to parse headers) cost more
+than the rest of the metrics collector's start. The collector starts in every trial pod, so on
+a 2-core node running 8 trials of 3 s those imports took a sixth of the machine. A pod needs
+none of it: the API server's address is in `KUBERNETES_SERVICE_HOST`/`_PORT`, the
+ServiceAccount's token and CA are files, and the API server's answers are plain HTTP/1.1
+(a Content-Length or chunked body; no `Accept-Encoding` is sent, so none is compressed).
+Every kubeconfig (exec plugins, auth providers, client certificates) still goes through the
+client (`kube.connect`).
 
 The token is read again once a minute, as client-go does: the kubelet rotates the projected
 token before it expires. Failures to connect are retried up to `RETRIES` times, failures after
 the request was sent only for idempotent methods (as urllib3's default policy); a connection
-the server closed while idle is dropped before it is used. A protocol error is raised as a
-`ConnectionError` (an `OSError`, as every other transport failure here).
+the server closed while idle is dropped before it is used. An answer this client cannot read
+raises `ProtocolError`, a `ConnectionError`: every transport failure here is an `OSError`.
 """
 
 from __future__ import annotations
 
-import http.client
 import os
 import select
+import socket
 import ssl
 import threading
 import time
@@ -48,57 +50,146 @@ def host_url(host: str, port: str) -> str:
     return f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
 
 
-def _dropped(conn: http.client.HTTPSConnection) -> bool:
-    """Whether an idle connection was closed by the server (readable while idle: EOF)."""
-    if conn.sock is None:
-        return True
-    try:
-        readable, _, _ = select.select([conn.sock], [], [], 0)
-    except (OSError, ValueError):
-        return True
-    return bool(readable)
+class ProtocolError(ConnectionError):
+    """The server's answer is not HTTP/1.1 as this client reads it."""
 
 
-def _close_all(connections: list[http.client.HTTPSConnection]) -> None:
-    for conn in connections:
-        conn.close()
+_LINE_LIMIT = 65536
+_NO_BODY = (204, 304)
+
+
+class Connection:
+    """One keep-alive TLS connection: a request written whole, its answer read as it comes."""
+
+    def __init__(self, host: str, port: int, context: ssl.SSLContext, timeout: float | None):
+        raw = socket.create_connection((host, port), timeout=timeout)
+        try:
+            self.sock = context.wrap_socket(raw, server_hostname=host)
+        except BaseException:
+            raw.close()
+            raise
+        self.reader = self.sock.makefile("rb")
+
+    def dropped(self) -> bool:
+        """Whether the server closed it while idle (readable with nothing asked: EOF)."""
+        try:
+            readable, _, _ = select.select([self.sock], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
+
+    def close(self) -> None:
+        self.reader.close()
+        self.sock.close()
+
+    def line(self) -> bytes:
+        text = self.reader.readline(_LINE_LIMIT + 1)
+        if not text:
+            raise ProtocolError("the server closed the connection")
+        if len(text) > _LINE_LIMIT:
+            raise ProtocolError("a line of the answer is too long")
+        return text.rstrip(b"\r\n")
 
 
 class Answer:
     """One response, read the way `kubetune.kube.Kube` reads every transport's: `data` whole
     or `stream` in chunks, then `release_conn` (the connection kept only if fully read)."""
 
-    def __init__(
-        self, response: http.client.HTTPResponse, conn: http.client.HTTPSConnection, pool: Pool
-    ) -> None:
-        self._response = response
-        self._conn: http.client.HTTPSConnection | None = conn
+    def __init__(self, conn: Connection, pool: Pool, method: str) -> None:
+        self._conn: Connection | None = conn
         self._pool = pool
         self._data: bytes | None = None
-        self.status = response.status
-        self.reason = response.reason
+        version, _, rest = conn.line().decode("latin-1").partition(" ")
+        code, _, self.reason = rest.partition(" ")
+        if not version.startswith("HTTP/1.") or not code.isdigit():
+            raise ProtocolError(f"not an HTTP/1.x status line: {version} {rest}"[:200])
+        self.status = int(code)
+        self.headers: dict[str, str] = {}
+        while header := conn.line():
+            name, _, value = header.decode("latin-1").partition(":")
+            key = name.strip().lower()
+            value = value.strip()
+            self.headers[key] = f"{self.headers[key]}, {value}" if key in self.headers else value
+        connection = self.headers.get("connection", "").lower()
+        self.will_close = version == "HTTP/1.0" or "close" in connection
+        self._chunked = "chunked" in self.headers.get("transfer-encoding", "").lower()
+        self._left: int | None = None  # bytes of the body (or of the current chunk) unread
+        self._done = False
+        if method == "HEAD" or self.status in _NO_BODY or 100 <= self.status < 200:
+            self._done = True
+        elif not self._chunked:
+            length = self.headers.get("content-length")
+            if length is None:
+                self.will_close = True  # the body ends when the connection does
+            elif length.isdigit():
+                self._left = int(length)
+                self._done = self._left == 0
+            else:
+                raise ProtocolError(f"Content-Length {length!r} is not a number")
+
+    def _read(self, amt: int) -> bytes:
+        """Up to `amt` bytes of the body; b"" at its end."""
+        conn = self._conn
+        if self._done or conn is None:
+            return b""
+        if self._chunked:
+            if not self._left:
+                size = conn.line().split(b";", 1)[0].strip()
+                try:
+                    self._left = int(size, 16)
+                except ValueError:
+                    raise ProtocolError(f"bad chunk size {size[:20]!r}") from None
+                if self._left == 0:
+                    while conn.line():  # trailers, then the blank line
+                        pass
+                    self._done = True
+                    return b""
+            data = conn.reader.read1(min(amt, self._left))
+            if not data:
+                raise ProtocolError("the server closed the connection inside a chunk")
+            self._left -= len(data)
+            if self._left == 0 and conn.line():
+                raise ProtocolError("a chunk did not end with CRLF")
+            return data
+        if self._left is None:
+            data = conn.reader.read1(amt)
+            self._done = not data
+            return data
+        data = conn.reader.read1(min(amt, self._left))
+        if not data:
+            raise ProtocolError(f"the server closed the connection {self._left} bytes short")
+        self._left -= len(data)
+        self._done = self._left == 0
+        return data
 
     @property
     def data(self) -> bytes:
         if self._data is None:
-            self._data = self._response.read()
+            parts = []
+            while part := self._read(1 << 20):
+                parts.append(part)
+            self._data = b"".join(parts)
         return self._data
 
     def stream(self, amt: int, decode_content: bool = True) -> Iterator[bytes]:
         """The body as it arrives, at most `amt` bytes a chunk (nothing is ever encoded:
         no `Accept-Encoding` is sent)."""
-        while chunk := self._response.read1(amt):
+        while chunk := self._read(amt):
             yield chunk
 
     def release_conn(self) -> None:
         conn, self._conn = self._conn, None
         if conn is None:
             return
-        if self._response.isclosed() and not self._response.will_close:
+        if self._done and not self.will_close:
             self._pool.give(conn)
         else:
-            self._response.close()
             conn.close()
+
+
+def _close_all(connections: list[Connection]) -> None:
+    for conn in connections:
+        conn.close()
 
 
 class Pool:
@@ -108,24 +199,24 @@ class Pool:
     def __init__(self, url: str, context: ssl.SSLContext, maxsize: int) -> None:
         parts = urllib.parse.urlsplit(url)
         self.host, self.port = parts.hostname or "", parts.port or 443
+        bracketed = f"[{self.host}]" if ":" in self.host else self.host
+        self.host_header = bracketed if self.port == 443 else f"{bracketed}:{self.port}"
         self.context = context
         self.maxsize = maxsize
-        self._idle: list[http.client.HTTPSConnection] = []
+        self._idle: list[Connection] = []
         self._lock = threading.Lock()
         weakref.finalize(self, _close_all, self._idle)  # the idle ones, when the pool goes
 
-    def take(self) -> http.client.HTTPSConnection:
-        """An idle connection still open, else a new one (not connected yet)."""
+    def take(self) -> Connection | None:
+        """An idle connection still open, else None."""
         while True:
             with self._lock:
                 conn = self._idle.pop() if self._idle else None
-            if conn is None:
-                return http.client.HTTPSConnection(self.host, self.port, context=self.context)
-            if not _dropped(conn):
+            if conn is None or not conn.dropped():
                 return conn
             conn.close()
 
-    def give(self, conn: http.client.HTTPSConnection) -> None:
+    def give(self, conn: Connection) -> None:
         with self._lock:
             if len(self._idle) < self.maxsize:
                 self._idle.append(conn)
@@ -142,31 +233,28 @@ class Pool:
     ) -> Answer:
         """One request; its response unread (`Answer`). Raises `OSError` when it failed."""
         connect_timeout, read_timeout = timeout if isinstance(timeout, tuple) else (timeout,) * 2
+        lines = [f"{method} {target} HTTP/1.1", f"Host: {self.host_header}"]
+        lines += [f"{name}: {value}" for name, value in headers]
+        if body is not None:
+            lines.append(f"Content-Length: {len(body)}")
+        request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b"")
         attempt = 0
         while True:
             conn = self.take()
-            connecting = conn.sock is None
+            connecting = conn is None
             try:
-                if connecting:
-                    conn.timeout = connect_timeout
-                    conn.connect()
+                if conn is None:
+                    conn = Connection(self.host, self.port, self.context, connect_timeout)
                     connecting = False
-                assert conn.sock is not None
                 conn.sock.settimeout(read_timeout)
-                conn.putrequest(method, target, skip_accept_encoding=True)
-                for name, value in headers:
-                    conn.putheader(name, value)
-                if body is not None:
-                    conn.putheader("Content-Length", str(len(body)))
-                conn.endheaders(body)
-                return Answer(conn.getresponse(), conn, self)
-            except (OSError, http.client.HTTPException) as e:
-                conn.close()
+                conn.sock.sendall(request)
+                return Answer(conn, self, method)
+            except OSError:
+                if conn is not None:
+                    conn.close()
                 attempt += 1
                 if attempt > RETRIES or not (connecting or method in IDEMPOTENT):
-                    if isinstance(e, OSError):
-                        raise
-                    raise ConnectionError(f"{method} {self.host}:{self.port}: {e!r}") from e
+                    raise
 
 
 class InCluster:
