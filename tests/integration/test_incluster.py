@@ -5,6 +5,7 @@ files, `KUBERNETES_SERVICE_HOST`/`_PORT`) without the `kubernetes` package, thro
 from __future__ import annotations
 
 import base64
+import socket
 import subprocess
 import sys
 import threading
@@ -94,6 +95,24 @@ def test_a_rotated_token_is_read_again(
     (directory / "token").write_text(good)
     names = [item["metadata"]["name"] for item in pod.list(CONFIGMAPS, namespace)["items"]]
     assert names == ["kube-root-ca.crt"]
+
+
+def test_a_kept_connection_is_reused_unless_it_was_closed_while_idle(
+    pod_dir: tuple[Path, dict[str, str]], namespace: str
+) -> None:
+    """Keep-alive: the next request goes over the same connection; one found closed (as the
+    server closes idle ones) is dropped, not written to."""
+    directory, environ = pod_dir
+    transport = InCluster.from_environment(environ, directory=directory)
+    pod = Kube(transport)
+    pod.list(CONFIGMAPS, namespace)
+    (kept,) = transport.pool._idle
+    pod.get(CONFIGMAPS, "kube-root-ca.crt", namespace)
+    assert transport.pool._idle == [kept]
+    kept.sock.shutdown(socket.SHUT_RDWR)  # at EOF, as when the server closed it
+    pod.patch(CONFIGMAPS, "kube-root-ca.crt", {"metadata": {"labels": {"seen": "yes"}}}, namespace)
+    (fresh,) = transport.pool._idle
+    assert fresh is not kept
 
 
 def test_what_is_missing_is_named(tmp_path: Path) -> None:

@@ -1,15 +1,21 @@
 """The sidecar starts in every trial pod: what a StdOut/File collection imports is its CPU.
 
 watchfiles (and its anyio, multiprocessing), the Prometheus scraper's urllib.request and the
-TensorFlow event reader are imported only by the collector kinds that use them.
+TensorFlow event reader are imported only by the collector kinds that use them. In a pod the
+client to the API server is the standard library's (no urllib3, no kubernetes package), the
+models' pydantic and yaml are never needed, and psutil only once a training process is looked
+at.
 """
 
 from __future__ import annotations
 
+import ssl
 import subprocess
 import sys
+from pathlib import Path
 
 LAZY = ("watchfiles", "anyio", "urllib.request", "kubetune_pns_collector.tfevents")
+HEAVY = ("urllib3", "kubernetes", "psutil", "pydantic", "yaml")
 
 PROBE = """
 import sys
@@ -36,6 +42,67 @@ def _imported(kind: str, path: str) -> set[str]:
 def test_stdout_and_file_collection_import_no_watcher_scraper_or_event_reader(tmp_path):
     assert _imported("StdOut", str(tmp_path / "metrics.log")) == set()
     assert _imported("File", str(tmp_path / "metrics.log")) == set()
+
+
+# Everything `main` does before the wait, in a pod: flags, source, and the client from the
+# ServiceAccount files (a token and CA of our own; nothing is sent).
+IN_A_POD = """
+import sys
+from pathlib import Path
+from kubetune import incluster
+incluster.SERVICE_ACCOUNT_DIR = Path(sys.argv[3])
+from kubetune_pns_collector import main
+args = main.build_parser().parse_args(
+    ["--trial-name", "t", "--objective-metric", "loss", "--collector-kind", sys.argv[1],
+     "--metrics-path", sys.argv[2]]
+)
+main.build_source(args, ["loss"])
+main.Kube(main.connect(args.kubeconfig))
+print(" ".join(sorted(m for m in {heavy!r} if m in sys.modules)))
+"""
+
+
+def _some_ca_bundle() -> bytes:
+    """Any PEM CA certificates (the system's): the client loads them, nothing connects."""
+    paths = ssl.get_default_verify_paths()
+    for path in (paths.cafile, paths.openssl_cafile, "/etc/ssl/certs/ca-certificates.crt"):
+        if path and Path(path).is_file():
+            return Path(path).read_bytes()
+    raise AssertionError("no CA bundle on this machine to stand in for a ServiceAccount's")
+
+
+def test_stdout_and_file_collection_in_a_pod_import_no_client_library_psutil_or_models(
+    tmp_path,
+):
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    (account / "token").write_text("a-token")
+    (account / "ca.crt").write_bytes(_some_ca_bundle())
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {
+        "KUBERNETES_SERVICE_HOST": "10.0.0.1",
+        "KUBERNETES_SERVICE_PORT": "443",
+        "HOME": str(home),  # no kubeconfig
+        "PATH": "/usr/bin:/bin",
+    }
+    for kind in ("StdOut", "File"):
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                IN_A_POD.format(heavy=HEAVY),
+                kind,
+                str(tmp_path / "metrics.log"),
+                str(account),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == [], kind
 
 
 def test_event_collection_imports_its_reader(tmp_path):

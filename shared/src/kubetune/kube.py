@@ -14,19 +14,19 @@ import re
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, overload
-
-import urllib3
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from kubetune import errors
-from kubetune.incluster import InCluster, NotInCluster
+from kubetune.incluster import InCluster, NotInCluster, Timeout
 
 if TYPE_CHECKING:
     import kubernetes.client
+    import urllib3
 
-# The `kubernetes` package is imported only where a kubeconfig or its typed models are used:
-# its import costs about 0.35 s of CPU, which a trial pod's collector should not pay
-# (`kubetune.incluster`).
+# The `kubernetes` package (and urllib3, its HTTP client) is imported only where a kubeconfig
+# or its typed models are used: its import costs about 0.35 s of CPU, which a trial pod's
+# collector should not pay (`kubetune.incluster` reaches the API server with the standard
+# library).
 
 Obj = dict[str, Any]
 ObjectHook = Callable[[dict[str, Any]], Any]
@@ -215,41 +215,89 @@ def _default_kubeconfig() -> bool:
     )
 
 
+class Response(Protocol):
+    """A response as `Kube` reads it from any transport (urllib3's has this shape): `data`
+    whole or `stream` in chunks, then `release_conn`."""
+
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def reason(self) -> str | None: ...
+
+    @property
+    def data(self) -> bytes: ...
+
+    def stream(self, amt: int, decode_content: bool = ...) -> Iterator[bytes]: ...
+
+    def release_conn(self) -> None: ...
+
+
+class Transport(Protocol):
+    """What carries `Kube`'s requests: the kubernetes client's pool for a kubeconfig
+    (`_Client`), the standard library in a pod (`kubetune.incluster.InCluster`). It adds the
+    credentials; the request, the answer's parsing and error mapping are `Kube`'s alone."""
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        query: Sequence[tuple[str, str]],
+        headers: Sequence[tuple[str, str]],
+        body: bytes | None,
+        timeout: Timeout,
+    ) -> Response: ...
+
+
 class _Client:
     """Requests prepared by a `kubernetes` client: its kubeconfig's auth (token refresh of
-    exec plugins included), proxy and default headers."""
+    exec plugins included), proxy and default headers, sent through its urllib3 pool."""
 
     def __init__(self, api: kubernetes.client.ApiClient) -> None:
         self.api = api
         self.pool: urllib3.PoolManager = api.rest_client.pool_manager
 
-    def prepare(
+    def send(
         self,
         method: str,
         path: str,
-        query: builtins.list[tuple[str, str]],
-        headers: Mapping[str, str],
-    ) -> tuple[str, urllib3.HTTPHeaderDict]:
-        _, url, sent, _, _ = self.api.param_serialize(
+        query: Sequence[tuple[str, str]],
+        headers: Sequence[tuple[str, str]],
+        body: bytes | None,
+        timeout: Timeout,
+    ) -> urllib3.BaseHTTPResponse:
+        import urllib3
+
+        first: dict[str, str] = {}  # through the client; a name's repeats added after
+        repeats: builtins.list[tuple[str, str]] = []
+        for name, value in headers:
+            if name in first:
+                repeats.append((name, value))
+            else:
+                first[name] = value
+        _, url, prepared, _, _ = self.api.param_serialize(
             method,
             path,
-            query_params=query,
-            header_params=dict(headers),
+            query_params=builtins.list(query),
+            header_params=first,
             auth_settings=["BearerToken"],
         )
-        return url, urllib3.HTTPHeaderDict(sent)
+        sent = urllib3.HTTPHeaderDict(prepared)
+        for name, value in repeats:
+            sent.add(name, value)
+        if timeout is None:
+            limit = None
+        elif isinstance(timeout, tuple):
+            limit = urllib3.Timeout(connect=timeout[0], read=timeout[1])
+        else:
+            limit = urllib3.Timeout(total=timeout)
+        return self.pool.request(
+            method, url, headers=sent, body=body, timeout=limit, preload_content=False
+        )
 
 
 def _query_value(value: Any) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
-
-
-def _timeout(timeout: float | tuple[float, float] | None) -> urllib3.Timeout | None:
-    if timeout is None:
-        return None
-    if isinstance(timeout, tuple):
-        return urllib3.Timeout(connect=timeout[0], read=timeout[1])
-    return urllib3.Timeout(total=timeout)
 
 
 def _error_from_body(status: int, reason: str, text: str) -> errors.ApiError:
@@ -269,7 +317,7 @@ class Kube:
 
     def __init__(self, api: kubernetes.client.ApiClient | InCluster) -> None:
         self.api = api
-        self._transport = api if isinstance(api, InCluster) else _Client(api)
+        self._transport: Transport = api if isinstance(api, InCluster) else _Client(api)
 
     def _send(
         self,
@@ -280,17 +328,14 @@ class Kube:
         body: Any = None,
         headers: Mapping[str, str],
         extra_headers: Sequence[tuple[str, str]] = (),
-        timeout: float | tuple[float, float] | None = 30,
-    ) -> urllib3.BaseHTTPResponse:
-        """One request, its response unread. Connection failures raise urllib3's errors."""
+        timeout: Timeout = 30,
+    ) -> Response:
+        """One request, its response unread. Connection failures raise the transport's
+        errors (urllib3's through a kubeconfig, `OSError` in a pod)."""
         params = [(k, _query_value(v)) for k, v in (query or {}).items() if v is not None]
-        url, sent = self._transport.prepare(method, path, params, headers)
-        for name, value in extra_headers:
-            sent.add(name, value)
-        data = None if body is None else json.dumps(body)
-        return self._transport.pool.request(
-            method, url, headers=sent, body=data, timeout=_timeout(timeout), preload_content=False
-        )
+        data = None if body is None else json.dumps(body).encode()
+        sent = [*headers.items(), *extra_headers]
+        return self._transport.send(method, path, params, sent, data, timeout)
 
     def request(
         self,
@@ -316,7 +361,7 @@ class Kube:
         query: Mapping[str, Any] | None = None,
         body: Any = None,
         content_type: str = "application/json",
-        timeout: float | tuple[float, float] | None = 30,
+        timeout: Timeout = 30,
         stream: bool = False,
         object_hook: ObjectHook | None = None,
         sizes: builtins.list[int] | None = None,

@@ -61,8 +61,10 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import psutil
+if TYPE_CHECKING:
+    import psutil  # imported where a process is bound: `wrap_argv`'s callers never pay for it
 
 from kubetune import commandline
 
@@ -440,6 +442,8 @@ class _Tracked:
 
 def _bind_process(pid: int, registered_at: float) -> psutil.Process | None:
     """The live process that wrote the registration, or None when it is gone or reused."""
+    import psutil
+
     try:
         proc = psutil.Process(pid)
         if proc.create_time() > registered_at + _CREATE_TIME_SLACK:
@@ -460,6 +464,8 @@ def _bind_process(pid: int, registered_at: float) -> psutil.Process | None:
 
 def _alive(proc: psutil.Process) -> bool:
     """psutil's is_running() also guards against PID reuse (it compares create times)."""
+    import psutil
+
     try:
         return bool(proc.is_running()) and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:

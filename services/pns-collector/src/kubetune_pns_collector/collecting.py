@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TextIO
 
-import psutil
-
 from kubetune import procwait
 from kubetune.observations import ObservationSummary
 from kubetune_pns_collector import parsing, reporting, stopping, summaries, tailing
@@ -134,6 +132,8 @@ class Outcome:
 
 
 def _running(pid: int) -> bool:
+    import psutil  # as in kubetune.procwait: only once a process is looked at
+
     try:
         return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
     except psutil.NoSuchProcess:
