@@ -88,15 +88,15 @@ def serving(directory: Path, users: dict[str, str] | None = None) -> Iterator[Re
             for name, password in users.items()
         ]
         (directory / "htpasswd").write_text("\n".join(lines) + "\n")
-        config["auth"] = {"htpasswd": {"realm": "kubetune-test", "path": str(directory / "htpasswd")}}
+        config["auth"] = {
+            "htpasswd": {"realm": "kubetune-test", "path": str(directory / "htpasswd")}
+        }
     (directory / "config.yml").write_text(json.dumps(config))  # JSON is YAML
     log = (directory / "registry.log").open("wb")
     proc = subprocess.Popen(
         [str(binary()), "serve", str(directory / "config.yml")], stdout=log, stderr=log
     )
-    registry = Registry(
-        f"127.0.0.1:{port}", next(iter(users.items())) if users else None
-    )
+    registry = Registry(f"127.0.0.1:{port}", next(iter(users.items())) if users else None)
     try:
         http = urllib3.PoolManager()
 
@@ -104,7 +104,10 @@ def serving(directory: Path, users: dict[str, str] | None = None) -> Iterator[Re
             if proc.poll() is not None:
                 raise RuntimeError(f"registry exited: {(directory / 'registry.log').read_text()}")
             try:
-                return http.request("GET", f"{registry.url}/v2/", retries=False).status in (200, 401)
+                return http.request("GET", f"{registry.url}/v2/", retries=False).status in (
+                    200,
+                    401,
+                )
             except urllib3.exceptions.HTTPError:
                 return False
 

@@ -6,11 +6,15 @@ import base64
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import oci_registry
 import pytest
+from webhook_cases import NS, StaticCluster, job, pod, review, trial
 
+from kubetune import config as katib_config
 from kubetune.clock import ManualClock
+from kubetune_webhook import injecting, patching, reviewing
 from kubetune_webhook.imagecommand import (
     Credentials,
     ImageCommand,
@@ -78,7 +82,7 @@ def test_a_private_image_needs_its_pull_secret(private: oci_registry.Registry) -
     assert "imagePullSecret" in str(refused.value) and not refused.value.transient
     wrong = merge_credentials([pull_secret(private.host, USER, "wrong")])
     key = f"http://{private.host}/v2/"  # a scheme and a path, as `docker login` may write
-    with pytest.raises(RegistryError, match="401.*with the pull secret's credentials"):
+    with pytest.raises(RegistryError, match=r"401.*with the pull secret's credentials"):
         RegistryClient().image_command(image, wrong)
     # The pod's own secret first, then its ServiceAccount's: the first naming a registry wins.
     right = merge_credentials(
@@ -99,7 +103,7 @@ def test_a_multi_arch_index_resolves_to_the_platform(public: oci_registry.Regist
     image = f"{public.host}/train/multi:v1"
     assert client.image_command(image).entrypoint == ("/amd64/run",)
     assert client.image_command(image, platform=("linux", "arm64")).entrypoint == ("/arm64/run",)
-    with pytest.raises(RegistryError, match="no linux/s390x image.*linux/arm64, linux/amd64"):
+    with pytest.raises(RegistryError, match=r"no linux/s390x image.*linux/arm64, linux/amd64"):
         client.image_command(image, platform=("linux", "s390x"))
 
 
@@ -113,7 +117,7 @@ def test_a_missing_image_is_a_clear_error(public: oci_registry.Registry) -> None
 
 
 def test_an_unreachable_registry_is_transient() -> None:
-    with pytest.raises(RegistryError, match="127.0.0.1:9.*unreachable") as down:
+    with pytest.raises(RegistryError, match=r"127\.0\.0\.1:9.*unreachable") as down:
         RegistryClient(connect_seconds=1).image_command("127.0.0.1:9/some/image:v1")
     assert down.value.transient
 
@@ -148,7 +152,7 @@ def test_a_response_over_the_size_limit_is_refused(public: oci_registry.Registry
     ],
 )
 def test_a_name_outside_the_distribution_grammar_never_reaches_a_url(image: str) -> None:
-    with pytest.raises(RegistryError, match="cannot be looked up.*fix the container's image"):
+    with pytest.raises(RegistryError, match=r"cannot be looked up.*fix the container's image"):
         parse_image(image)
 
 
@@ -169,3 +173,77 @@ def test_pull_secret_auth_keys_name_registries() -> None:
         "reg.example:5000": Credentials("a", "b")
     }
     assert credentials_from_secret({"data": {".dockerconfigjson": "not base64!"}}) == {}
+
+
+# --- the pod webhook: a trial pod without command ------------------------------------------
+
+
+def _admit(cluster: StaticCluster, obj: dict[str, Any], config: Any = None) -> dict[str, Any]:
+    admission = reviewing.Admission(config or katib_config.default(), cluster)
+    status, answer = admission.handle("/mutate-pod", json.dumps(review(obj, "Pod")).encode())
+    assert status == 200
+    response: dict[str, Any] = answer["response"]
+    return response
+
+
+def _owned(**kw: Any) -> StaticCluster:
+    objects = {("Job", NS, "random-abc"): job(), ("Trial", NS, "random-abc"): trial()}
+    return StaticCluster(objects=objects, **kw)
+
+
+def test_a_pod_without_command_runs_its_private_images_entrypoint_wrapped(
+    private: oci_registry.Registry,
+) -> None:
+    """The pull secret comes from the pod's ServiceAccount; the container's args replace CMD."""
+    oci_registry.push_image(
+        private, "team/trainer", "v1", entrypoint=["python3", "/app/train.py"], cmd=["--help"]
+    )
+    image = f"{private.host}/team/trainer:v1"
+    trial_pod = pod({"name": "training-container", "image": image, "args": ["--lr=0.1"]})
+    trial_pod["spec"]["serviceAccountName"] = "trainer"
+    cluster = _owned(
+        service_accounts={(NS, "trainer"): {"imagePullSecrets": [{"name": "regcred"}]}},
+        secrets={(NS, "regcred"): pull_secret(private.host, USER, PASSWORD)},
+    )
+    response = _admit(cluster, trial_pod)
+    assert response["allowed"] is True, response
+    mutated = patching.apply(trial_pod, json.loads(base64.b64decode(response["patch"])))
+    training = mutated["spec"]["containers"][0]
+    assert training["command"] == injecting.wrapped_command(
+        ["python3", "/app/train.py", "--lr=0.1"], "StdOut"
+    )
+    assert "args" not in training
+    assert cluster.reads == [("ServiceAccount", NS, "trainer"), ("Secret", NS, "regcred")]
+
+
+def test_a_pod_whose_image_cannot_be_read_is_refused_naming_it(
+    public: oci_registry.Registry,
+) -> None:
+    image = f"{public.host}/nobody/pushed-this:v1"
+    trial_pod = pod({"name": "training-container", "image": image})
+    response = _admit(_owned(), trial_pod)
+    assert response["allowed"] is False and response["status"]["code"] == 400
+    message = response["status"]["message"]
+    assert f"image {image!r}" in message and f"registry {public.host}" in message
+
+
+def test_pull_secrets_are_read_only_when_a_command_is_missing() -> None:
+    cluster = _owned()
+    response = _admit(cluster, pod())
+    assert response["allowed"] is True
+    assert cluster.reads == []
+
+
+def test_with_the_lookup_off_a_missing_command_is_refused_and_no_secret_read(
+    public: oci_registry.Registry,
+) -> None:
+    oci_registry.push_image(public, "train/offline", "v1", entrypoint=["/run"])
+    off = katib_config.parse(
+        katib_config.default_yaml().replace("imageCommandLookup: true", "imageCommandLookup: false")
+    )
+    cluster = _owned()
+    trial_pod = pod({"name": "training-container", "image": f"{public.host}/train/offline:v1"})
+    response = _admit(cluster, trial_pod, off)
+    assert response["allowed"] is False
+    assert "init.controller.imageCommandLookup" in response["status"]["message"]
+    assert cluster.reads == []
