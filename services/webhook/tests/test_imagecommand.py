@@ -247,3 +247,17 @@ def test_with_the_lookup_off_a_missing_command_is_refused_and_no_secret_read(
     assert response["allowed"] is False
     assert "init.controller.imageCommandLookup" in response["status"]["message"]
     assert cluster.reads == []
+
+
+def test_a_registry_that_wants_a_bearer_token_gets_an_anonymous_one(
+    tmp_path: Path,
+) -> None:
+    """The `WWW-Authenticate: Bearer realm=...,service=...,scope=...` flow, as Docker Hub asks."""
+    with oci_registry.serving(tmp_path, tokens=True) as registry:
+        assert registry.issuer is not None
+        oci_registry.push_image(registry, "library/tokened", "v1", cmd=["/bin/true"])
+        registry.issuer.asked.clear()
+        command = RegistryClient().image_command(f"{registry.host}/library/tokened:v1")
+        assert command == ImageCommand((), ("/bin/true",))
+        # One token for the lookup, for pulling this repository only.
+        assert registry.issuer.asked == ["repository:library/tokened:pull"]
