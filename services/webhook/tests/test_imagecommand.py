@@ -122,6 +122,14 @@ def test_an_unreachable_registry_is_transient() -> None:
     assert down.value.transient
 
 
+def test_a_lookup_past_its_deadline_is_transient(public: oci_registry.Registry) -> None:
+    oci_registry.push_image(public, "train/slow", "v1", entrypoint=["/x"])
+    client = RegistryClient(deadline_seconds=0, clock=ManualClock())
+    with pytest.raises(RegistryError, match="no answer within 0 s; retry") as late:
+        client.image_command(f"{public.host}/train/slow:v1")
+    assert late.value.transient
+
+
 def test_a_tag_is_kept_for_its_ttl_a_digest_for_ever(public: oci_registry.Registry) -> None:
     clock = ManualClock()
     client = RegistryClient(tag_seconds=60, clock=clock)
@@ -160,6 +168,8 @@ def test_docker_hub_names_are_normalised() -> None:
     ref = parse_image("python:3.12")
     assert (ref.registry, ref.repository, ref.reference) == ("docker.io", "library/python", "3.12")
     assert ref.host == "registry-1.docker.io"
+    ref = parse_image("index.docker.io/kubeflowkatib/mxnet-mnist:v1")
+    assert (ref.registry, ref.repository) == ("docker.io", "kubeflowkatib/mxnet-mnist")
     ref = parse_image("localhost:5000/x/y")
     assert (ref.registry, ref.repository, ref.reference) == ("localhost:5000", "x/y", "latest")
 

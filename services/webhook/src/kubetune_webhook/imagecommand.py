@@ -11,7 +11,8 @@ with a pull token from the realm (with the pull secret's user and password when 
 `Basic` with the pull secret. Pull secrets are `kubernetes.io/dockerconfigjson` (or the older
 `dockercfg`) `auths` maps.
 
-Bounds: every request has a connect and a read timeout and a response size limit, and follows
+Bounds: every request has a connect and a read timeout and a response size limit, a whole
+lookup a deadline (8 s: under the pod webhook's 10 s timeoutSeconds), and a request follows
 at most `MAX_REDIRECTS` redirects (urllib3 drops `Authorization` when one leaves the host). A
 config is kept by manifest digest (content-addressed: valid for ever, only the LRU size limits
 it); a tag's digest for `tag_seconds`. Both keys include a fingerprint of the credentials used,
@@ -137,6 +138,8 @@ def parse_image(image: str) -> ImageRef:
         registry, path = first, remainder
     else:
         registry, path = DOCKER_HUB, rest
+    if registry.lower() in ("index.docker.io", DOCKER_HUB_HOST):
+        registry = DOCKER_HUB
     name, colon, tag = path.rpartition(":") if ":" in path else (path, "", "")
     if registry == DOCKER_HUB and "/" not in name:
         name = f"library/{name}"
@@ -231,14 +234,18 @@ class RegistryClient:
         self,
         *,
         connect_seconds: float = 3.0,
-        read_seconds: float = 10.0,
+        read_seconds: float = 5.0,
+        deadline_seconds: float = 8.0,
         max_bytes: int = 4 << 20,
         cache_size: int = 512,
         tag_seconds: float = 60.0,
         clock: Clock = SYSTEM,
         pool: urllib3.PoolManager | None = None,
     ) -> None:
-        self.timeout = urllib3.Timeout(connect=connect_seconds, read=read_seconds)
+        self.connect_seconds = connect_seconds
+        self.read_seconds = read_seconds
+        self.deadline_seconds = deadline_seconds
+        self.clock = clock
         self.max_bytes = max_bytes
         self.pool = pool or urllib3.PoolManager(num_pools=16, maxsize=2)
         self._by_digest = TTLCache(float("inf"), cache_size, clock)
@@ -266,13 +273,20 @@ class RegistryClient:
         self._by_digest.put((ref.registry, ref.repository, digest, who, platform), command)
         return command
 
-    def request(self, url: str, headers: dict[str, str]) -> _Response:
-        """One bounded GET; network failures raise urllib3's errors."""
+    def request(self, url: str, headers: dict[str, str], deadline: float) -> _Response:
+        """One bounded GET, over by `deadline` (this clock's monotonic seconds); network
+        failures raise urllib3's errors, the deadline `_Late`."""
+        remaining = deadline - self.clock.monotonic()
+        if remaining <= 0:
+            raise _Late()
         resp = self.pool.request(
             "GET",
             url,
             headers=headers,
-            timeout=self.timeout,
+            timeout=urllib3.Timeout(
+                connect=min(self.connect_seconds, remaining),
+                read=min(self.read_seconds, remaining),
+            ),
             retries=urllib3.Retry(
                 total=None,
                 connect=0,
@@ -294,10 +308,16 @@ class RegistryClient:
                 size += len(chunk)
                 if size > self.max_bytes:
                     raise _TooLarge(size)
+                if self.clock.monotonic() > deadline:
+                    raise _Late()
                 chunks.append(chunk)
             return _Response(resp.status, dict(resp.headers), b"".join(chunks))
         finally:
             resp.release_conn()
+
+
+class _Late(Exception):
+    """The lookup's deadline passed."""
 
 
 class _TooLarge(Exception):
@@ -319,6 +339,7 @@ class _Session:
         scheme = "http" if _plain_http(ref.host) else "https"
         self.base = f"{scheme}://{ref.host}/v2/{urllib.parse.quote(ref.repository, safe='/')}"
         self.authorization: str | None = None
+        self.deadline = client.clock.monotonic() + client.deadline_seconds
 
     def fail(self, why: str, *, transient: bool = False) -> RegistryError:
         hint = (
@@ -422,7 +443,10 @@ class _Session:
         if self.authorization:
             headers = {**headers, "Authorization": self.authorization}
         try:
-            return self.client.request(url, headers)
+            return self.client.request(url, headers, self.deadline)
+        except _Late as e:
+            late = f"no answer within {self.client.deadline_seconds:g} s"
+            raise self.fail(late, transient=True) from e
         except _TooLarge as e:
             raise self.fail(f"the {what} is over {self.client.max_bytes} bytes ({e.size})") from e
         except urllib3.exceptions.MaxRetryError as e:
@@ -463,7 +487,12 @@ class _Session:
         url = f"{realm}{sep}{urllib.parse.urlencode(query)}"
         basic = self.basic()
         try:
-            resp = self.client.request(url, {"Authorization": basic} if basic else {})
+            resp = self.client.request(
+                url, {"Authorization": basic} if basic else {}, self.deadline
+            )
+        except _Late as e:
+            late = f"no token within {self.client.deadline_seconds:g} s"
+            raise self.fail(late, transient=True) from e
         except _TooLarge as e:
             raise self.fail(f"the token answer is over {self.client.max_bytes} bytes") from e
         except urllib3.exceptions.HTTPError as e:
