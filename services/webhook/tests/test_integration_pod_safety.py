@@ -8,6 +8,7 @@ stored, never run.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
 import json
@@ -15,12 +16,22 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import oci_registry
 import pytest
 import yaml
 from webhook_cases import undefaulted_experiment as _experiment
 
 from kubetune import naming
-from kubetune.kube import DEPLOYMENTS, EXPERIMENTS, JOBS, PODS, TRIALS, Kube, Resource
+from kubetune.kube import (
+    DEPLOYMENTS,
+    EXPERIMENTS,
+    JOBS,
+    PODS,
+    SERVICE_ACCOUNTS,
+    TRIALS,
+    Kube,
+    Resource,
+)
 from kubetune_testkit.accounts import service_account_token, token_kubeconfig
 from kubetune_testkit.builders import objective, trial
 from kubetune_testkit.crds import install_kubetune_crds
@@ -29,6 +40,8 @@ from kubetune_testkit.paths import BASE
 from kubetune_testkit.waiting import wait_for
 from kubetune_testkit.webhook import Webhook, clean_env, configurations, serving, wait_effective
 from kubetune_testkit.webhook import registered as registered_configurations
+from kubetune_webhook import injecting
+from kubetune_webhook.lookups import SECRETS
 
 pytestmark = pytest.mark.integration
 
@@ -315,8 +328,9 @@ def test_experiment_in_an_unlabelled_namespace_is_accepted_with_a_warning(
 def test_experiment_that_could_never_start_a_trial_is_refused(
     cluster: Any, kube: Kube, webhook: Webhook, namespace: str
 ) -> None:
-    """A primary container that is not in the template, or one without `command` whose command
-    the collector must wrap: every trial pod would be refused, so refuse the Experiment."""
+    """A primary container that is not in the template: every trial pod would be refused, so
+    refuse the Experiment. One without `command` is admitted: the pod webhook reads its
+    image's ENTRYPOINT and CMD (katib-config init.controller.imageCommandLookup, on)."""
     with _registered(cluster, kube, webhook, namespace, label=True, selector=True) as ns:
         wrong = _experiment("wrong-primary", ns)
         wrong["spec"]["trialTemplate"]["primaryContainerName"] = "trainer"
@@ -326,15 +340,93 @@ def test_experiment_that_could_never_start_a_trial_is_refused(
             "spec.trialTemplate.primaryContainerName: 'trainer' is not a container of the trial "
             "template (its containers: training-container)" in result.stderr
         )
+        assert kube.get_or_none(EXPERIMENTS, "wrong-primary", ns) is None
         no_command = _experiment("no-command", ns)
         template = no_command["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]
         (container,) = template["spec"]["containers"]
         container["args"] = container.pop("command")[2:]
         result = _apply(cluster, no_command)
-        assert result.returncode != 0
-        assert (
-            "spec.trialTemplate.trialSpec.spec.template.spec.containers[0].command: required for "
-            "primary container 'training-container'" in result.stderr
+        assert result.returncode == 0, result.stderr
+        assert kube.get_or_none(EXPERIMENTS, "no-command", ns) is not None
+
+
+@pytest.fixture(scope="module")
+def private_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[oci_registry.Registry]:
+    directory = tmp_path_factory.mktemp("private-registry")
+    with oci_registry.serving(directory, {"puller": "pull-pw"}) as registry:
+        yield registry
+
+
+def _pull_secret(registry: oci_registry.Registry, name: str) -> dict[str, Any]:
+    auth = base64.b64encode(b"puller:pull-pw").decode()
+    config = json.dumps({"auths": {registry.host: {"auth": auth}}}).encode()
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name},
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": base64.b64encode(config).decode()},
+    }
+
+
+def test_a_trial_pod_without_command_gets_its_private_images_command_wrapped(
+    cluster: Any,
+    kube: Kube,
+    webhook: Webhook,
+    namespace: str,
+    private_registry: oci_registry.Registry,
+) -> None:
+    """As the webhook's real ServiceAccount: it reads the trial pod's ServiceAccount and the
+    pull secret that one names, then the image's config from the registry."""
+    oci_registry.push_image(
+        private_registry, "team/trainer", "v1", entrypoint=["python3", "/app/train.py"]
+    )
+    image = f"{private_registry.host}/team/trainer:v1"
+    with _registered(cluster, kube, webhook, namespace, label=True, selector=True) as ns:
+        kube.create(SECRETS, _pull_secret(private_registry, "regcred"), ns)
+        account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "trainer"}}
+        kube.create(SERVICE_ACCOUNTS, {**account, "imagePullSecrets": [{"name": "regcred"}]}, ns)
+        loss = objective("loss", "minimize")
+        body = trial("t-image", experiment="image", objective_spec=loss, primary_container="main")
+        owner = kube.create(TRIALS, body, ns)
+        kube.create(
+            JOBS,
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {
+                    "name": "t-image",
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "kubeflow.org/v1beta1",
+                            "kind": "Trial",
+                            "name": "t-image",
+                            "uid": owner["metadata"]["uid"],
+                            "controller": True,
+                        }
+                    ],
+                },
+                "spec": {
+                    "backoffLimit": 0,
+                    "template": {
+                        "metadata": {"labels": {naming.LABEL_TRIAL: "t-image"}},
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "nodeSelector": NOWHERE,
+                            "serviceAccountName": "trainer",
+                            "containers": [{"name": "main", "image": image, "args": ["--lr=0.1"]}],
+                        },
+                    },
+                },
+            },
+            ns,
         )
-        for name in ("wrong-primary", "no-command"):
-            assert kube.get_or_none(EXPERIMENTS, name, ns) is None
+        created = wait_for(
+            "the job controller to create the trial pod",
+            lambda: next(iter(_pods(kube, ns, "job-name=t-image")), None),
+        )
+        main = next(c for c in created["spec"]["containers"] if c["name"] == "main")
+        assert main["command"] == injecting.wrapped_command(
+            ["python3", "/app/train.py", "--lr=0.1"], "StdOut"
+        )
+        assert "args" not in main

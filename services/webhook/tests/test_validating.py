@@ -13,6 +13,10 @@ from kubetune import naming
 from kubetune_webhook import validating
 
 CONFIG = katib_config.default()
+NO_IMAGE_LOOKUP = katib_config.parse(
+    katib_config.default_yaml().replace("imageCommandLookup: true", "imageCommandLookup: false")
+)
+"""An air-gapped cluster's: a missing command is not read from the image's registry."""
 CONFIG_WITH_EARLY_STOPPING = katib_config.parse(
     """
 runtime:
@@ -721,10 +725,11 @@ def test_configmap_template_is_read_and_checked() -> None:
     assert _problems(exp, cluster) == []
     no_command = good.replace("          command: [python3, train.py]\n", "")
     cluster = StaticCluster(config_maps={(NS, "templates"): {"job.yaml": no_command}})
-    assert _problems(exp, cluster) == [
+    assert _problems(exp, cluster, config=NO_IMAGE_LOOKUP) == [
         "spec.trialTemplate.configMap[job.yaml].spec.template.spec.containers[0].command: "
         "required for primary container 'training-container': the StdOut metrics collector "
-        "wraps the training command and cannot read the image's ENTRYPOINT; set command "
+        "wraps the training command and reading the image's ENTRYPOINT is switched off "
+        "(katib-config init.controller.imageCommandLookup); set command "
         "(e.g. command: [python3, train.py])"
     ]
     cluster = StaticCluster(config_maps={(NS, "templates"): {"other": good}})
@@ -1039,24 +1044,36 @@ def test_primary_container_not_in_the_template_is_refused() -> None:
     ]
 
 
-def test_primary_container_without_command_is_refused_when_its_command_is_wrapped() -> None:
+def test_primary_container_without_command_is_admitted_when_its_image_is_read() -> None:
+    """The pod webhook reads the image's ENTRYPOINT and CMD from its registry (Katib's way)."""
     exp = experiment()
     (container,) = exp["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"][
         "containers"
     ]
     del container["command"]
     container["args"] = ARGS
-    assert _problems(exp) == [
+    assert CONFIG.init.controller.image_command_lookup, "on unless switched off"
+    assert _problems(exp) == []
+
+
+def test_primary_container_without_command_is_refused_when_the_image_lookup_is_off() -> None:
+    exp = experiment()
+    (container,) = exp["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"][
+        "containers"
+    ]
+    del container["command"]
+    container["args"] = ARGS
+    assert _problems(exp, config=NO_IMAGE_LOOKUP) == [
         "spec.trialTemplate.trialSpec.spec.template.spec.containers[0].command: required for "
         "primary container 'training-container': the StdOut metrics collector wraps the "
-        "training command and cannot read the image's ENTRYPOINT; set command (e.g. command: "
-        "[python3, train.py])"
+        "training command and reading the image's ENTRYPOINT is switched off (katib-config "
+        "init.controller.imageCommandLookup); set command (e.g. command: [python3, train.py])"
     ]
     # Push and Custom collectors do not wrap the command: the image's ENTRYPOINT is fine.
     for collector in ({"kind": "Push"}, {"kind": "Custom", "customCollector": {"name": "c"}}):
         pushed = copy.deepcopy(exp)
         pushed["spec"]["metricsCollectorSpec"] = {"collector": collector}
-        assert _problems(pushed) == []
+        assert _problems(pushed, config=NO_IMAGE_LOOKUP) == []
 
 
 def test_primary_container_is_looked_for_in_every_replica() -> None:
@@ -1084,14 +1101,14 @@ def test_command_is_required_only_where_the_pod_is_known_to_be_primary() -> None
         Worker=_pod_template("tensorflow", None),
     )
     exp["spec"]["trialTemplate"]["primaryPodLabels"] = worker
-    assert _problems(exp) == []
+    assert _problems(exp, config=NO_IMAGE_LOOKUP) == []
     exp = _replicated(
         "TFJob",
         PS=_pod_template("tensorflow", None),
         Worker=_pod_template("tensorflow", None, labels=worker),
     )
     exp["spec"]["trialTemplate"]["primaryPodLabels"] = worker
-    (problem,) = _problems(exp)
+    (problem,) = _problems(exp, config=NO_IMAGE_LOOKUP)
     assert problem.startswith(
         "spec.trialTemplate.trialSpec.spec.tfReplicaSpecs.Worker.template.spec.containers[0]"
         ".command: required for primary container 'tensorflow'"

@@ -74,6 +74,10 @@ class StaticCluster:
     """What `may` refuses (every other permission is granted)."""
     uninstalled: set[str] = field(default_factory=set)
     """Kinds discovery does not know (their CRD is not installed)."""
+    secrets: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    service_accounts: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    reads: list[tuple[str, str, str]] = field(default_factory=list)
+    """Every Secret and ServiceAccount read, as (kind, namespace, name)."""
     error: Exception | None = None
 
     def _fail(self) -> None:
@@ -97,6 +101,16 @@ class StaticCluster:
     ) -> dict[str, Any] | None:
         self._fail()
         return self.objects.get((kind, namespace, name))
+
+    def secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._fail()
+        self.reads.append(("Secret", namespace, name))
+        return self.secrets.get((namespace, name))
+
+    def service_account(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._fail()
+        self.reads.append(("ServiceAccount", namespace, name))
+        return self.service_accounts.get((namespace, name))
 
     def may(self, user: dict[str, Any], permission: Permission) -> bool:
         self._fail()

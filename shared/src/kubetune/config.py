@@ -95,6 +95,9 @@ class _Open(WireModel):
 class ControllerConfig(_Open):
     trial_resources: list[str] = Field(default_factory=lambda: list(DEFAULT_TRIAL_RESOURCES))
     inject_istio_annotation: bool = True
+    image_command_lookup: bool = True
+    """Read a primary container's missing command from its image's registry (ENTRYPOINT and
+    CMD), as Katib does; false (air-gapped clusters) refuses such a container instead."""
 
 
 class InitConfig(_Open):

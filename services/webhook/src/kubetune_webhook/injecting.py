@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import posixpath
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from pydantic import ValidationError
@@ -29,7 +30,12 @@ from kubetune.api import API_VERSION
 from kubetune.api.common import CollectorKind, MetricsCollectorSpec, ObjectiveType
 from kubetune.api.trial import Trial
 from kubetune.config import ConfigError, KatibConfig
+from kubetune_webhook.imagecommand import ImageCommand
 from kubetune_webhook.validating import ClusterError
+
+ImageCommands = Callable[[str], ImageCommand]
+"""An image's ENTRYPOINT and CMD (`imagecommand.RegistryClient` with the pod's pull secrets);
+raises `imagecommand.RegistryError`."""
 
 LOG_DIR = procwait.DEFAULT_LOG_DIR
 SIDECAR_NAME = "metrics-logger-and-collector"
@@ -170,19 +176,37 @@ def watched_names(pod: dict[str, Any], primary: str, wait_all: bool) -> list[str
     return list(dict.fromkeys(names))
 
 
-def wrap_container(container: dict[str, Any], kind: str) -> None:
+def wrap_container(
+    container: dict[str, Any], kind: str, image_commands: ImageCommands | None = None
+) -> None:
+    """Wrap the container's command; without `command`, the image's ENTRYPOINT and CMD as
+    `image_commands` reads them (refused when it is None: the lookup is switched off)."""
     if is_wrapped(container):
         return
     name = container.get("name")
     command = container.get("command")
-    if not command:
+    args = [str(a) for a in container.get("args") or []]
+    if not command and image_commands is None:
         raise Denied(
             f"container {name!r} has no command: kubetune wraps the training "
-            "command so the metrics collector can wait for it, and cannot read the image's "
-            f"ENTRYPOINT; set `command` on container {name!r} in the trial "
+            "command so the metrics collector can wait for it, and reading the image's "
+            "ENTRYPOINT is switched off (katib-config init.controller.imageCommandLookup); "
+            f"set `command` on container {name!r} in the trial "
             "template (e.g. command: [python3, train.py])"
         )
-    argv = [str(a) for a in [*command, *(container.get("args") or [])]]
+    if not command:
+        assert image_commands is not None
+        image = str(container.get("image") or "")
+        if not image:
+            raise Denied(f"container {name!r} has neither a command nor an image; set `image`")
+        argv = image_commands(image).argv(args)
+        if not argv:
+            raise Denied(
+                f"container {name!r} has no command and image {image!r} has neither ENTRYPOINT "
+                f"nor CMD; set `command` on container {name!r} in the trial template"
+            )
+    else:
+        argv = [str(a) for a in [*command, *args]]
     for i, arg in enumerate(argv):
         if len(arg.encode()) > procwait.MAX_ARG_BYTES:
             raise Denied(
@@ -481,8 +505,10 @@ def inject(
     config: KatibConfig,
     experiment: dict[str, Any] | None = None,
     suggestion: dict[str, Any] | None = None,
+    image_commands: ImageCommands | None = None,
 ) -> dict[str, Any]:
-    """The pod as it should be admitted. Raises `Denied` with the fix in its message.
+    """The pod as it should be admitted. Raises `Denied` with the fix in its message, and
+    `imagecommand.RegistryError` when a command must be read from an image and cannot be.
 
     `experiment` (the Trial's, given when `needs_experiment`) adds the PBT checkpoint volume to
     the primary containers of a primary pod; `suggestion` (the Experiment's) names its claim."""
@@ -550,10 +576,10 @@ def inject(
     extra_dir = metrics_dir(mc, kind)
     if kind in WRAPPED_KINDS:
         for container in primaries:
-            wrap_container(container, kind)
+            wrap_container(container, kind, image_commands)
         for container in watched[1:]:
             # Only the primary container's output is the metrics source (as upstream).
-            wrap_container(container, CollectorKind.FILE.value)
+            wrap_container(container, CollectorKind.FILE.value, image_commands)
     if present:
         return out
     if kind in WRAPPED_KINDS:

@@ -15,7 +15,8 @@ A GET costs milliseconds, the rules themselves a fraction of one, so two answers
   reference, so a job recreated under the same name is fetched again. Owner references and a
   Trial's spec do not change after creation.
 
-PersistentVolume and ConfigMap lookups are never cached: their answers must be current.
+PersistentVolume, ConfigMap, Secret and ServiceAccount lookups are never cached: their answers
+must be current (a pull secret is read only for the pod being admitted, `pullsecrets`).
 """
 
 from __future__ import annotations
@@ -30,12 +31,15 @@ from kubetune.kube import (
     CONFIGMAPS,
     NAMESPACES,
     PERSISTENT_VOLUMES,
+    SERVICE_ACCOUNTS,
     SUBJECT_ACCESS_REVIEWS,
     Kube,
     Resource,
 )
 from kubetune_webhook.permissions import Permission
 from kubetune_webhook.validating import ClusterError, KindNotInstalled
+
+SECRETS = Resource("", "v1", "secrets", "Secret")
 
 
 class TTLCache:
@@ -109,6 +113,12 @@ class KubeCluster:
 
     def persistent_volume(self, name: str) -> dict[str, Any] | None:
         return self._get(PERSISTENT_VOLUMES, name)
+
+    def secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._get(SECRETS, name, namespace)
+
+    def service_account(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._get(SERVICE_ACCOUNTS, name, namespace)
 
     def may(self, user: dict[str, Any], permission: Permission) -> bool:
         """Ask the API server's authorizers (never cached: rights change at any time)."""

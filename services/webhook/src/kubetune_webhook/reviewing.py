@@ -26,9 +26,11 @@ from kubetune.config import KatibConfig
 from kubetune_webhook import (
     authorizing,
     defaulting,
+    imagecommand,
     injecting,
     patching,
     permissions,
+    pullsecrets,
     validating,
 )
 
@@ -39,7 +41,9 @@ KIND = "AdmissionReview"
 PATHS = ("/mutate-experiment", "/validate-experiment", "/mutate-pod", "/validate-trial-status")
 
 
-class Cluster(validating.Cluster, injecting.Owners, permissions.Authorizer, Protocol):
+class Cluster(
+    validating.Cluster, injecting.Owners, permissions.Authorizer, pullsecrets.Reader, Protocol
+):
     """Every read the endpoints make (`lookups.KubeCluster` in production)."""
 
 
@@ -128,11 +132,13 @@ class Admission:
         cluster: Cluster,
         options: validating.Options = validating.Options(),  # noqa: B008 - frozen
         status_writers: StatusWriters | None = None,
+        images: imagecommand.RegistryClient | None = None,
     ) -> None:
         self.config = config
         self.cluster = cluster
         self.options = options
         self.status_writers = status_writers
+        self.images = images or imagecommand.RegistryClient()
 
     def handle(self, path: str, body: bytes) -> tuple[int, dict[str, Any]]:
         """(HTTP status, JSON answer) for any body; never raises."""
@@ -303,11 +309,57 @@ class Admission:
                     "no Experiment owns it, so its checkpoint volume is unknown; create PBT "
                     "Trials through an Experiment",
                 )
+        lookup = self.config.init.controller.image_command_lookup
         try:
-            mutated = injecting.inject(pod, trial, namespace, self.config, experiment, suggestion)
+            mutated = injecting.inject(
+                pod,
+                trial,
+                namespace,
+                self.config,
+                experiment,
+                suggestion,
+                self._image_commands(pod, namespace) if lookup else None,
+            )
         except injecting.Denied as e:
             return respond(review.uid, allowed=False, message=str(e))
+        except imagecommand.RegistryError as e:
+            return respond(
+                review.uid, allowed=False, code=500 if e.transient else 400, message=str(e)
+            )
+        except validating.ClusterError as e:
+            return respond(
+                review.uid,
+                allowed=False,
+                code=500,
+                message=f"the pod's imagePullSecrets cannot be read to look up its image's "
+                f"command: {e}; retry",
+            )
         return respond(review.uid, allowed=True, patch=patching.diff(pod, mutated))
+
+    def _image_commands(self, pod: dict[str, Any], namespace: str) -> injecting.ImageCommands:
+        """Reads an image's command with the pod's pull secrets (read at the first need).
+
+        The platform of a multi-arch image: the pod's `kubernetes.io/os` and
+        `kubernetes.io/arch` nodeSelector when it pins them (the node it can run on), else
+        linux/amd64, the platform Katib resolves to."""
+        spec = pod.get("spec") or {}
+        selector = spec.get("nodeSelector")
+        selector = selector if isinstance(selector, dict) else {}
+        default_os, default_arch = imagecommand.DEFAULT_PLATFORM
+        platform = (
+            str(selector.get("kubernetes.io/os") or default_os),
+            str(selector.get("kubernetes.io/arch") or default_arch),
+        )
+        credentials: dict[str, imagecommand.Credentials] | None = None
+
+        def read(image: str) -> imagecommand.ImageCommand:
+            nonlocal credentials
+            if credentials is None:
+                secrets = pullsecrets.read(pod, namespace, self.cluster)
+                credentials = imagecommand.merge_credentials(secrets)
+            return self.images.image_command(image, credentials, platform)
+
+        return read
 
     def validate_trial_status(self, review: Review) -> dict[str, Any]:
         wrong = self._wrong_kind(review, "Trial")

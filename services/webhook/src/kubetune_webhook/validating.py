@@ -457,7 +457,9 @@ def _template_text(
         return None, True, [f"{base}.configMap: {e}"]
 
 
-def validate_trial_template(spec: ExperimentSpec, read: TemplateReader | None) -> list[str]:
+def validate_trial_template(
+    spec: ExperimentSpec, read: TemplateReader | None, *, command_from_image: bool = False
+) -> list[str]:
     """Rule 8, in upstream's order; an unusable template stops the checks that need it."""
     template = spec.trial_template
     base = "spec.trialTemplate"
@@ -570,7 +572,7 @@ def validate_trial_template(spec: ExperimentSpec, read: TemplateReader | None) -
         if template.trial_spec is not None
         else f"{base}.configMap[{template.config_map.template_path if template.config_map else ''}]"
     )
-    return problems + primary_container_problems(job, spec, where)
+    return problems + primary_container_problems(job, spec, where, command_from_image)
 
 
 WRAPPED_COLLECTORS = (
@@ -602,9 +604,12 @@ def _pod_specs(
     return found
 
 
-def primary_container_problems(job: dict[str, Any], spec: ExperimentSpec, where: str) -> list[str]:
-    """The primary container must be in the template and, when the collector wraps its command,
-    have a `command`: otherwise every trial pod is refused and the Experiment cannot run."""
+def primary_container_problems(
+    job: dict[str, Any], spec: ExperimentSpec, where: str, command_from_image: bool = False
+) -> list[str]:
+    """The primary container must be in the template and, when the collector wraps its command
+    and the pod webhook does not read it from the image (`command_from_image`), have a
+    `command`: otherwise every trial pod is refused and the Experiment cannot run."""
     template = spec.trial_template
     name = template.primary_container_name if template else None
     if template is None or not name:
@@ -631,7 +636,7 @@ def primary_container_problems(job: dict[str, Any], spec: ExperimentSpec, where:
         ]
     mc = spec.metrics_collector_spec
     kind = (mc.collector.kind if mc and mc.collector else None) or CollectorKind.STDOUT.value
-    if kind not in WRAPPED_COLLECTORS:
+    if kind not in WRAPPED_COLLECTORS or command_from_image:
         return []
     wanted = template.primary_pod_labels or {}
     problems = []
@@ -642,7 +647,8 @@ def primary_container_problems(job: dict[str, Any], spec: ExperimentSpec, where:
             continue
         problems.append(
             f"{path}.command: required for primary container {name!r}: the {kind} metrics "
-            "collector wraps the training command and cannot read the image's ENTRYPOINT; set "
+            "collector wraps the training command and reading the image's ENTRYPOINT is "
+            "switched off (katib-config init.controller.imageCommandLookup); set "
             "command (e.g. command: [python3, train.py])"
         )
     return problems
@@ -807,7 +813,9 @@ def validate_spec(
         + validate_objective(spec)
         + validate_algorithm(spec, config)
         + validate_resume_policy(spec)
-        + validate_trial_template(spec, read)
+        + validate_trial_template(
+            spec, read, command_from_image=config.init.controller.image_command_lookup
+        )
         + validate_search_space(spec)
         + validate_metrics_collector(spec.metrics_collector_spec, config)
     )
