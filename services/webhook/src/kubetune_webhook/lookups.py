@@ -31,6 +31,7 @@ from kubetune.kube import (
     CONFIGMAPS,
     NAMESPACES,
     PERSISTENT_VOLUMES,
+    SECRETS,
     SERVICE_ACCOUNTS,
     SUBJECT_ACCESS_REVIEWS,
     Kube,
@@ -38,8 +39,6 @@ from kubetune.kube import (
 )
 from kubetune_webhook.permissions import Permission
 from kubetune_webhook.validating import ClusterError, KindNotInstalled
-
-SECRETS = Resource("", "v1", "secrets", "Secret")
 
 
 class TTLCache:
