@@ -12,7 +12,10 @@ Two modes:
   first, then its finalizer `kubetune.kubeflow.org/suggestion-volume` is taken off every
   Suggestion (a running controller would put it back), so deleting an Experiment later is not
   stuck. The FromVolume PVCs, their PVs and the hostPath data stay with their Experiments (the
-  state a resumed Experiment needs); the plan names those PVs, which nothing deletes any more.
+  state a resumed Experiment needs). Deleting an Experiment later deletes its PVC (owner
+  reference); its PV then follows its reclaim policy, Delete, without kubetune's finalizer:
+  removed where the cluster's volume plugin can delete it, else left Released. The plan names
+  those PVs.
 * delete: every Experiment is deleted first, while kubetune's controllers still run and clean
   their Trials, jobs, Suggestions and volumes; then kubetune; the CRDs only with `delete_crds`,
   refused while Katib's controller is installed (the CRDs would be its too).
@@ -201,9 +204,10 @@ def _kept_volumes(kube: Kube) -> list[str]:
             path = ((pv.get("spec") or {}).get("hostPath") or {}).get("path")
             where = f" (hostPath {path})" if path else ""
             volumes.append(
-                f"PersistentVolume {pv['metadata']['name']}{where} of Suggestion {owner}: "
-                "nothing deletes it once kubetune is gone; after deleting its Experiment, "
-                f"kubectl delete pv {pv['metadata']['name']}"
+                f"PersistentVolume {pv['metadata']['name']}{where} of Suggestion {owner}, "
+                "with its Experiment; once that is deleted, the PV's reclaim policy (Delete) "
+                "applies without kubetune: if the cluster cannot delete it, it stays Released "
+                f"for kubectl delete pv {pv['metadata']['name']}"
             )
     return volumes
 
