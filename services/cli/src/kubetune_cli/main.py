@@ -1,4 +1,4 @@
-"""`kubetune`: run, get, best, logs, plot and metrics, against the current kubeconfig's cluster."""
+"""`kubetune`: run, get, best, logs, plot, metrics and uninstall, on the kubeconfig's cluster."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from kubetune import api, errors, metrichistory
 from kubetune.api.experiment import Experiment
 from kubetune.api.trial import Trial
 from kubetune.kube import EXPERIMENTS, PODS, TRIALS, Kube, connect
-from kubetune_cli import overview, tables
+from kubetune_cli import overview, tables, uninstalling
 from kubetune_cli.plotting import plot, plot_history
 from kubetune_cli.reading import (
     UserError,
@@ -300,6 +300,57 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_uninstall(args: argparse.Namespace) -> int:
+    kube = _kube(args)
+    the_plan = uninstalling.plan(
+        kube, delete_experiments=args.delete_experiments, delete_crds=args.delete_crds
+    )
+    mode = "deleting" if args.delete_experiments else "keeping"
+    if args.dry_run:
+        print(f"kubetune uninstall, {mode} the Experiments (dry run, nothing changed):")
+        print(the_plan.text())
+        return 0
+    print(f"kubetune uninstall, {mode} the Experiments:")
+    uninstalling.execute(kube, the_plan, args.timeout, sys.stdout)
+    return 0
+
+
+def _uninstall_parser(sub: Any) -> None:
+    uninstall = sub.add_parser(
+        "uninstall",
+        help="remove kubetune from the cluster, keeping or deleting the Experiments",
+        description=uninstalling.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    mode = uninstall.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--keep-experiments",
+        dest="delete_experiments",
+        action="store_false",
+        help="(default) Experiments, Suggestions, Trials and the CRDs stay, free of kubetune's "
+        "finalizer, for Katib to take back",
+    )
+    mode.add_argument(
+        "--delete-experiments",
+        dest="delete_experiments",
+        action="store_true",
+        help="delete every Experiment first (with its Trials, jobs, Suggestions and volumes)",
+    )
+    uninstall.add_argument(
+        "--delete-crds",
+        action="store_true",
+        help="with --delete-experiments: also the CRDs (refused while Katib's controller runs)",
+    )
+    uninstall.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    uninstall.add_argument(
+        "--timeout",
+        type=_positive,
+        default=300,
+        help="seconds each wait may take before it stops and names what is left (default 300)",
+    )
+    uninstall.set_defaults(func=cmd_uninstall, delete_experiments=False)
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="kubetune", description=__doc__)
     root.add_argument("--kubeconfig", help="kubeconfig path (default: $KUBECONFIG, ~/.kube/config)")
@@ -357,6 +408,7 @@ def parser() -> argparse.ArgumentParser:
     metrics.add_argument("-o", "--output", choices=["table", "json"], default="table")
     metrics.add_argument("--plot", metavar="FILE.png", help="also plot each metric by step")
     metrics.set_defaults(func=cmd_metrics)
+    _uninstall_parser(sub)
     return root
 
 
