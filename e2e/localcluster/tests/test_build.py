@@ -56,7 +56,7 @@ def test_real_release_gomod(tmp_path: Path) -> None:
     the module cache, or fetches that one small file when the binaries were built from a cache
     of their own (a missing Go cache is no reason to test nothing)."""
     out = subprocess.run(
-        [build.find_go(), "list", "-m", "-json", f"k8s.io/kubernetes@{build.K8S_VERSION}"],
+        [gotool.find_go(), "list", "-m", "-json", f"k8s.io/kubernetes@{build.K8S_VERSION}"],
         cwd=tmp_path,
         env={**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"},
         capture_output=True,
