@@ -225,7 +225,13 @@ class Syncer:
         suggestion = Suggestion.model_validate(raw)
         experiment = Experiment.model_validate(experiment_raw)
         status = suggestion.status
-        if status is not None and conditions.is_true(status.conditions, SuggestionCondition.FAILED):
+        if status is not None and (
+            conditions.is_true(status.conditions, SuggestionCondition.FAILED)
+            or conditions.is_true(status.conditions, SuggestionCondition.SUCCEEDED)
+        ):
+            # A Succeeded Suggestion gets nothing more: an algorithm pod still terminating after
+            # its Deployment went must not answer a restarted Experiment's new requests (Never
+            # is never restarted; a FromVolume restart removes Succeeded first).
             return False
         raw_trials = list(trial_objects)
         outcomes: dict[str, studying.Outcome] = {}
