@@ -207,7 +207,8 @@ def test_metrics_of_a_trial(
         f"trial {namespace}/t1: loss 150 of 150 reports kept, accuracy 75 of 75 reports kept"
     )
     assert lines[1].split() == ["STEP", "TIME", "LOSS", "ACCURACY"]
-    assert lines[2].split() == ["0", "2027-01-15T08:00:00Z", "1.0000", "0.00"]
+    # Tables show 4 significant digits (a stored "1.0000" reads 1); `-o json` keeps the text.
+    assert lines[2].split() == ["0", "2027-01-15T08:00:00Z", "1", "0"]
     assert lines[-1].split() == ["149", "2027-01-15T08:02:29Z", "0.0067", "-"]
 
     assert main.main(_cli(cluster, namespace, "metrics", "t1", "--metric", "acc")) == 1
