@@ -203,3 +203,56 @@ def test_a_command_that_cannot_start_is_a_recorded_failure(
     outcome = make_collector(log_dir, register_timeout=5, timeout=5).run()
     assert outcome.code is collecting.ExitCode.TRAINING_FAILED
     assert f"exited with code {code}" in outcome.message
+
+
+_TERM_COUNTER = """\
+import signal, sys, time
+got = []
+signal.signal(signal.SIGTERM, lambda *_: got.append(1))
+print("ready", flush=True)
+deadline = time.monotonic() + 30
+while not got and time.monotonic() < deadline:
+    time.sleep(0.01)
+time.sleep(0.05)  # room for a duplicate SIGTERM to arrive
+open(sys.argv[1], "w").write(str(len(got)))
+sys.exit(5)
+"""
+
+
+@pytest.mark.parametrize("shell", [s for s in SHELLS if s != "busybox"])
+def test_a_sigterm_right_after_the_first_output_is_forwarded_exactly_once(
+    tmp_path: Path, shell: str
+) -> None:
+    """The trial wrapper as injected, signalled the moment the training process has printed:
+    the wrapper may not yet know its child's PID, or may be about to wait for it. The training
+    program must get that SIGTERM once (never lost, never twice) and its exit code recorded."""
+    script = tmp_path / "train.py"
+    script.write_text(_TERM_COUNTER)
+    ends: list[tuple[int | None, str, str]] = []
+    for attempt in range(200):
+        log_dir = tmp_path / f"try{attempt}"
+        count = tmp_path / f"count{attempt}"
+        argv = procwait.wrap_argv(
+            [sys.executable, str(script), str(count)],
+            str(log_dir),
+            metrics_file=str(log_dir / "metrics.log"),
+        )
+        p = subprocess.Popen([shell, *argv[1:]], stdout=subprocess.PIPE)
+        try:
+            assert p.stdout is not None
+            assert p.stdout.readline() == b"ready\n"
+            p.send_signal(signal.SIGTERM)
+            try:
+                code: int | None = p.wait(20)
+            except subprocess.TimeoutExpired:
+                code = None  # the SIGTERM was lost: the training process never ended
+        finally:
+            p.kill()
+            p.wait()
+            if p.stdout is not None:
+                p.stdout.close()
+        received = count.read_text() if count.exists() else "none"
+        record = procwait.pid_file(log_dir, p.pid).read_text().strip()
+        ends.append((code, received, record))
+    wrong = [e for e in ends if e != (5, "1", "exit 5")]
+    assert not wrong, f"{len(wrong)} of {len(ends)} tries ended otherwise: {wrong[:5]}"

@@ -291,14 +291,18 @@ def sh_record_end(log_dir: str = DEFAULT_LOG_DIR) -> str:
 
 def _sh_trap(log_dir: str) -> str:
     """The signal-forwarding trap of :func:`sh_run`; installed first, so a SIGTERM that comes
-    before the command started is passed on too. The flag file covers a signal that reaches the
-    child before it has dropped the inherited trap (it would swallow it): the child checks the
-    file before it runs the command."""
+    before the command started is passed on too. Each signal is forwarded exactly once: by the
+    trap when the child's PID is known, else (``katib_early``) by the wrapper right after it
+    learns the PID. A second SIGTERM could reach the training program while it is shutting
+    down after the first, when Python has already restored the default action (exit 143 or 1
+    instead of its own code). The flag file covers a signal that reaches the child before it
+    has dropped the inherited trap (it would swallow it): the child checks the file before it
+    runs the command."""
     term = f"{shlex.quote(log_dir)}/.$$.term"
     return (
-        f"katib_child=; katib_term=; katib_tee=; rm -f {term}\n"
+        f"katib_child=; katib_early=; katib_term=; katib_tee=; rm -f {term}\n"
         f'trap \'katib_term=1; : > {term}; if [ -n "$katib_child" ];'
-        " then kill -TERM $katib_child 2>/dev/null; fi' TERM INT HUP"
+        " then kill -TERM $katib_child 2>/dev/null; else katib_early=1; fi' TERM INT HUP"
     )
 
 
@@ -324,7 +328,7 @@ def _sh_run_body(command: str, log_dir: str, metrics_file: str | None) -> str:
         f"(\n[ -e {term} ] && exit 143\n{command}\n) <&3 3<&-{out} &",
         "katib_child=$!",
         "exec 3<&-" + (" 4>&-" if out else ""),
-        'if [ -n "$katib_term" ]; then kill -TERM $katib_child 2>/dev/null; fi',
+        'if [ -n "$katib_early" ]; then kill -TERM $katib_child 2>/dev/null; fi',
         "wait $katib_child; katib_rc=$?",
         # A trapped signal makes wait return early (128+n): wait again for the real status. A
         # child already waited for makes wait answer 127 ("not a child"): keep what we have.
