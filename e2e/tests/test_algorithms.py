@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 import test_local_overlay as overlay
 import yaml
+from podcode import python_code
 
 from kubetune import naming
 from kubetune_testkit.conditions import conditions_of
@@ -74,14 +75,13 @@ def _hyperband(name: str, namespace: str) -> Obj:
         {"name": "numberEpochs", "reference": "num-epochs"},
     ]
     container = template["trialSpec"]["spec"]["template"]["spec"]["containers"][0]
-    container["command"] = [
-        "python3",
-        "-c",
+    # One shell line, as Katib runs the primary container (command and args joined).
+    container["command"] = python_code(
         SCORE,
         "${trialParameters.learningRate}",
         "${trialParameters.numberLayers}",
         "${trialParameters.numberEpochs}",
-    ]
+    )
     return experiment
 
 
@@ -235,13 +235,9 @@ def _pbt(name: str, namespace: str) -> Obj:
     spec["maxTrialCount"] = 15
     spec["maxFailedTrialCount"] = 3
     container = spec["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]["containers"][0]
-    container["command"] = [
-        "python3",
-        "-c",
-        TRAIN_ONE_STEP,
-        "${trialParameters.learningRate}",
-        CHECKPOINT_DIR,
-    ]
+    container["command"] = python_code(
+        TRAIN_ONE_STEP, "${trialParameters.learningRate}", CHECKPOINT_DIR
+    )
     return experiment
 
 

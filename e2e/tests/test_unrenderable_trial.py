@@ -6,6 +6,10 @@ The experiment-controller creates such a Trial without runSpec and with the reas
 annotation `kubetune.io/render-error`; the trial-controller, which owns Trial conditions,
 fails it with that reason. (They used to race: the experiment-controller replaced the whole
 condition list, the trial-controller wrote "spec.runSpec is empty".)
+
+The webhook refuses an unknown placeholder at admission, so the template breaks the way it
+does for real after admission: it lives in a ConfigMap (`trialTemplate.configMap`) that is
+edited once the Experiment was admitted.
 """
 
 from __future__ import annotations
@@ -14,9 +18,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import yaml
 
 from kubetune import naming
-from kubetune.kube import EXPERIMENTS, SUGGESTIONS, TRIALS, Kube
+from kubetune.kube import CONFIGMAPS, EXPERIMENTS, SUGGESTIONS, TRIALS, Kube
 from kubetune_testkit import builders
 from kubetune_testkit.conditions import conditions_of, last_condition
 from kubetune_testkit.processes import ServiceProcess
@@ -41,18 +46,40 @@ def test_a_trial_that_cannot_be_rendered_fails_once_with_the_fix(
             "--no-leader-elect",
             "--probe-port=0",
         ).start()
-    command = ["echo", "${trialParameters.learningRate}", "${trialParameters.typo}"]
+
+    def template(*command: str) -> dict[str, str]:
+        return {"job.yaml": yaml.safe_dump(builders.trial_job(list(command)))}
+
+    kube.create(
+        CONFIGMAPS,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "trial-templates", "namespace": namespace},
+            "data": template("echo", "${trialParameters.learningRate}"),
+        },
+        namespace,
+    )
     manifest = builders.experiment(
         "broken",
         namespace,
         objective_spec=builders.objective(),
-        trial_spec=builders.trial_job(command),
         maxTrialCount=2,
         parallelTrialCount=1,
         maxFailedTrialCount=1,
     )
+    trial_template = manifest["spec"]["trialTemplate"]
+    del trial_template["trialSpec"]
+    trial_template["configMap"] = {
+        "configMapName": "trial-templates",
+        "configMapNamespace": namespace,
+        "templatePath": "job.yaml",
+    }
     kube.create(EXPERIMENTS, manifest, namespace)
     wait_for("the Suggestion", lambda: kube.get_or_none(SUGGESTIONS, "broken", namespace))
+    # After admission, the template gets a placeholder no trialParameter declares.
+    broken = template("echo", "${trialParameters.learningRate}", "${trialParameters.typo}")
+    kube.patch(CONFIGMAPS, "trial-templates", {"data": broken}, namespace)
     StandInAlgorithm(kube, namespace, "broken").fulfil()
     wait_for(
         "the Experiment to fail",
