@@ -33,17 +33,22 @@ from typing import TextIO
 
 from kubetune import errors, naming
 from kubetune.kube import (
+    ADMISSION_POLICIES,
+    ADMISSION_POLICY_BINDINGS,
     CLUSTER_ROLE_BINDINGS,
     CLUSTER_ROLES,
     CONFIGMAPS,
     CUSTOM_RESOURCE_DEFINITIONS,
     DEPLOYMENTS,
+    DISRUPTION_BUDGETS,
     EXPERIMENTS,
     LEASES,
     MUTATING_WEBHOOK_CONFIGURATIONS,
+    NETWORK_POLICIES,
     PERSISTENT_VOLUMES,
     ROLE_BINDINGS,
     ROLES,
+    SECRETS,
     SERVICE_ACCOUNTS,
     SERVICES,
     SUGGESTIONS,
@@ -64,24 +69,6 @@ LEASE_PREFIX = "kubetune-"
 DEFAULT_NAMESPACE = "kubeflow"
 KATIB_CONTROLLER = "katib-controller"
 
-SECRETS = Resource("", "v1", "secrets", "Secret")
-DISRUPTION_BUDGETS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
-NETWORK_POLICIES = Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy")
-_ADMISSION = "admissionregistration.k8s.io"
-ADMISSION_POLICIES = Resource(
-    _ADMISSION,
-    "v1",
-    "validatingadmissionpolicies",
-    "ValidatingAdmissionPolicy",
-    namespaced=False,
-)
-ADMISSION_POLICY_BINDINGS = Resource(
-    _ADMISSION,
-    "v1",
-    "validatingadmissionpolicybindings",
-    "ValidatingAdmissionPolicyBinding",
-    namespaced=False,
-)
 
 ADMISSION = (
     MUTATING_WEBHOOK_CONFIGURATIONS,
