@@ -39,9 +39,9 @@ def test_each_constant_builds_its_path(name: str) -> None:
     path = resource.path("ns", "obj")
     assert path.endswith(f"/{resource.plural}/obj")
     assert ("/namespaces/ns/" in path) == resource.namespaced
-    assert name == re.sub(r"(?<=[a-z])(?=[A-Z])", "_", resource.kind).upper() + "S" or name in {
-        "CONFIGMAPS"
-    }
+    singular = re.sub(r"(?<=[a-z])(?=[A-Z])", "_", resource.kind).upper()
+    plural = singular[:-1] + "IES" if singular.endswith("Y") else singular + "S"
+    assert name == plural or name in {"CONFIGMAPS"}
 
 
 def test_names_are_unique() -> None:

@@ -156,16 +156,16 @@ VALIDATING_WEBHOOK_CONFIGURATIONS = Resource(
     "ValidatingWebhookConfiguration",
     namespaced=False,
 )
-DISRUPTION_BUDGETS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
+POD_DISRUPTION_BUDGETS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 NETWORK_POLICIES = Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy")
-ADMISSION_POLICIES = Resource(
+VALIDATING_ADMISSION_POLICIES = Resource(
     _ADMISSION,
     "v1",
     "validatingadmissionpolicies",
     "ValidatingAdmissionPolicy",
     namespaced=False,
 )
-ADMISSION_POLICY_BINDINGS = Resource(
+VALIDATING_ADMISSION_POLICY_BINDINGS = Resource(
     _ADMISSION,
     "v1",
     "validatingadmissionpolicybindings",
