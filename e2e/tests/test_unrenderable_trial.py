@@ -67,6 +67,8 @@ def test_a_trial_that_cannot_be_rendered_fails_once_with_the_fix(
         maxTrialCount=2,
         parallelTrialCount=1,
         maxFailedTrialCount=1,
+        # A ConfigMap template gets no default conditions (as upstream): they are written out.
+        conditions=builders.JOB_CONDITIONS,
     )
     trial_template = manifest["spec"]["trialTemplate"]
     del trial_template["trialSpec"]
