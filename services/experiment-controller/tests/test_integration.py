@@ -142,8 +142,11 @@ def test_a_finished_trials_successor_is_created_from_an_assignment_at_hand(
         controller.stop()
     assert len(kube.get(SUGGESTIONS, "ahead", namespace)["status"]["suggestions"]) == 6
     # The pass that saw the first Trial finish created its successor, then asked for one more.
+    # (A request write refused by a conflict is retried after the next Trial event under load,
+    # so only the order is asserted: the successor first, then the request for a later one.)
     after = recording.writes[recording.writes.index("create trial") + 3 :]
-    assert after[:2] == ["create trial", "requests 7"], recording.writes
+    assert after[0] == "create trial" and "requests 7" in after, recording.writes
+    assert after.index("create trial") < after.index("requests 7"), recording.writes
 
 
 def test_runs_to_max_trials_with_counts_optimum_and_parallelism(
