@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kubetune_testkit import builders, deploying
+from kubetune_testkit import builders, deploying, skips
 from kubetune_testkit.kubectl import apply, get_json
 from localcluster import cluster as lc
 from localcluster.pytest_plugin import ClusterHandle
@@ -32,7 +32,7 @@ AVAILABLE_TIMEOUT = float(os.environ.get("KUBETUNE_E2E_AVAILABLE_TIMEOUT", "180"
 def fresh() -> Iterator[ClusterHandle]:
     """A new local cluster for this module alone, torn down afterwards."""
     if os.environ.get("KUBETUNE_E2E_EXISTING_CLUSTER") == "1":
-        pytest.skip("needs a fresh cluster: this module starts its own local cluster")
+        skips.skip("existing cluster", "this module installs on a fresh local cluster of its own")
     state_dir = Path(tempfile.mkdtemp(prefix="localcluster-install-"))
     try:
         state = lc.up(state_dir, bind_to_parent=True, quiet=True)

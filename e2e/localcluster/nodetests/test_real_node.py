@@ -20,7 +20,9 @@ from cryptography import x509
 
 from localcluster import cluster, node, nodebuild, ociimage
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the real node runs as root")
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0, reason="needs root: containerd, the kubelet and kube-proxy run as root"
+)
 
 # From Debian's busybox-static (tox -e node installs it).
 TEST_IMAGE = "localcluster.local/busybox:test"

@@ -17,7 +17,7 @@ import yaml
 
 from kubetune import naming
 from kubetune.kube import EXPERIMENTS, TRIALS, Kube
-from kubetune_testkit import builders
+from kubetune_testkit import builders, uipaths
 from kubetune_testkit.kubectl import apply
 from kubetune_testkit.waiting import wait_for
 from kubetune_testkit.webhook import Webhook, configurations, registered, serving, wait_effective
@@ -181,7 +181,7 @@ def test_tables_show_four_significant_digits_and_keep_the_stored_value_in_the_ti
     url = start_ui(f"--watch-namespace={namespace}")
     kube.create(EXPERIMENTS, builders.experiment("digits", namespace, maxTrialCount=3), namespace)
     add_trial(kube, namespace, "digits", "digits-a", long_lr, 0.912345678)
-    browser.get(f"{url}/experiments/{namespace}/digits")
+    browser.get(url + uipaths.object_path("/experiments", namespace, "digits"))
     wait_for("the trial in the table", lambda: rows(browser, "trials") == ["digits-a"])
     cells = browser.find_elements(By.CSS_SELECTOR, "#trials tbody tr td.num")
     shown = [c.text for c in cells]
@@ -190,7 +190,7 @@ def test_tables_show_four_significant_digits_and_keep_the_stored_value_in_the_ti
     assert long_lr in [c.get_attribute("title") for c in cells]
     assert "accuracy = 0.9123" in browser.find_element(By.ID, "best-name").text
 
-    browser.get(f"{url}/trials/{namespace}/digits-a")
+    browser.get(url + uipaths.object_path("/trials", namespace, "digits-a"))
     wait_for("the trial page", lambda: browser.find_element(By.ID, "state").text == "Succeeded")
     summary = browser.find_element(By.ID, "metric-summary").text
     assert "0.4562" in summary and "0.456172839" not in summary, summary

@@ -41,6 +41,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.x509.oid import NameOID
 
 from kubetune_testkit.waiting import wait_for
+from kubetune_webhook import imagecommand
 
 MODULE = "github.com/distribution/distribution/v3/cmd/registry"
 VERSION = "v3.0.0"
@@ -82,6 +83,13 @@ class Registry:
     @property
     def url(self) -> str:
         return f"http://{self.host}"
+
+    def v2_url(self, repo: str, *tail: str) -> str:
+        """`/v2/<repo>/<tail...>` on this registry; `repo` is checked by the webhook's own image
+        grammar (`imagecommand.parse_image` raises for a bad one) and each tail part escaped."""
+        checked = imagecommand.parse_image(f"{self.host}/{repo}").repository
+        parts = "".join("/" + urllib.parse.quote(part, safe=":") for part in tail)
+        return f"{self.url}/v2/{urllib.parse.quote(checked, safe='/')}{parts}"
 
 
 class TokenIssuer:
@@ -238,7 +246,7 @@ def _headers(registry: Registry, repo: str, **extra: str) -> dict[str, str]:
 def _upload_blob(http: urllib3.PoolManager, registry: Registry, repo: str, data: bytes) -> str:
     digest = _digest(data)
     start = http.request(
-        "POST", f"{registry.url}/v2/{repo}/blobs/uploads/", headers=_headers(registry, repo)
+        "POST", registry.v2_url(repo, "blobs", "uploads", ""), headers=_headers(registry, repo)
     )
     assert start.status == 202, (start.status, start.data)
     location = start.headers["Location"]
@@ -260,7 +268,7 @@ def _put_manifest(
 ) -> str:
     put = http.request(
         "PUT",
-        f"{registry.url}/v2/{repo}/manifests/{ref}",
+        registry.v2_url(repo, "manifests", ref),
         body=body,
         headers=_headers(registry, repo, **{"Content-Type": media}),
     )
