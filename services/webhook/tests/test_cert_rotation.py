@@ -13,7 +13,6 @@ import base64
 import contextlib
 import datetime
 import ssl
-import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,9 +32,9 @@ from kubetune_testkit.processes import console_script, free_port
 from kubetune_testkit.waiting import wait_for
 from kubetune_testkit.webhook import (
     Webhook,
-    clean_env,
     configurations,
     registered,
+    running,
     wait_effective,
 )
 from kubetune_webhook import certificates, rotating
@@ -60,25 +59,8 @@ def replica(
         f"--mutating-webhook-configurations={config}",
         f"--validating-webhook-configurations={config}",
     ]  # fmt: skip
-    with log.open("w") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=clean_env())
-    try:
-        wait_for(
-            f"webhook on port {port} to serve ({log})",
-            lambda: "serving admission" in log.read_text() or proc.poll() is not None,
-            timeout=60,
-            interval=0.3,
-        )
-        assert proc.poll() is None, log.read_text()
+    with running(argv, log, timeout=60):
         yield
-    finally:
-        proc.terminate()
-        try:
-            code = proc.wait(timeout=20)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-    assert code == 0, f"webhook exited {code}\n{log.read_text()[-4000:]}"
 
 
 def _secret(kube: Kube, namespace: str) -> dict[str, bytes]:

@@ -316,19 +316,26 @@ def test_from_volume_experiment_is_not_told_to_delete_another_tenants_pv(
             kube.delete(PERSISTENT_VOLUMES, pv)
 
 
+def _experiments_only_author(cluster: Any, namespace: str) -> tuple[str, str]:
+    """A new user who may create, get and patch Experiments in `namespace` and nothing else;
+    its name and its Role's (the tests grant it more under that name's prefix)."""
+    user = f"author-{uuid.uuid4().hex[:6]}"
+    role = f"experiments-only-{user}"
+    cluster.kubectl(
+        "create", "role", role, "-n", namespace,
+        "--verb=create,get,patch", "--resource=experiments.kubeflow.org",
+    )  # fmt: skip
+    cluster.kubectl(
+        "create", "rolebinding", role, "-n", namespace, f"--role={role}", f"--user={user}"
+    )
+    return user, role
+
+
 def test_an_author_without_the_rights_kubetune_would_use_is_refused(
     cluster: Any, registered: str
 ) -> None:
     """A user who may create Experiments but not Jobs cannot have kubetune create them."""
-    user = f"author-{uuid.uuid4().hex[:6]}"
-    role = f"experiments-only-{user}"
-    cluster.kubectl(
-        "create", "role", role, "-n", registered,
-        "--verb=create,get,patch", "--resource=experiments.kubeflow.org",
-    )  # fmt: skip
-    cluster.kubectl(
-        "create", "rolebinding", role, "-n", registered, f"--role={role}", f"--user={user}"
-    )
+    user, role = _experiments_only_author(cluster, registered)
     manifest = undefaulted_experiment("deputy", registered)
     refused = _apply(cluster, manifest, f"--as={user}")
     assert refused.returncode != 0
@@ -360,15 +367,7 @@ def test_a_trial_kind_not_installed_is_admitted_with_a_warning_and_its_right_che
     template["trialSpec"].update(apiVersion=f"{group}/v1", kind="Widget")
     template["successCondition"] = "status.done == true"
     template["failureCondition"] = "status.failed == true"
-    user = f"author-{uuid.uuid4().hex[:6]}"
-    role = f"experiments-only-{user}"
-    cluster.kubectl(
-        "create", "role", role, "-n", registered,
-        "--verb=create,get,patch", "--resource=experiments.kubeflow.org",
-    )  # fmt: skip
-    cluster.kubectl(
-        "create", "rolebinding", role, "-n", registered, f"--role={role}", f"--user={user}"
-    )
+    user, _ = _experiments_only_author(cluster, registered)
     refused = _apply(cluster, manifest, f"--as={user}")
     assert refused.returncode != 0
     assert f"{user} may not create widgets.{group} in namespace {registered}" in refused.stderr

@@ -354,18 +354,32 @@ def host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def _add_seconds_flag(
+    parser: argparse.ArgumentParser, flag: str, env: str, default: float, help_: str, old_env: str
+) -> None:
+    """A float of seconds read from `flag`, else `env` (else the deprecated `old_env`)."""
+    parser.add_argument(
+        flag,
+        action=EnvDefault,
+        env=env,
+        deprecated_env=[old_env] if old_env else [],
+        type=float,
+        default=default,
+        help=help_,
+    )
+
+
 def add_resync_period_flag(
     parser: argparse.ArgumentParser, *, default: float, what: str, deprecated_env: str = ""
 ) -> None:
     """`--resync-period` (seconds): how often `what` happens although nothing changed."""
-    parser.add_argument(
+    _add_seconds_flag(
+        parser,
         "--resync-period",
-        action=EnvDefault,
-        env=RESYNC_PERIOD_ENV,
-        deprecated_env=[deprecated_env] if deprecated_env else [],
-        type=float,
-        default=default,
-        help=f"seconds between {what}",
+        RESYNC_PERIOD_ENV,
+        default,
+        f"seconds between {what}",
+        deprecated_env,
     )
 
 
@@ -373,12 +387,11 @@ def add_shutdown_grace_flag(
     parser: argparse.ArgumentParser, *, default: float, what: str, deprecated_env: str = ""
 ) -> None:
     """`--shutdown-grace` (seconds): how long `what` may go on after SIGTERM."""
-    parser.add_argument(
+    _add_seconds_flag(
+        parser,
         "--shutdown-grace",
-        action=EnvDefault,
-        env=SHUTDOWN_GRACE_ENV,
-        deprecated_env=[deprecated_env] if deprecated_env else [],
-        type=float,
-        default=default,
-        help=f"seconds to let {what} finish on SIGTERM",
+        SHUTDOWN_GRACE_ENV,
+        default,
+        f"seconds to let {what} finish on SIGTERM",
+        deprecated_env,
     )

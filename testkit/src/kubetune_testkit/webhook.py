@@ -78,22 +78,39 @@ def serving(
     log = directory / "webhook.log"
     argv = [console_script("webhook"), "serve", "--address=127.0.0.1", f"--port={port}"]
     argv += [f"--cert-file={files.cert}", f"--key-file={files.key}", f"--kubeconfig={kubeconfig}"]
+    preexec = None if address_space is None else _cap(address_space)
+    with running([*argv, *extra], log, env=env, preexec_fn=preexec):
+        yield Webhook(f"https://127.0.0.1:{port}", files.ca_cert.read_bytes(), log)
+
+
+@contextlib.contextmanager
+def running(
+    argv: list[str],
+    log: Path,
+    *,
+    env: dict[str, str] | None = None,
+    preexec_fn: Callable[[], None] | None = None,
+    timeout: float | None = None,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A `webhook serve` process logging to `log`, once it serves admission, until the block
+    ends; fails when it does not start, and when it does not exit 0 on SIGTERM."""
     with log.open("w") as out:
         proc = subprocess.Popen(
-            [*argv, *extra],
+            argv,
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env or clean_env(),
-            preexec_fn=None if address_space is None else _cap(address_space),
+            preexec_fn=preexec_fn,
         )
     try:
         wait_for(
-            "webhook start",
+            f"webhook start ({log})",
             lambda: "serving admission" in log.read_text() or proc.poll() is not None,
+            timeout=timeout,
             interval=0.3,
         )
         assert proc.poll() is None, log.read_text()
-        yield Webhook(f"https://127.0.0.1:{port}", files.ca_cert.read_bytes(), log)
+        yield proc
     finally:
         proc.terminate()
         try:

@@ -159,22 +159,13 @@ def build_kubernetes(
     bins.bin_dir.mkdir(parents=True, exist_ok=True)
     stamp.unlink(missing_ok=True)
     _progress(f"{what}: go build (long on a cold cache)")
-    gotool.run(
-        [
-            go,
-            "build",
-            "-p",
-            "2",
-            "-trimpath",
-            "-buildvcs=false",
-            f"-tags={BUILD_TAGS}",
-            "-ldflags",
-            _ldflags(version, _origin_hash(info.get("Info", ""))),
-            "-o",
-            str(bins.bin_dir) + "/",
-            *pkgs,
-        ],
+    gotool.go_build(
+        go,
         work,
+        str(bins.bin_dir) + "/",
+        pkgs,
+        ldflags=_ldflags(version, _origin_hash(info.get("Info", ""))),
+        tags=BUILD_TAGS,
     )
     stamp.write_text(json.dumps(expected))
     _progress(f"{what}: done")
@@ -207,22 +198,7 @@ def build_etcd(
     gotool.run([go, "mod", "tidy"], work)
     bin_dir.mkdir(parents=True, exist_ok=True)
     _progress(f"etcd {version}: go build")
-    gotool.run(
-        [
-            go,
-            "build",
-            "-p",
-            "2",
-            "-trimpath",
-            "-buildvcs=false",
-            "-ldflags",
-            "-s -w",
-            "-o",
-            str(target),
-            "go.etcd.io/etcd/server/v3",
-        ],
-        work,
-    )
+    gotool.go_build(go, work, str(target), ["go.etcd.io/etcd/server/v3"])
     stamp.write_text(json.dumps(expected))
     _progress(f"etcd {version}: done")
     return target

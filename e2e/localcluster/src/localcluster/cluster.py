@@ -578,14 +578,7 @@ def _start_all(
         ("controller-manager", "kube-controller-manager"),
         ("scheduler", "kube-scheduler"),
     ):
-        kubeconfig.write(
-            state_dir / f"{stem}.kubeconfig",
-            state.server,
-            pki.p("ca.crt"),
-            pki.p(f"{stem}.crt"),
-            pki.p(f"{stem}.key"),
-            user,
-        )
+        _client_kubeconfig(state_dir / f"{stem}.kubeconfig", state, pki, stem, user)
     starter = _Starter(state, bind_to_parent)
 
     etcd = starter.start(
@@ -675,20 +668,20 @@ def _start_all(
     say(f"cluster up in {time.monotonic() - t0:.1f}s; export KUBECONFIG={state.kubeconfig}")
 
 
+def _client_kubeconfig(path: Path, state: State, pki: certs.Pki, cert: str, user: str) -> None:
+    """A kubeconfig at `path` for the client certificate `<cert>.crt`/`.key` of the cluster PKI."""
+    kubeconfig.write(
+        path, state.server, pki.p("ca.crt"), pki.p(f"{cert}.crt"), pki.p(f"{cert}.key"), user
+    )
+
+
 def _start_node(state: State, pki: certs.Pki, starter: _Starter, deadline: float, say: Any) -> None:
     """containerd (with the node's own images), kubelet, kube-proxy, then CoreDNS."""
     t0 = time.monotonic()
     node_dir = state.node_dir
     node_dir.mkdir(parents=True, exist_ok=True)
     for stem, user in (("kubelet", "kubelet-client"), ("kube-proxy", "kube-proxy")):
-        kubeconfig.write(
-            node_dir / f"{stem}.kubeconfig",
-            state.server,
-            pki.p("ca.crt"),
-            pki.p(f"{user}.crt"),
-            pki.p(f"{user}.key"),
-            user,
-        )
+        _client_kubeconfig(node_dir / f"{stem}.kubeconfig", state, pki, user, user)
     try:
         cmds = node.prepare(node_dir, pki.directory, state.node_ip, NODE_NAME, state.ports)
         # Whatever an earlier node left (it was killed before its `down`) goes first.

@@ -93,6 +93,24 @@ def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
     return proc.stdout
 
 
+def go_build(
+    go: str,
+    work: Path,
+    out: str,
+    packages: list[str],
+    *,
+    ldflags: str = "-s -w",
+    tags: str = "",
+    jobs: int | None = 2,
+    env: dict[str, str] | None = None,
+) -> str:
+    """`go build` as every cached build here runs it: reproducible paths, no VCS stamp, stripped;
+    `jobs` bounds the parallel compiles (two cores), `out` a file or a directory ending in /."""
+    cmd = [go, "build", *(["-p", str(jobs)] if jobs else []), "-trimpath", "-buildvcs=false"]
+    cmd += [f"-tags={tags}"] if tags else []
+    return run([*cmd, "-ldflags", ldflags, "-o", out, *packages], work, env)
+
+
 def go_version(go: str) -> str:
     return run([go, "env", "GOVERSION"], Path.cwd()).strip()
 

@@ -205,23 +205,14 @@ def build_go(spec: GoBinaries, go: str, force: bool = False) -> Path:
     stamp.unlink(missing_ok=True)
     _progress(f"{spec.name}: go build (minutes on a cold cache)")
     out = str(bin_dir / spec.binaries[0]) if spec.main_go else str(bin_dir) + "/"
-    gotool.run(
-        [
-            go,
-            "build",
-            "-p",
-            "2",
-            "-trimpath",
-            "-buildvcs=false",
-            f"-tags={spec.tags}",
-            "-ldflags",
-            " ".join(["-s", "-w", *spec.ldflags]),
-            "-o",
-            out,
-            *pkgs,
-        ],
+    gotool.go_build(
+        go,
         work,
-        env,
+        out,
+        pkgs,
+        ldflags=" ".join(["-s", "-w", *spec.ldflags]),
+        tags=spec.tags,
+        env=env,
     )
     stamp.write_text(json.dumps(expected))
     _progress(f"{spec.name}: done in {time.monotonic() - started:.0f} s")

@@ -217,19 +217,14 @@ def _build_locked(op: Operator, go: str, work: Path, force: bool) -> Path:
     bin_dir.mkdir(parents=True, exist_ok=True)
     (bin_dir / STAMP).unlink(missing_ok=True)
     _progress(f"{op.name}: go build {' '.join(op.packages)} (minutes on a cold cache)")
-    _run(
-        [
-            go,
-            "build",
-            "-trimpath",
-            "-buildvcs=false",
-            "-ldflags",
-            " ".join(["-s", "-w", *op.ldflags]),
-            "-o",
-            str(bin_dir) + "/",
-            *pkgs,
-        ],
+    gotool.go_build(
+        go,
         work,
+        str(bin_dir) + "/",
+        pkgs,
+        ldflags=" ".join(["-s", "-w", *op.ldflags]),
+        jobs=None,
+        env=gotool.go_env(proxy_only_=True),
     )
     (bin_dir / STAMP).write_text(json.dumps(expected))
     _progress(f"{op.name}: done in {time.monotonic() - started:.0f} s")

@@ -14,9 +14,10 @@ import socket
 import sys
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from kubetune import config as katib_config
 from kubetune import flags, logs
@@ -102,37 +103,37 @@ def build_parser() -> argparse.ArgumentParser:
         default=serving.DEFAULT_MAX_BODY,
         help="larger request bodies get HTTP 413",
     )
-    for flag, kind, default, text in (
+    _add_env_flags(
+        serve,
         (
-            "max-connections",
-            _positive_int,
-            serving.DEFAULT_MAX_CONNECTIONS,
-            "open connections at most; at the limit a new one closes the oldest idle one",
+            (
+                "max-connections",
+                _positive_int,
+                serving.DEFAULT_MAX_CONNECTIONS,
+                "open connections at most; at the limit a new one closes the oldest idle one",
+            ),
+            (
+                "workers",
+                _positive_int,
+                serving.DEFAULT_WORKERS,
+                "admission requests answered at once",
+            ),
+            ("handshake-timeout", _positive_float, 5.0, "seconds for a client's TLS handshake"),
+            (
+                "read-timeout",
+                _positive_float,
+                5.0,
+                "seconds for a request to arrive whole (and for a new connection's first request)",
+            ),
+            ("idle-timeout", _positive_float, 60.0, "seconds a keep-alive connection may idle"),
+            (
+                "request-timeout",
+                _positive_float,
+                10.0,
+                "seconds for a whole request, read to answer (HTTP 504 past it)",
+            ),
         ),
-        ("workers", _positive_int, serving.DEFAULT_WORKERS, "admission requests answered at once"),
-        ("handshake-timeout", _positive_float, 5.0, "seconds for a client's TLS handshake"),
-        (
-            "read-timeout",
-            _positive_float,
-            5.0,
-            "seconds for a request to arrive whole (and for a new connection's first request)",
-        ),
-        ("idle-timeout", _positive_float, 60.0, "seconds a keep-alive connection may idle"),
-        (
-            "request-timeout",
-            _positive_float,
-            10.0,
-            "seconds for a whole request, read to answer (HTTP 504 past it)",
-        ),
-    ):
-        serve.add_argument(
-            f"--{flag}",
-            action=EnvDefault,
-            env="KUBETUNE_WEBHOOK_" + flag.upper().replace("-", "_"),
-            type=kind,
-            default=default,
-            help=text,
-        )
+    )
     serve.add_argument(
         "--require-namespace-label",
         action=flags.BoolEnv,
@@ -191,42 +192,60 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_cert_secret_flags(serve: argparse.ArgumentParser) -> None:
-    """Serving from a Secret (`syncing.py`) and provisioning it (`rotating.py`)."""
-    for flag, default, text in (
-        (
-            "cert-secret",
-            "",
-            "Secret of the pod's namespace to serve the certificate from (written to --cert-file "
-            "and --key-file, re-read every --cert-secret-interval); empty: serve the files as "
-            "they are",
-        ),
-        (
-            "cert-dns-names",
-            "",
-            "comma-separated DNS names of the provisioned certificate (default: "
-            "<--service-name>.<pod namespace>.svc and .svc.cluster.local)",
-        ),
-        ("cert-ips", "", "comma-separated IP addresses of the provisioned certificate"),
-        ("service-name", "kubetune-webhook", "the webhook's Service, for the default DNS names"),
-        (
-            "mutating-webhook-configurations",
-            "kubetune-webhook",
-            "comma-separated MutatingWebhookConfigurations whose caBundle the webhook sets",
-        ),
-        (
-            "validating-webhook-configurations",
-            "kubetune-webhook",
-            "comma-separated ValidatingWebhookConfigurations whose caBundle the webhook sets",
-        ),
-    ):
-        serve.add_argument(
+def _add_env_flags(
+    parser: argparse.ArgumentParser, rows: Iterable[tuple[Any, ...]], kind: Any = None
+) -> None:
+    """`--flag` for each row, its variable `KUBETUNE_WEBHOOK_<FLAG>`; a row is (flag, type,
+    default, help), or (flag, default, help) when `kind` gives the one type of all rows."""
+    for row in rows:
+        flag, type_, default, text = row if kind is None else (row[0], kind, *row[1:])
+        parser.add_argument(
             f"--{flag}",
             action=EnvDefault,
             env="KUBETUNE_WEBHOOK_" + flag.upper().replace("-", "_"),
+            type=type_,
             default=default,
             help=text,
         )
+
+
+def _add_cert_secret_flags(serve: argparse.ArgumentParser) -> None:
+    """Serving from a Secret (`syncing.py`) and provisioning it (`rotating.py`)."""
+    _add_env_flags(
+        serve,
+        (
+            (
+                "cert-secret",
+                "",
+                "Secret of the pod's namespace to serve the certificate from (written to "
+                "--cert-file and --key-file, re-read every --cert-secret-interval); empty: serve "
+                "the files as they are",
+            ),
+            (
+                "cert-dns-names",
+                "",
+                "comma-separated DNS names of the provisioned certificate (default: "
+                "<--service-name>.<pod namespace>.svc and .svc.cluster.local)",
+            ),
+            ("cert-ips", "", "comma-separated IP addresses of the provisioned certificate"),
+            (
+                "service-name",
+                "kubetune-webhook",
+                "the webhook's Service, for the default DNS names",
+            ),
+            (
+                "mutating-webhook-configurations",
+                "kubetune-webhook",
+                "comma-separated MutatingWebhookConfigurations whose caBundle the webhook sets",
+            ),
+            (
+                "validating-webhook-configurations",
+                "kubetune-webhook",
+                "comma-separated ValidatingWebhookConfigurations whose caBundle the webhook sets",
+            ),
+        ),
+        kind=str,
+    )
     serve.add_argument(
         "--provision-certificate",
         action=flags.BoolEnv,
