@@ -9,7 +9,6 @@ etcd gets its own wrapper so minimal version selection cannot drag k8s's deps ar
 from __future__ import annotations
 
 import datetime
-import fcntl
 import json
 import re
 import sys
@@ -215,12 +214,7 @@ def build_all(force: bool = False) -> Binaries:
     root.mkdir(parents=True, exist_ok=True)
     # One build at a time: CI runs several tox envs at once, each starting with this build;
     # the others wait and then find everything cached instead of compiling it again.
-    with open(root / ".build.lock", "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            _progress("another build is running; waiting for it")
-            fcntl.flock(lock, fcntl.LOCK_EX)
+    with gotool.one_at_a_time(root / ".build.lock", "build", "another build is running"):
         thirdparty.fetch_all(go, force=force)
         build_etcd(go, force=force)
         return build_kubernetes(go, force=force)

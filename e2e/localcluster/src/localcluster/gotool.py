@@ -9,6 +9,8 @@ no-op. This module holds what they share, so none of them reaches into another's
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -16,7 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 CACHE_ENV = "KUBETUNE_CACHE"
@@ -109,6 +111,20 @@ def go_build(
     cmd = [go, "build", *(["-p", str(jobs)] if jobs else []), "-trimpath", "-buildvcs=false"]
     cmd += [f"-tags={tags}"] if tags else []
     return run([*cmd, "-ldflags", ldflags, "-o", out, *packages], work, env)
+
+
+@contextlib.contextmanager
+def one_at_a_time(lock_file: Path, tag: str, what: str) -> Iterator[None]:
+    """Hold the build lock `lock_file` (an flock, so a killed build never leaves it taken): CI
+    starts several builds of the same cache at once, and the later ones wait, then find it
+    built instead of compiling it again."""
+    with open(lock_file, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress(tag, f"{what}; waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def go_version(go: str) -> str:

@@ -10,7 +10,6 @@ packages, tags), so a later run is a no-op.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import shutil
@@ -252,12 +251,7 @@ def build_all(force: bool = False) -> NodeBinaries:
     go = gotool.find_go()
     root = cache_root()
     root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".build.lock", "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            _progress("another node build is running; waiting for it")
-            fcntl.flock(lock, fcntl.LOCK_EX)
+    with gotool.one_at_a_time(root / ".build.lock", "build-node", "another node build is running"):
         build_pause(force=force)
         for spec in GO_BUILDS:
             build_go(spec, go, force=force)

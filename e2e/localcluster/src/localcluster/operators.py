@@ -11,7 +11,6 @@ makes later runs a no-op. They live in ``<cache>/operators`` (see ``gotool.cache
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -184,12 +183,10 @@ def build_operator(op: Operator, go: str, force: bool = False) -> Path:
     and finds it cached instead of compiling the same module into the same directory."""
     work = work_dir(op)
     work.parent.mkdir(parents=True, exist_ok=True)
-    with open(work.parent / f".{work.name}.lock", "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            _progress(f"{op.name}: another build of it is running; waiting for it")
-            fcntl.flock(lock, fcntl.LOCK_EX)
+    lock = work.parent / f".{work.name}.lock"
+    with gotool.one_at_a_time(
+        lock, "build-operators", f"{op.name}: another build of it is running"
+    ):
         return _build_locked(op, go, work, force)
 
 
