@@ -10,13 +10,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 from cryptography import x509
+from nodehelpers import apply, kubectl, pod_ready, wait_for
 
 from localcluster import cluster, node, nodebuild, ociimage
 
@@ -28,42 +28,6 @@ pytestmark = pytest.mark.skipif(
 TEST_IMAGE = "localcluster.local/busybox:test"
 APPLETS = ("sh", "cat", "sleep", "httpd", "nc", "nslookup", "mkdir", "printf")
 HOST_PATHS = ("/var/lib/kubelet", "/var/lib/cni", "/var/log/containers", "/var/log/pods")
-WAIT = 120.0
-
-
-def kubectl(state: cluster.State, *args: str, check: bool = True) -> str:
-    proc = subprocess.run(
-        [state.kubectl, "--kubeconfig", state.kubeconfig, *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=90,
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)}: {proc.stderr}")
-    return proc.stdout
-
-
-def apply(state: cluster.State, *objs: dict[str, object]) -> None:
-    subprocess.run(
-        [state.kubectl, "--kubeconfig", state.kubeconfig, "apply", "-f", "-"],
-        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objs)}),
-        text=True,
-        check=True,
-        capture_output=True,
-    )
-
-
-def wait_for(what: str, check: object, timeout: float = WAIT) -> None:
-    assert callable(check)
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
 def pod(name: str, script: str, labels: dict[str, str] | None = None) -> dict[str, object]:
@@ -83,14 +47,6 @@ def pod(name: str, script: str, labels: dict[str, str] | None = None) -> dict[st
             ],
         },
     }
-
-
-def pod_ready(state: cluster.State, name: str) -> bool:
-    out = kubectl(state, "get", "pod", name, "-o", "json", check=False)
-    if not out:
-        return False
-    conds = json.loads(out).get("status", {}).get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
 
 
 def host_snapshot() -> dict[str, object]:

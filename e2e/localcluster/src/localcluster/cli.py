@@ -1,5 +1,5 @@
-"""``localcluster`` command: build, build-node, build-operators, thirdparty-crds, up, load, down,
-status, env."""
+"""``localcluster`` command: build, build-node, build-operators, thirdparty-crds, up, load,
+install-operators, down, status, env."""
 
 from __future__ import annotations
 
@@ -10,7 +10,16 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from localcluster import build, cluster, gotool, node, nodebuild, operators, thirdparty
+from localcluster import (
+    build,
+    cluster,
+    gotool,
+    node,
+    nodebuild,
+    nodeoperators,
+    operators,
+    thirdparty,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,6 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     o.add_argument("names", nargs="*", help="operators to build (default: all)")
     o.add_argument("--force", action="store_true", help="rebuild even when cached")
+    i = sub.add_parser(
+        "install-operators",
+        help="on the real node: load images of the built operators and apply their releases' "
+        "manifests (`build-operators` and `up --node kubelet` first)",
+    )
+    i.add_argument("names", nargs="*", help="operators to install (default: all)")
     t = sub.add_parser(
         "thirdparty-crds",
         help="fetch the operators' CRDs for tests from their Go modules (part of build); "
@@ -80,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         return _load(args.archives)
     if args.command == "build-operators":
         return operators.main(args.names, force=args.force)
+    if args.command == "install-operators":
+        return _install_operators(args.state_dir, args.names)
     if args.command == "thirdparty-crds":
         return _thirdparty_crds(args.force)
     if args.command == "up":
@@ -139,6 +156,24 @@ def _load(archives: list[Path]) -> int:
             print(f"[localcluster load] FAILED: {exc}", file=sys.stderr)
             return 1
         print(f"[localcluster load] {archive}: {', '.join(names)}")
+    return 0
+
+
+def _install_operators(state_dir: Path | None, names: list[str]) -> int:
+    st = cluster.State.load(state_dir or cluster.default_state_dir())
+    if st is None or st.node_mode != "kubelet":
+        print(
+            "[localcluster install-operators] FAILED: no real node runs from this state dir: "
+            "`localcluster up --node kubelet` first",
+            file=sys.stderr,
+        )
+        return 1
+    try:
+        nodeoperators.install(st.kubectl, st.kubeconfig, st.node_dir / "operator-images", names)
+    except (nodeoperators.InstallError, node.NodeError, gotool.BuildError) as exc:
+        print(f"[localcluster install-operators] FAILED: {exc}", file=sys.stderr)
+        return 1
+    print(f"[localcluster install-operators] {', '.join(names or nodeoperators.NAMES)} running")
     return 0
 
 

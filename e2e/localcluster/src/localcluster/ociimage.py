@@ -31,9 +31,21 @@ class Image:
     files: dict[str, tuple[bytes | str, int]] = field(default_factory=dict)
     cmd: list[str] = field(default_factory=list)
     env: list[str] = field(default_factory=lambda: ["PATH=/bin:/usr/bin:/usr/local/bin"])
+    # The image's user (``uid`` or ``uid:gid``); empty: root.
+    user: str = ""
+    # Directories with a mode of their own (``tmp`` -> 0o1777); parents of files get 0o755.
+    dirs: dict[str, int] = field(default_factory=dict)
 
     def add_file(self, inner: str, source: Path, mode: int = 0o755) -> Image:
         self.files[inner] = (source.read_bytes(), mode)
+        return self
+
+    def add_text(self, inner: str, text: str, mode: int = 0o644) -> Image:
+        self.files[inner] = (text.encode(), mode)
+        return self
+
+    def add_dir(self, inner: str, mode: int = 0o755) -> Image:
+        self.dirs[inner.strip("/")] = mode
         return self
 
     def add_symlink(self, inner: str, target: str) -> Image:
@@ -51,25 +63,57 @@ def busybox(name: str, applets: tuple[str, ...], binary: Path = Path("/bin/busyb
     return image
 
 
+# Users of a minimal base (as distroless's static image has them): root, nobody and nonroot.
+BASE_USERS = {"root": 0, "nobody": 65534, "nonroot": 65532}
+CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+def static_base(image: Image, users: dict[str, int] | None = None) -> Image:
+    """What a static Go binary expects of its image beside the binary: ``/etc/passwd`` and
+    ``/etc/group`` (Go's os/user, a ``runAsNonRoot`` user that has a name), the CA bundle
+    (TLS to anything but the API server), ``hosts: files dns`` in ``/etc/nsswitch.conf``
+    (Go's resolver reads /etc/hosts first) and a world-writable ``/tmp``."""
+    if not CA_BUNDLE.is_file():
+        raise FileNotFoundError(f"{CA_BUNDLE} is missing: apt-get install ca-certificates")
+    every = {**BASE_USERS, **(users or {})}
+    home = {"root": "/root"}
+    passwd = "".join(
+        f"{name}:x:{uid}:{uid}:{name}:{home.get(name, '/home/' + name)}:/sbin/nologin\n"
+        for name, uid in every.items()
+    )
+    group = "".join(f"{name}:x:{uid}:\n" for name, uid in every.items())
+    image.add_text("etc/passwd", passwd).add_text("etc/group", group)
+    image.add_text("etc/nsswitch.conf", "hosts: files dns\n")
+    image.add_file("etc/ssl/certs/ca-certificates.crt", CA_BUNDLE, mode=0o644)
+    return image.add_dir("tmp", 0o1777).add_dir("root", 0o700)
+
+
 def _file(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size, info.mode = len(data), 0o644
     tar.addfile(info, io.BytesIO(data))
 
 
-def _layer(files: dict[str, tuple[bytes | str, int]]) -> bytes:
+def _layer(files: dict[str, tuple[bytes | str, int]], own_dirs: dict[str, int]) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
         dirs: set[str] = set()
-        for inner in sorted(files):
-            parts = inner.strip("/").split("/")
-            for i in range(1, len(parts)):
+
+        def add_dirs(path: str, last: bool) -> None:
+            parts = path.split("/")
+            for i in range(1, len(parts) + (1 if last else 0)):
                 d = "/".join(parts[:i])
                 if d not in dirs:
                     dirs.add(d)
                     info = tarfile.TarInfo(d)
-                    info.type, info.mode = tarfile.DIRTYPE, 0o755
+                    info.type, info.mode = tarfile.DIRTYPE, own_dirs.get(d, 0o755)
                     tar.addfile(info)
+
+        for d in sorted(own_dirs):
+            add_dirs(d, last=True)
+        for inner in sorted(files):
+            parts = inner.strip("/").split("/")
+            add_dirs("/".join(parts), last=False)
             content, mode = files[inner]
             info = tarfile.TarInfo("/".join(parts))
             info.mode = mode
@@ -96,11 +140,18 @@ def write(image: Image, archive: Path) -> Path:
     """Write ``image`` as an OCI layout tar at ``archive``."""
     if ":" not in image.name.rsplit("/", 1)[-1]:
         raise ValueError(f"image name {image.name!r} needs a tag (name:tag)")
-    layer = _layer(image.files)
+    layer = _layer(image.files, image.dirs)
+    process: dict[str, object] = {
+        "Entrypoint": image.entrypoint,
+        "Cmd": image.cmd or None,
+        "Env": image.env,
+    }
+    if image.user:
+        process["User"] = image.user
     config = {
         "architecture": "amd64",
         "os": "linux",
-        "config": {"Entrypoint": image.entrypoint, "Cmd": image.cmd or None, "Env": image.env},
+        "config": process,
         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{hashlib.sha256(layer).hexdigest()}"]},
     }
     archive.parent.mkdir(parents=True, exist_ok=True)

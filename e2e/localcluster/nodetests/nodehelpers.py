@@ -1,0 +1,54 @@
+"""kubectl against the real node's cluster, and waiting on a condition with a deadline."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+from localcluster import cluster
+
+WAIT = 120.0
+
+
+def kubectl(state: cluster.State, *args: str, check: bool = True) -> str:
+    proc = subprocess.run(
+        [state.kubectl, "--kubeconfig", state.kubeconfig, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=90,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)}: {proc.stderr}")
+    return proc.stdout
+
+
+def apply(state: cluster.State, *objs: dict[str, object]) -> None:
+    subprocess.run(
+        [state.kubectl, "--kubeconfig", state.kubeconfig, "apply", "-f", "-"],
+        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objs)}),
+        text=True,
+        check=True,
+        capture_output=True,
+    )
+
+
+def wait_for(what: str, check: object, timeout: float = WAIT) -> None:
+    assert callable(check)
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+def pod_ready(state: cluster.State, name: str) -> bool:
+    out = kubectl(state, "get", "pod", name, "-o", "json", check=False)
+    if not out:
+        return False
+    conds = json.loads(out).get("status", {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)

@@ -1,0 +1,272 @@
+"""The real training-operator and Argo Workflows on the real node (``localcluster
+install-operators``).
+
+No registry can be reached, so the operators' images are made here from the binaries
+``build-operators`` makes (one static binary on a minimal base, as the releases ship them on
+distroless) and imported into the node's containerd. The install manifests are the releases'
+own, rendered by ``kubectl kustomize`` from the operators' pinned Go module zips; only the
+images and what this node needs are changed (see ``training_operator_manifests`` and
+``argo_manifests``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from localcluster import gotool, node, ociimage, operators, thirdparty
+
+Obj = dict[str, Any]
+TRAINING_OPERATOR_IMAGE = "ghcr.io/kubeflow/training-v1/training-operator:v1-9.2"
+_ARGO_TAG = thirdparty.ARGO_WORKFLOWS.version
+ARGO_CONTROLLER_IMAGE = f"quay.io/argoproj/workflow-controller:{_ARGO_TAG}"
+ARGOEXEC_IMAGE = f"quay.io/argoproj/argoexec:{_ARGO_TAG}"
+# The user the release's workflow-controller image runs as (its Deployment sets runAsNonRoot).
+ARGO_UID = 8737
+# A shell image for the operators' pods: the PyTorchJob workers' init container waits for the
+# master's name with nslookup (the release's default, alpine:3.10, cannot be pulled here),
+# and tests run their replicas and steps in it.
+POD_TOOLS_IMAGE = "localcluster.local/busybox:operators"
+POD_TOOLS_APPLETS = (
+    "sh", "cat", "echo", "env", "printenv", "sleep", "seq", "nc", "nslookup", "grep", "true",
+)  # fmt: skip
+TRAINING_OVERLAY = "manifests/overlays/standalone"
+ARGO_OVERLAY = "manifests/cluster-install"
+TRAINING_NAMESPACE = "kubeflow"
+ARGO_NAMESPACE = "argo"
+NAMES = tuple(operators.OPERATORS)
+
+
+class InstallError(Exception):
+    """Installing an operator on the real node failed; the message says where and why."""
+
+
+def images(name: str) -> list[ociimage.Image]:
+    """The images one operator's pods run (both operators' pods also use the tools image)."""
+    tools = ociimage.busybox(POD_TOOLS_IMAGE, POD_TOOLS_APPLETS)
+    if name == operators.TRAINING_OPERATOR.name:
+        # The release's Deployment runs `/manager` (its Dockerfile's name for the binary).
+        manager = ociimage.Image(TRAINING_OPERATOR_IMAGE, entrypoint=["/manager"])
+        manager.add_file("manager", operators.binary(operators.TRAINING_OPERATOR))
+        return [ociimage.static_base(manager), tools]
+    argo = operators.ARGO_WORKFLOWS
+    controller = ociimage.Image(
+        ARGO_CONTROLLER_IMAGE, entrypoint=["workflow-controller"], user=str(ARGO_UID)
+    ).add_file("bin/workflow-controller", operators.binary(argo, "workflow-controller"))
+    # The emissary's init container copies argoexec, found on PATH, into the pod's shared
+    # /var/run/argo volume; the main and sidecar containers run that copy.
+    argoexec = ociimage.Image(ARGOEXEC_IMAGE, entrypoint=["argoexec"]).add_file(
+        "bin/argoexec", operators.binary(argo, "argoexec")
+    )
+    return [
+        ociimage.static_base(controller, users={"argo": ARGO_UID}),
+        ociimage.static_base(argoexec),
+        tools,
+    ]
+
+
+def load_images(name: str, directory: Path) -> list[str]:
+    """Write one operator's images as OCI archives in ``directory`` and import them."""
+    loaded: list[str] = []
+    for image in images(name):
+        archive = directory / f"{image.name.rsplit('/', 1)[-1].replace(':', '-')}.tar"
+        ociimage.write(image, archive)
+        try:
+            loaded += node.load(archive)
+        finally:
+            archive.unlink(missing_ok=True)
+    return loaded
+
+
+def render(kubectl: str, module: thirdparty.Module, overlay: str) -> list[Obj]:
+    """The release's kustomization ``overlay`` rendered from its module zip."""
+    info = thirdparty.download(gotool.find_go(), module)
+    path = Path(info["Dir"]) / overlay
+    proc = subprocess.run(
+        [kubectl, "kustomize", str(path)], capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        raise InstallError(f"kubectl kustomize {path} failed: {proc.stderr.strip()}")
+    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+
+def _find(objs: list[Obj], kind: str, name: str) -> Obj:
+    for obj in objs:
+        if obj["kind"] == kind and obj["metadata"]["name"] == name:
+            return obj
+    raise InstallError(f"the release's manifests have no {kind} {name}")
+
+
+def training_operator_manifests(kubectl: str) -> list[Obj]:
+    """The standalone install; changed: the image, and the PyTorchJob init container's image."""
+    objs = render(kubectl, thirdparty.TRAINING_OPERATOR, TRAINING_OVERLAY)
+    _set_container(
+        _find(objs, "Deployment", "training-operator"),
+        "training-operator",
+        TRAINING_OPERATOR_IMAGE,
+        [f"--pytorch-init-container-image={POD_TOOLS_IMAGE}"],
+    )
+    return objs
+
+
+def argo_manifests(kubectl: str) -> list[Obj]:
+    """The cluster install; changed: the controller's and the executor's images, and no
+    argo-server (its image, the argo CLI, is not built here)."""
+    objs = [
+        o
+        for o in render(kubectl, thirdparty.ARGO_WORKFLOWS, ARGO_OVERLAY)
+        if not (o["kind"] in ("Deployment", "Service") and o["metadata"]["name"] == "argo-server")
+    ]
+    _set_container(
+        _find(objs, "Deployment", "workflow-controller"),
+        "workflow-controller",
+        ARGO_CONTROLLER_IMAGE,
+        ["--executor-image", ARGOEXEC_IMAGE],
+    )
+    return objs
+
+
+def _set_container(deployment: Obj, name: str, image: str, extra_args: list[str]) -> None:
+    for container in deployment["spec"]["template"]["spec"]["containers"]:
+        if container["name"] == name:
+            container["image"] = image
+            container["args"] = [*container.get("args", []), *extra_args]
+            return
+    raise InstallError(f"Deployment {deployment['metadata']['name']} has no container {name}")
+
+
+def _kubectl(kubectl: str, kubeconfig: str, args: list[str], stdin: str | None = None) -> str:
+    proc = subprocess.run(
+        [kubectl, "--kubeconfig", kubeconfig, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    if proc.returncode != 0:
+        raise InstallError(f"kubectl {' '.join(args[:3])} failed: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def apply(kubectl: str, kubeconfig: str, objs: list[Obj]) -> None:
+    """Server-side apply; CRDs first, then the rest once they are Established."""
+    crds = [o for o in objs if o["kind"] == "CustomResourceDefinition"]
+    rest = [o for o in objs if o["kind"] != "CustomResourceDefinition"]
+    for batch in (crds, rest):
+        if not batch:
+            continue
+        text = json.dumps({"apiVersion": "v1", "kind": "List", "items": batch})
+        _kubectl(
+            kubectl, kubeconfig, ["apply", "--server-side", "--force-conflicts", "-f", "-"], text
+        )
+        if batch is crds:
+            names = [f"crd/{o['metadata']['name']}" for o in crds]
+            _kubectl(
+                kubectl,
+                kubeconfig,
+                ["wait", "--for=condition=Established", "--timeout=120s", *names],
+            )
+
+
+def _wait(what: str, check: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(1)
+    raise InstallError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def _webhook_serves(kubectl: str, kubeconfig: str) -> bool:
+    probe = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": "webhook-probe", "namespace": TRAINING_NAMESPACE},
+        "spec": {
+            "tfReplicaSpecs": {
+                "Worker": {
+                    "template": {"spec": {"containers": [{"name": "tensorflow", "image": "x"}]}}
+                }
+            }
+        },
+    }
+    try:
+        _kubectl(kubectl, kubeconfig, ["create", "--dry-run=server", "-f", "-"], json.dumps(probe))
+    except InstallError:
+        return False
+    return True
+
+
+def install(
+    kubectl: str,
+    kubeconfig: str,
+    work_dir: Path,
+    names: list[str] | None = None,
+    timeout: float = 300,
+) -> None:
+    """Load the images and apply the manifests of the named operators (all by default);
+    returns once the training-operator's webhook serves and Argo's controller is available."""
+    unknown = [n for n in names or [] if n not in NAMES]
+    if unknown:
+        raise InstallError(
+            f"unknown operator(s) {', '.join(unknown)}: choose from {', '.join(NAMES)}"
+        )
+    chosen = names or list(NAMES)
+    missing = [
+        op.name for op in map(operators.OPERATORS.get, chosen) if op and not operators.is_built(op)
+    ]
+    if missing:
+        raise InstallError(
+            f"{', '.join(missing)} not built: run `localcluster build-operators` first"
+        )
+    work_dir.mkdir(parents=True, exist_ok=True)
+    for name in chosen:
+        load_images(name, work_dir)
+        if name == operators.TRAINING_OPERATOR.name:
+            apply(kubectl, kubeconfig, training_operator_manifests(kubectl))
+        else:
+            apply(kubectl, kubeconfig, argo_manifests(kubectl))
+    if operators.TRAINING_OPERATOR.name in chosen:
+        # Its cert rotator writes the serving certificate into the Secret; the kubelet then
+        # updates the Secret's volume, and only then does the webhook serve.
+        _wait(
+            "the training-operator's webhook to serve",
+            lambda: _webhook_serves(kubectl, kubeconfig),
+            timeout,
+        )
+    if operators.ARGO_WORKFLOWS.name in chosen:
+        rollout = [
+            "rollout",
+            "status",
+            "deployment/workflow-controller",
+            f"--timeout={timeout:.0f}s",
+        ]
+        _kubectl(kubectl, kubeconfig, ["-n", ARGO_NAMESPACE, *rollout])
+
+
+def grant_argo_executor(
+    kubectl: str, kubeconfig: str, namespace: str, service_account: str = "default"
+) -> None:
+    """The release's emissary ``executor`` Role (the wait container reports task results),
+    bound to the workflows' ServiceAccount in ``namespace``."""
+    role = yaml.safe_load(thirdparty.crd_path("executor-role.yaml").read_text())
+    role["metadata"]["namespace"] = namespace
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": f"executor-{service_account}", "namespace": namespace},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": role["metadata"]["name"],
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}],
+    }
+    apply(kubectl, kubeconfig, [role, binding])
