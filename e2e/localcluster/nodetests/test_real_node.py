@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from cryptography import x509
-from nodehelpers import apply, kubectl, pod_ready, wait_for
+from nodehelpers import apply, kubectl, pod_ready, up_when_free, wait_for
 
 from localcluster import cluster, node, nodebuild, ociimage
 
@@ -73,7 +73,7 @@ def real_node(
     if missing:
         pytest.fail(f"node binaries missing ({missing}): run `localcluster build-node`")
     state_dir = tmp_path_factory.mktemp("real-node")
-    state = cluster.up(state_dir, node_mode="kubelet", timeout=240)
+    state = up_when_free(state_dir)
     path = ociimage.write(ociimage.busybox(TEST_IMAGE, APPLETS), state_dir / "busybox.tar")
     # Through the command users run.
     loaded = subprocess.run(

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from nodehelpers import apply, kubectl, wait_for
+from nodehelpers import apply, kubectl, up_when_free, wait_for
 
 from localcluster import cluster, nodebuild, nodeoperators, operators
 
@@ -38,7 +38,7 @@ def operator_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.
     if unbuilt:
         pytest.fail(f"operators not built ({unbuilt}): run `localcluster build-operators`")
     state_dir = tmp_path_factory.mktemp("operator-node")
-    state = cluster.up(state_dir, node_mode="kubelet", timeout=240)
+    state = up_when_free(state_dir)
     try:
         # Through the command users run.
         installed = subprocess.run(

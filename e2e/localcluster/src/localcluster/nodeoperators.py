@@ -33,9 +33,16 @@ ARGO_UID = 8737
 # master's name with nslookup (the release's default, alpine:3.10, cannot be pulled here),
 # and tests run their replicas and steps in it.
 POD_TOOLS_IMAGE = "localcluster.local/busybox:operators"
-POD_TOOLS_APPLETS = (
-    "sh", "cat", "echo", "env", "printenv", "sleep", "seq", "nc", "nslookup", "grep", "true",
-)  # fmt: skip
+POD_TOOLS_APPLETS = ("sh", "cat", "echo", "env", "printenv", "sleep", "seq", "nc", "grep", "true")
+# Debian's busybox nslookup (1.35) asks every search domain and exits 1 when any of them has
+# no such name, so `nslookup pt-master-0` fails although pt-master-0.<ns>.svc.cluster.local
+# resolves and the init container would wait forever; this one succeeds when a name answered.
+NSLOOKUP = """#!/bin/sh
+out=$(busybox nslookup "$@" 2>&1)
+printf '%s\\n' "$out"
+case "$out" in *"Name:"*) exit 0 ;; esac
+exit 1
+"""
 TRAINING_OVERLAY = "manifests/overlays/standalone"
 ARGO_OVERLAY = "manifests/cluster-install"
 TRAINING_NAMESPACE = "kubeflow"
@@ -49,7 +56,9 @@ class InstallError(Exception):
 
 def images(name: str) -> list[ociimage.Image]:
     """The images one operator's pods run (both operators' pods also use the tools image)."""
-    tools = ociimage.busybox(POD_TOOLS_IMAGE, POD_TOOLS_APPLETS)
+    tools = ociimage.busybox(POD_TOOLS_IMAGE, POD_TOOLS_APPLETS).add_text(
+        "bin/nslookup", NSLOOKUP, mode=0o755
+    )
     if name == operators.TRAINING_OPERATOR.name:
         # The release's Deployment runs `/manager` (its Dockerfile's name for the binary).
         manager = ociimage.Image(TRAINING_OPERATOR_IMAGE, entrypoint=["/manager"])
@@ -116,9 +125,11 @@ def training_operator_manifests(kubectl: str) -> list[Obj]:
 
 
 def argo_manifests(kubectl: str) -> list[Obj]:
-    """The cluster install; changed: the controller's and the executor's images, and no
-    argo-server (its image, the argo CLI, is not built here)."""
-    objs = [
+    """The cluster install, in the ``argo`` namespace its docs have users create first;
+    changed: the controller's and the executor's images, and no argo-server (its image, the
+    argo CLI, is not built here)."""
+    namespace: Obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ARGO_NAMESPACE}}
+    objs = [namespace] + [
         o
         for o in render(kubectl, thirdparty.ARGO_WORKFLOWS, ARGO_OVERLAY)
         if not (o["kind"] in ("Deployment", "Service") and o["metadata"]["name"] == "argo-server")
