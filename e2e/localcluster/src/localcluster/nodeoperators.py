@@ -36,13 +36,18 @@ POD_TOOLS_IMAGE = "localcluster.local/busybox:operators"
 POD_TOOLS_APPLETS = ("sh", "cat", "echo", "env", "printenv", "sleep", "seq", "nc", "grep", "true")
 # Debian's busybox nslookup (1.35) asks every search domain and exits 1 when any of them has
 # no such name, so `nslookup pt-master-0` fails although pt-master-0.<ns>.svc.cluster.local
-# resolves and the init container would wait forever; this one succeeds when a name answered.
+# resolves (upstream saw the same with busybox 1.31 and moved to alpine:3.10). This one
+# succeeds when a name answered. Busybox's sh runs its own applet for a bare `nslookup`, so
+# the init container's command names it by path (``init_container_template``).
 NSLOOKUP = """#!/bin/sh
 out=$(busybox nslookup "$@" 2>&1)
 printf '%s\\n' "$out"
 case "$out" in *"Name:"*) exit 0 ;; esac
 exit 1
 """
+# Where the operator reads its PyTorchJob init container template (its default path).
+INIT_TEMPLATE_DIR = "/etc/config"
+INIT_TEMPLATE_SOURCE = "pkg/controller.v1/pytorch/initcontainer.go"
 TRAINING_OVERLAY = "manifests/overlays/standalone"
 ARGO_OVERLAY = "manifests/cluster-install"
 TRAINING_NAMESPACE = "kubeflow"
@@ -93,10 +98,27 @@ def load_images(name: str, directory: Path) -> list[str]:
     return loaded
 
 
+def module_dir(module: thirdparty.Module) -> Path:
+    """The release's module, unpacked in Go's module cache (fetched and sum-checked)."""
+    return Path(thirdparty.download(gotool.find_go(), module)["Dir"])
+
+
+def init_container_template(source: str) -> str:
+    """The release's built-in PyTorchJob init container template (from its Go source), with
+    ``nslookup`` named by path so that the tools image's /bin/nslookup runs."""
+    start = source.find("initContainerTemplate = `")
+    end = source.find("`", start + len("initContainerTemplate = `"))
+    if start < 0 or end < 0:
+        raise InstallError(f"no initContainerTemplate in the release's {INIT_TEMPLATE_SOURCE}")
+    template = source[start + len("initContainerTemplate = `") : end]
+    if "nslookup {{.MasterAddr}}" not in template:
+        raise InstallError(f"the release's init container template has no nslookup: {template}")
+    return template.replace("nslookup {{.MasterAddr}}", "/bin/nslookup {{.MasterAddr}}")
+
+
 def render(kubectl: str, module: thirdparty.Module, overlay: str) -> list[Obj]:
     """The release's kustomization ``overlay`` rendered from its module zip."""
-    info = thirdparty.download(gotool.find_go(), module)
-    path = Path(info["Dir"]) / overlay
+    path = module_dir(module) / overlay
     proc = subprocess.run(
         [kubectl, "kustomize", str(path)], capture_output=True, text=True, check=False
     )
@@ -113,15 +135,34 @@ def _find(objs: list[Obj], kind: str, name: str) -> Obj:
 
 
 def training_operator_manifests(kubectl: str) -> list[Obj]:
-    """The standalone install; changed: the image, and the PyTorchJob init container's image."""
+    """The standalone install; changed: the image, and the PyTorchJob init container's image
+    and template (a ConfigMap at the path the operator reads it from)."""
     objs = render(kubectl, thirdparty.TRAINING_OPERATOR, TRAINING_OVERLAY)
+    deployment = _find(objs, "Deployment", "training-operator")
     _set_container(
-        _find(objs, "Deployment", "training-operator"),
+        deployment,
         "training-operator",
         TRAINING_OPERATOR_IMAGE,
         [f"--pytorch-init-container-image={POD_TOOLS_IMAGE}"],
     )
-    return objs
+    source = (module_dir(thirdparty.TRAINING_OPERATOR) / INIT_TEMPLATE_SOURCE).read_text()
+    config: Obj = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "training-operator-init-container", "namespace": TRAINING_NAMESPACE},
+        "data": {"initContainer.yaml": init_container_template(source)},
+    }
+    spec = deployment["spec"]["template"]["spec"]
+    spec["volumes"] = [
+        *spec.get("volumes", []),
+        {"name": "init-container", "configMap": {"name": config["metadata"]["name"]}},
+    ]
+    for container in spec["containers"]:
+        container["volumeMounts"] = [
+            *container.get("volumeMounts", []),
+            {"name": "init-container", "mountPath": INIT_TEMPLATE_DIR, "readOnly": True},
+        ]
+    return [*objs, config]
 
 
 def argo_manifests(kubectl: str) -> list[Obj]:
