@@ -50,6 +50,7 @@ def operator_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.
             timeout=900,
         )  # fmt: skip
         assert installed.returncode == 0, installed.stderr
+        print(installed.stdout)
         yield state
     finally:
         cluster.down(state_dir, quiet=True)

@@ -279,12 +279,18 @@ def install(
             f"{', '.join(missing)} not built: run `localcluster build-operators` first"
         )
     work_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+
+    def say(msg: str) -> None:
+        gotool.progress("install-operators", f"{msg} ({time.monotonic() - started:.1f}s)")
+
     for name in chosen:
-        load_images(name, work_dir)
+        say(f"{name}: images imported: {', '.join(load_images(name, work_dir))}")
         if name == operators.TRAINING_OPERATOR.name:
             apply(kubectl, kubeconfig, training_operator_manifests(kubectl))
         else:
             apply(kubectl, kubeconfig, argo_manifests(kubectl))
+        say(f"{name}: the release's manifests applied")
     if operators.TRAINING_OPERATOR.name in chosen:
         # Its cert rotator writes the serving certificate into the Secret; the kubelet then
         # updates the Secret's volume, and only then does the webhook serve.
@@ -293,6 +299,7 @@ def install(
             lambda: _webhook_serves(kubectl, kubeconfig),
             timeout,
         )
+        say("the training-operator's webhook serves")
     if operators.ARGO_WORKFLOWS.name in chosen:
         rollout = [
             "rollout",
@@ -301,6 +308,7 @@ def install(
             f"--timeout={timeout:.0f}s",
         ]
         _kubectl(kubectl, kubeconfig, ["-n", ARGO_NAMESPACE, *rollout])
+        say("Argo's workflow-controller is available")
 
 
 def grant_argo_executor(
