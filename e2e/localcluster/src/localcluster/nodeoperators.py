@@ -11,6 +11,7 @@ images and what this node needs are changed (see ``training_operator_manifests``
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import time
@@ -98,8 +99,10 @@ def load_images(name: str, directory: Path) -> list[str]:
     return loaded
 
 
+@functools.cache
 def module_dir(module: thirdparty.Module) -> Path:
-    """The release's module, unpacked in Go's module cache (fetched and sum-checked)."""
+    """The release's module, unpacked in Go's module cache (fetched and sum-checked once per
+    process)."""
     return Path(thirdparty.download(gotool.find_go(), module)["Dir"])
 
 
@@ -124,7 +127,9 @@ def render(kubectl: str, module: thirdparty.Module, overlay: str) -> list[Obj]:
     )
     if proc.returncode != 0:
         raise InstallError(f"kubectl kustomize {path} failed: {proc.stderr.strip()}")
-    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+    # libyaml's loader when PyYAML has it: the training-operator's CRDs are 3.5 MB of YAML.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return [d for d in yaml.load_all(proc.stdout, Loader=loader) if d]
 
 
 def _find(objs: list[Obj], kind: str, name: str) -> Obj:
