@@ -12,12 +12,13 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from nodehelpers import apply, kubectl, up_when_free, wait_for
 
-from localcluster import cluster, nodebuild, nodeoperators, operators
+from localcluster import cluster, node, nodebuild, nodeoperators, operators
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="needs root: containerd, the kubelet and kube-proxy run as root"
@@ -195,3 +196,9 @@ def test_an_argo_workflow_with_a_sidecar_that_never_exits_succeeds(
     assert "main-done" in logs(operator_node, pod["metadata"]["name"], "main")
     states = {c["name"]: c["state"] for c in pod["status"]["containerStatuses"]}
     assert "terminated" in states["forever"], "Argo did not stop the sidecar"
+
+
+def test_down_after_the_operators_leaves_nothing_behind(operator_node: cluster.State) -> None:
+    """Argo's killed sidecar, the operators' Services and their pods' volumes go too."""
+    assert cluster.down(Path(operator_node.state_dir), quiet=True)
+    assert node.leftovers(operator_node.node_dir / "containerd-root", operator_node.sysctls) == []
