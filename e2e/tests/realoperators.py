@@ -20,7 +20,7 @@ import yaml
 from kubetune_testkit.deploying import ROOT
 from kubetune_testkit.processes import free_port
 from kubetune_testkit.waiting import wait_for
-from localcluster import operators, thirdparty
+from localcluster import nodeoperators, operators, thirdparty
 
 Obj = dict[str, Any]
 TRAINING_IMAGE = "ghcr.io/kubeflow/training-v1/training-operator:v1-9.2"
@@ -209,18 +209,7 @@ def install_training_operator(cluster: Cluster) -> None:
             _deployment("training-operator", ns, labels, pod),
         ],
     )
-    probe = {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "TFJob",
-        "metadata": {"name": "webhook-probe", "namespace": ns},
-        "spec": {
-            "tfReplicaSpecs": {
-                "Worker": {
-                    "template": {"spec": {"containers": [{"name": "tensorflow", "image": "x"}]}}
-                }
-            }
-        },
-    }
+    probe = nodeoperators.webhook_probe(ns)
 
     def serving() -> bool:
         out = cluster.kubectl(

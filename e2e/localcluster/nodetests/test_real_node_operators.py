@@ -89,26 +89,32 @@ def replica(container: str, script: str) -> dict[str, Any]:
     }
 
 
+def training_job(kind: str, name: str, replicas: dict[str, Any]) -> dict[str, Any]:
+    """A TFJob or PyTorchJob whose pods stay after it ends, for their logs."""
+    specs = "tfReplicaSpecs" if kind == "TFJob" else "pytorchReplicaSpecs"
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": kind,
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"runPolicy": {"cleanPodPolicy": "None"}, specs: replicas},
+    }
+
+
+def wait_finished(state: cluster.State, kind: str, name: str) -> str:
+    """The job's final condition, once it has one."""
+    wait_for(
+        f"the {kind} {name} finished",
+        lambda: job_condition(state, kind, name) in ("Succeeded", "Failed"),
+        JOB_WAIT,
+    )
+    return job_condition(state, kind, name)
+
+
 def test_a_tfjob_s_workers_see_tf_config_and_succeed(operator_node: cluster.State) -> None:
     worker = replica("tensorflow", 'echo "TF_CONFIG=$TF_CONFIG"')
     worker["replicas"] = 2
-    tfjob = {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "TFJob",
-        "metadata": {"name": "tf", "namespace": NS},
-        "spec": {
-            # The pods stay for their logs.
-            "runPolicy": {"cleanPodPolicy": "None"},
-            "tfReplicaSpecs": {"Worker": worker},
-        },
-    }
-    apply(operator_node, tfjob)
-    wait_for(
-        "the TFJob Succeeded",
-        lambda: job_condition(operator_node, "tfjob", "tf") in ("Succeeded", "Failed"),
-        JOB_WAIT,
-    )
-    assert job_condition(operator_node, "tfjob", "tf") == "Succeeded"
+    apply(operator_node, training_job("TFJob", "tf", {"Worker": worker}))
+    assert wait_finished(operator_node, "tfjob", "tf") == "Succeeded"
     hosts = [f"tf-worker-{i}.{NS}.svc:2222" for i in range(2)]
     for index in range(2):
         line = logs(operator_node, f"tf-worker-{index}", "tensorflow").strip()
@@ -131,22 +137,9 @@ def test_a_pytorchjob_s_worker_reaches_its_master_and_both_succeed(
         f"{show}; until echo greeting-from-rank-$RANK | nc $MASTER_ADDR $MASTER_PORT; "
         "do sleep 1; done",
     )
-    job = {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": {"name": "pt", "namespace": NS},
-        "spec": {
-            "runPolicy": {"cleanPodPolicy": "None"},
-            "pytorchReplicaSpecs": {"Master": master, "Worker": worker},
-        },
-    }
+    job = training_job("PyTorchJob", "pt", {"Master": master, "Worker": worker})
     apply(operator_node, job)
-    wait_for(
-        "the PyTorchJob Succeeded",
-        lambda: job_condition(operator_node, "pytorchjob", "pt") in ("Succeeded", "Failed"),
-        JOB_WAIT,
-    )
-    assert job_condition(operator_node, "pytorchjob", "pt") == "Succeeded"
+    assert wait_finished(operator_node, "pytorchjob", "pt") == "Succeeded"
     master_log = logs(operator_node, "pt-master-0", "pytorch")
     assert "MASTER_ADDR=pt-master-0 MASTER_PORT=23456 WORLD_SIZE=2 RANK=0" in master_log
     assert "greeting-from-rank-1" in master_log

@@ -241,19 +241,20 @@ def _wait(what: str, check: Callable[[], bool], timeout: float) -> None:
     raise InstallError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
-def _webhook_serves(kubectl: str, kubeconfig: str) -> bool:
-    probe = {
+def webhook_probe(namespace: str) -> Obj:
+    """A TFJob the training-operator's validating webhook admits (to create dry-run): the
+    create succeeds once the webhook serves."""
+    container = {"name": "tensorflow", "image": "x"}
+    return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "TFJob",
-        "metadata": {"name": "webhook-probe", "namespace": TRAINING_NAMESPACE},
-        "spec": {
-            "tfReplicaSpecs": {
-                "Worker": {
-                    "template": {"spec": {"containers": [{"name": "tensorflow", "image": "x"}]}}
-                }
-            }
-        },
+        "metadata": {"name": "webhook-probe", "namespace": namespace},
+        "spec": {"tfReplicaSpecs": {"Worker": {"template": {"spec": {"containers": [container]}}}}},
     }
+
+
+def _webhook_serves(kubectl: str, kubeconfig: str) -> bool:
+    probe = webhook_probe(TRAINING_NAMESPACE)
     try:
         _kubectl(kubectl, kubeconfig, ["create", "--dry-run=server", "-f", "-"], json.dumps(probe))
     except InstallError:
