@@ -62,7 +62,8 @@ def host_snapshot() -> dict[str, object]:
 
 @pytest.fixture(scope="module")
 def snapshot() -> dict[str, object]:
-    return host_snapshot()
+    """Filled by ``real_node`` right before its ``up``, when no other real node runs."""
+    return {}
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +74,7 @@ def real_node(
     if missing:
         pytest.fail(f"node binaries missing ({missing}): run `localcluster build-node`")
     state_dir = tmp_path_factory.mktemp("real-node")
-    state = up_when_free(state_dir)
+    state = up_when_free(state_dir, before=lambda: snapshot.update(host_snapshot()))
     path = ociimage.write(ociimage.busybox(TEST_IMAGE, APPLETS), state_dir / "busybox.tar")
     # Through the command users run.
     loaded = subprocess.run(
