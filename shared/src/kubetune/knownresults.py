@@ -27,10 +27,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kubetune import conditions, errors, kube, observations
-from kubetune.api.experiment import ExperimentSpec, ParameterSpec, ParameterType
+from kubetune import conditions, errors, kube, naming, observations
+from kubetune.api.experiment import Experiment, ExperimentSpec, ParameterSpec, ParameterType
 from kubetune.api.trial import Trial
 from kubetune.conditions import TrialState
+from kubetune.kube import EXPERIMENTS, TRIALS, Kube
 
 KEY = "results.json"
 """The ConfigMap key holding the document."""
@@ -88,6 +89,20 @@ def from_trials(spec: ExperimentSpec, trials: Iterable[Trial]) -> list[KnownResu
             )
         )
     return out
+
+
+def read_experiment(
+    client: Kube, namespace: str, name: str
+) -> tuple[ExperimentSpec, list[KnownResult]] | None:
+    """An Experiment's spec and its Succeeded Trials as known results; None when it is gone."""
+    raw = client.get_or_none(EXPERIMENTS, name, namespace)
+    if raw is None:
+        return None
+    spec = Experiment.model_validate(raw).spec
+    trials = client.list_all(
+        TRIALS, namespace, label_selector=f"{naming.LABEL_EXPERIMENT}={naming.label_value(name)}"
+    )
+    return spec, from_trials(spec, (Trial.model_validate(t) for t in trials))
 
 
 def document(spec: ExperimentSpec, results: Sequence[KnownResult]) -> dict[str, Any]:
