@@ -112,17 +112,21 @@ def test_known_results_are_in_the_study_before_the_first_assignment(
     assert len(kube.get(SUGGESTIONS, "exp", namespace)["status"]["suggestions"]) == 2
 
 
-@pytest.mark.parametrize("volume", [True, False], ids=["FromVolume", "in-memory"])
+@pytest.mark.parametrize(
+    ("volume", "delete_source"),
+    [(True, False), (True, True), (False, False)],
+    ids=["FromVolume", "FromVolume-source-deleted", "in-memory"],
+)
 def test_a_restart_never_imports_twice(
-    kube: Kube, namespace: str, crds: None, tmp_path: Path, volume: bool
+    kube: Kube, namespace: str, crds: None, tmp_path: Path, volume: bool, delete_source: bool
 ) -> None:
     _finished_experiment(kube, namespace, "old")
     _warm_experiment(kube, namespace, {"experiments": ["old"]})
     data = tmp_path / "data" if volume else None
     first = Syncer(kube, namespace, "exp", "tpe", data, warm_start_dir=tmp_path)
     first.sync([])
-    # The source goes away: with the volume the study already holds its results.
-    if volume:
+    # The source may go away: with the volume the study already holds its results.
+    if delete_source:
         kube.delete(EXPERIMENTS, "old", namespace)
         for i in range(len(OLD)):
             kube.delete(TRIALS, f"old-{i}", namespace)
