@@ -31,7 +31,9 @@ def test_export_writes_the_succeeded_trials_to_a_config_map_and_a_file(
 ) -> None:
     kube.create(EXPERIMENTS, builders.experiment("old", namespace), namespace)
     for name, lr, accuracy in [("old-a", "0.01", 0.5), ("old-b", "0.05", 0.9)]:
-        kube.create(TRIALS, builders.trial(name, experiment="old", assignments={"lr": lr}), namespace)
+        kube.create(
+            TRIALS, builders.trial(name, experiment="old", assignments={"lr": lr}), namespace
+        )
         status = trial_status("Succeeded", accuracy)
         kube.patch(TRIALS, name, {"status": status}, namespace, subresource="status")
     kube.create(TRIALS, builders.trial("old-c", experiment="old"), namespace)  # still pending
@@ -72,9 +74,7 @@ def test_get_says_what_warm_start_imported_apart_from_trials(
         "sources": [{"kind": "ConfigMap", "name": "old-known", "imported": 4, "skipped": 1}],
     }
     kube.create(EXPERIMENTS, builders.experiment("exp", namespace), namespace)
-    kube.patch(
-        EXPERIMENTS, "exp", {"status": {"warmStart": warm}}, namespace, subresource="status"
-    )
+    kube.patch(EXPERIMENTS, "exp", {"status": {"warmStart": warm}}, namespace, subresource="status")
     assert main.main(_cli(cluster, namespace, "get", "exp")) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[1] == "trials: 0"

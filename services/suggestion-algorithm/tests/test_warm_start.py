@@ -99,9 +99,7 @@ def test_known_results_are_in_the_study_before_the_first_assignment(
     assert all(t.state == TrialState.RUNNING for t in assigned)
     status = _warm_status(kube, namespace)
     assert status["imported"] == 3 and status["skipped"] == 1, status
-    assert status["sources"] == [
-        {"kind": "Experiment", "name": "old", "imported": 3, "skipped": 1}
-    ]
+    assert status["sources"] == [{"kind": "Experiment", "name": "old", "imported": 3, "skipped": 1}]
     events = kube.list(EVENTS, namespace)["items"]
     warm = [e for e in events if e["reason"] == warmstarting.EVENT_REASON]
     assert len(warm) == 1 and warm[0]["type"] == "Warning", warm

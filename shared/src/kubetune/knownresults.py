@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubetune import conditions, errors, kube, naming, observations
+from kubetune.api.enums import MetricStrategyType
 from kubetune.api.experiment import Experiment, ExperimentSpec, ParameterSpec, ParameterType
 from kubetune.api.trial import Trial
 from kubetune.conditions import TrialState
@@ -77,7 +78,7 @@ def from_trials(spec: ExperimentSpec, trials: Iterable[Trial]) -> list[KnownResu
             continue
         metrics: dict[str, float | None] = {}
         for metric in (status.observation.metrics if status.observation else None) or []:
-            strategy = strategies.get(metric.name, observations.MetricStrategyType.LATEST)
+            strategy = strategies.get(metric.name, MetricStrategyType.LATEST)
             metrics[metric.name] = observations.parse_number(
                 observations.metric_value(metric, strategy)
             )
@@ -152,7 +153,9 @@ def parse(text: str, source: str) -> list[KnownResult]:
     try:
         doc = json.loads(text)
     except ValueError as e:
-        raise FormatError(f"{source}: {KEY} is not JSON ({e}); write it with `kubetune export`")
+        raise FormatError(
+            f"{source}: {KEY} is not JSON ({e}); write it with `kubetune export`"
+        ) from e
     if not isinstance(doc, dict) or doc.get("version") != VERSION:
         found = doc.get("version") if isinstance(doc, dict) else None
         raise FormatError(f"{source}: version must be {VERSION}, found {found!r}")
@@ -167,7 +170,10 @@ def parse(text: str, source: str) -> list[KnownResult]:
         origin = entry.get("trialName") if isinstance(entry.get("trialName"), str) else ""
         out.append(
             KnownResult(
-                {name: value if isinstance(value, str) else json.dumps(value) for name, value in assignments},
+                {
+                    name: value if isinstance(value, str) else json.dumps(value)
+                    for name, value in assignments
+                },
                 {name: _number(value) for name, value in metrics},
                 origin or f"{source}[{i}]",
             )

@@ -225,9 +225,7 @@ class Syncer:
             )
             self.search_key = key
             self.warm = None
-            if experiment.spec.warm_start is not None and isinstance(
-                self.search, studying.Search
-            ):
+            if experiment.spec.warm_start is not None and isinstance(self.search, studying.Search):
                 self.warm_start(experiment, self.search)
         return self.search
 

@@ -71,7 +71,9 @@ def _gather(
         try:
             out.append((source, knownresults.parse(path.read_text(), f"ConfigMap {name}")))
         except OSError:
-            source.message = f"ConfigMap {name} not found in {namespace}, or it has no key {knownresults.KEY}"
+            source.message = (
+                f"ConfigMap {name} not found in {namespace}, or it has no key {knownresults.KEY}"
+            )
             out.append((source, []))
         except knownresults.FormatError as e:
             source.message = str(e)
@@ -116,9 +118,7 @@ def warm_start(
         sources=sources,
     )
     study.set_user_attr(SUMMARY, json.dumps(status.to_wire()))
-    log.info(
-        "warm start: %d known results imported, %d skipped", status.imported, status.skipped
-    )
+    log.info("warm start: %d known results imported, %d skipped", status.imported, status.skipped)
     return Imported(status, reasons)
 
 
