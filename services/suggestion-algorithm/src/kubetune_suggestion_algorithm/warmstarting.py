@@ -94,13 +94,31 @@ def warm_start(
     if isinstance(summary, str):
         return Imported(WarmStartStatus.model_validate_json(summary), [])
     metric = experiment.spec.objective.objective_metric_name if experiment.spec.objective else ""
+    imported = import_known(search, _gather(kube, namespace, experiment, directory), metric)
+    study.set_user_attr(SUMMARY, json.dumps(imported.status.to_wire()))
+    log.info(
+        "warm start: %d known results imported, %d skipped",
+        imported.status.imported,
+        imported.status.skipped,
+    )
+    return imported
+
+
+def import_known(
+    search: studying.Search,
+    gathered: list[tuple[WarmStartSource, list[KnownResult]]],
+    metric: str,
+) -> Imported:
+    """Add the results that fit to the study (those already there, by key, are not added
+    again), counting per source what came in and what did not."""
     present = {
-        t.user_attrs[KNOWN] for t in study.get_trials(deepcopy=False) if KNOWN in t.user_attrs
+        t.user_attrs[KNOWN]
+        for t in search.study.get_trials(deepcopy=False)
+        if KNOWN in t.user_attrs
     }
     reasons: list[str] = []
     total = 0
-    sources = []
-    for source, results in _gather(kube, namespace, experiment, directory):
+    for source, results in gathered:
         for i, result in enumerate(results):
             key = f"{source.kind}/{source.name}/{i}"
             why = _add(search, result, metric, key, present, total)
@@ -111,14 +129,12 @@ def warm_start(
                 source.skipped += 1
                 if len(reasons) < SKIP_REASONS_SHOWN:
                     reasons.append(f"{result.origin}: {why}")
-        sources.append(source)
+    sources = [source for source, _ in gathered]
     status = WarmStartStatus(
         imported=sum(s.imported for s in sources),
         skipped=sum(s.skipped for s in sources),
         sources=sources,
     )
-    study.set_user_attr(SUMMARY, json.dumps(status.to_wire()))
-    log.info("warm start: %d known results imported, %d skipped", status.imported, status.skipped)
     return Imported(status, reasons)
 
 
