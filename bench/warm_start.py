@@ -20,7 +20,7 @@ import statistics
 import sys
 
 from kubetune import algorithmsettings
-from kubetune.algorithmsettings import AlgorithmSetting
+from kubetune.api.common import AlgorithmSetting
 from kubetune.api.experiment import ParameterSpec
 from kubetune.api.suggestion import TrialAssignment
 from kubetune.api.warmstart import WarmStartSource
