@@ -294,3 +294,21 @@ def test_algorithms_learning_from_results_and_early_stopping_are_not_asked_ahead
         assert plan(experiment(algorithm=algorithm), [], None, NOW).requests == 3, algorithm
     medianstop = {"algorithmName": "medianstop"}
     assert plan(experiment(early_stopping=medianstop), [], None, NOW).requests == 3
+
+
+def test_the_algorithms_warm_start_is_mirrored_and_counts_no_trial() -> None:
+    warm = {
+        "imported": 7,
+        "skipped": 2,
+        "sources": [{"kind": "Experiment", "name": "old", "imported": 7, "skipped": 2}],
+    }
+    view = suggestion(3, requests=3)
+    view = planning.SuggestionView(
+        requests=view.requests, assignments=view.assignments, warm_start=warm
+    )
+    p = plan(experiment(max_trials=12), [trial(0, "Succeeded")], view, NOW)
+    assert _status_after(p)["status"]["warmStart"] == warm  # type: ignore[index]
+    assert p.status.trials == 1
+    assert p.status.trials_succeeded == 1
+    assert plan(experiment(), [], suggestion(3, requests=3), NOW).status.warm_start is None
+    assert planning.SuggestionView.of({"status": {"warmStart": warm}}).warm_start == warm

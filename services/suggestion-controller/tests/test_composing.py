@@ -9,6 +9,7 @@ import pytest
 from kubetune import config, naming
 from kubetune.api.experiment import Experiment
 from kubetune.api.suggestion import Suggestion
+from kubetune.api.warmstart import WarmStartSpec
 from kubetune_suggestion_controller import composing, deciding, owning
 
 
@@ -179,3 +180,32 @@ def test_deployment_availability() -> None:
     assert deciding.deployment_available(
         {"status": {"readyReplicas": 1, "conditions": [{"type": "Available", "status": "True"}]}}
     )
+
+
+def test_warm_start_config_maps_are_mounted_read_only_and_optional() -> None:
+    warm = WarmStartSpec(experiments=["old"], config_maps=["known", "more"])
+    body = composing.deployment(_suggestion(), _entry(), False, warm_start=warm)
+    pod = body["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert pod["volumes"][1:] == [
+        {
+            "name": f"kubetune-warm-start-{i}",
+            "configMap": {
+                "name": name,
+                "optional": True,
+                "items": [{"key": "results.json", "path": "results.json"}],
+            },
+        }
+        for i, name in enumerate(["known", "more"])
+    ]
+    assert container["volumeMounts"][1:] == [
+        {
+            "name": f"kubetune-warm-start-{i}",
+            "mountPath": f"/opt/kubetune/warm-start/{name}",
+            "readOnly": True,
+        }
+        for i, name in enumerate(["known", "more"])
+    ]
+    # Experiments are read through the API: no volume; no warm start, no extra volume.
+    plain = composing.deployment(_suggestion(), _entry(), False)
+    assert len(plain["spec"]["template"]["spec"]["volumes"]) == 1

@@ -17,7 +17,7 @@ from kubetune import api, errors, metrichistory
 from kubetune.api.experiment import Experiment
 from kubetune.api.trial import Trial
 from kubetune.kube import EXPERIMENTS, PODS, TRIALS, Kube, connect
-from kubetune_cli import overview, tables, uninstalling
+from kubetune_cli import exporting, overview, tables, uninstalling
 from kubetune_cli.plotting import plot, plot_history
 from kubetune_cli.reading import (
     UserError,
@@ -351,6 +351,42 @@ def _uninstall_parser(sub: Any) -> None:
     uninstall.set_defaults(func=cmd_uninstall, delete_experiments=False)
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    kube = _kube(args)
+    namespace = _namespace(args)
+    doc = exporting.document(kube, args.experiment, namespace)
+    count = len(doc["results"])
+    if args.config_map:
+        done = exporting.to_config_map(kube, args.config_map, namespace, doc)
+        print(
+            f"configmap {namespace}/{args.config_map} {done}: {count} known results of "
+            f"experiment {args.experiment}; name it in spec.warmStart.configMaps"
+        )
+    elif args.output:
+        Path(args.output).write_text(json.dumps(doc, indent=2) + "\n")
+        print(f"wrote {args.output}: {count} known results of experiment {args.experiment}")
+    else:
+        print(json.dumps(doc, indent=2))
+    return 0
+
+
+def _export_parser(sub: Any) -> None:
+    export = sub.add_parser(
+        "export",
+        help="an experiment's succeeded trials as known results (results.json) for warm start",
+        description="Writes the results.json document that spec.warmStart.configMaps reads: "
+        "to stdout, a file (-o) or a ConfigMap (--config-map). Export an experiment before "
+        "deleting it: its trials go with it.",
+    )
+    export.add_argument("experiment")
+    where = export.add_mutually_exclusive_group()
+    where.add_argument("-o", "--output", metavar="FILE", help="write the document to FILE")
+    where.add_argument(
+        "--config-map", metavar="NAME", help="create (or update) ConfigMap NAME in the namespace"
+    )
+    export.set_defaults(func=cmd_export)
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="kubetune", description=__doc__)
     root.add_argument("--kubeconfig", help="kubeconfig path (default: $KUBECONFIG, ~/.kube/config)")
@@ -408,6 +444,7 @@ def parser() -> argparse.ArgumentParser:
     metrics.add_argument("-o", "--output", choices=["table", "json"], default="table")
     metrics.add_argument("--plot", metavar="FILE.png", help="also plot each metric by step")
     metrics.set_defaults(func=cmd_metrics)
+    _export_parser(sub)
     _uninstall_parser(sub)
     return root
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from kubetune.api.common import ObjectiveType
 from kubetune.api.experiment import Experiment
+from kubetune.api.warmstart import WarmStartStatus
 from kubetune.kube import Kube
 from kubetune_cli import tables
 from kubetune_cli.reading import (
@@ -87,6 +88,15 @@ def _best_line(experiment: Experiment) -> str:
     return "best: " + "  ".join(parts)
 
 
+def warm_start_line(warm: WarmStartStatus) -> str:
+    """Known results are not trials: said apart from the trial counts."""
+    sources = ", ".join(f"{s.kind} {s.name}" for s in warm.sources or [])
+    return (
+        f"warm start: {warm.imported} imported, {warm.skipped} skipped (known results, not "
+        f"trials{'; from ' + sources if sources else ''})"
+    )
+
+
 def text(overview: Overview) -> str:
     experiment = overview.experiment
     meta = experiment.metadata
@@ -97,6 +107,9 @@ def text(overview: Overview) -> str:
     by_state = [f"{overview.counts[k]} {word}" for k, word in _WORDS.items() if overview.counts[k]]
     total = f"trials: {overview.counts['trials']}"
     lines.append(total + (f" ({', '.join(by_state)})" if by_state else ""))
+    warm = experiment.status.warm_start if experiment.status else None
+    if warm is not None:
+        lines.append(warm_start_line(warm))
     lines.append(_best_line(experiment))
     if overview.rows:
         objective = experiment.spec.objective
@@ -120,7 +133,7 @@ def text(overview: Overview) -> str:
 
 def as_json(overview: Overview) -> dict[str, Any]:
     experiment = overview.experiment
-    return {
+    out = {
         "name": experiment.metadata.name,
         "namespace": experiment.metadata.namespace,
         "state": experiment_state(experiment),
@@ -130,3 +143,6 @@ def as_json(overview: Overview) -> dict[str, Any]:
         "trials": [asdict(row) for row in overview.rows],
         "unlisted": overview.finished_unlisted + overview.active_unlisted,
     }
+    if experiment.status and experiment.status.warm_start:
+        out["warmStart"] = experiment.status.warm_start.to_wire()
+    return out

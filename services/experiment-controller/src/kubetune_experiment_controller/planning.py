@@ -27,6 +27,7 @@ from kubetune import conditions, observations
 from kubetune.api.common import Observation
 from kubetune.api.experiment import Experiment, ExperimentStatus, OptimalTrial, ResumePolicy
 from kubetune.api.suggestion import TrialAssignment
+from kubetune.api.warmstart import WarmStartStatus
 from kubetune.conditions import (
     EXPERIMENT,
     FALSE,
@@ -141,6 +142,9 @@ class SuggestionView:
     offset: int = 0
     """The index of `assignments[0]`: the algorithm drops the oldest name-only entries at
     scale, `suggestionCount` still counts them."""
+    warm_start: Obj | None = None
+    """The algorithm's `status.warmStart`, mirrored on the Experiment (imported results are
+    not Trials: they change no count)."""
 
     @staticmethod
     def of(suggestion: Obj) -> SuggestionView:
@@ -153,6 +157,7 @@ class SuggestionView:
             exhausted=search_exhausted(suggestion),
             assignments=assignments,
             offset=max(0, count - len(assignments)),
+            warm_start=status.get("warmStart"),
         )
 
 
@@ -267,6 +272,8 @@ def plan(
     ordered = in_creation_order(trials)
     counts = count(ordered)
     apply_counts(status, counts, max_listed)
+    if suggestion is not None and suggestion.warm_start is not None:
+        status.warm_start = WarmStartStatus.model_validate(suggestion.warm_start)
     objective = experiment.spec.objective
     best = find_optimal(objective, ordered) if objective is not None else None
     if best is not None:

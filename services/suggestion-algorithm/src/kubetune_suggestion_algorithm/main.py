@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from kubetune import flags
+from kubetune import flags, knownresults
 from kubetune.flags import EnvDefault
 from kubetune.kube import EXPERIMENTS, SUGGESTIONS, TRIALS
 from kubetune.runtime import Backoff, Controller, Key, WorkQueue, running
@@ -99,6 +99,14 @@ def parser(bridged: bool = False) -> argparse.ArgumentParser:
         help="name-only entries (assignments whose Trial exists) kept at the head of "
         "status.suggestions; older ones are dropped, suggestionCount still counts them",
     )
+    p.add_argument(
+        "--warm-start-dir",
+        action=EnvDefault,
+        env="KUBETUNE_WARM_START_DIR",
+        default=knownresults.MOUNT_ROOT,
+        help="where the warm-start ConfigMaps are mounted, one directory per ConfigMap holding "
+        f"{knownresults.KEY} (spec.warmStart.configMaps)",
+    )
     flags.add_resync_period_flag(
         p, default=30.0, what="passes when nothing changes", deprecated_env="KUBETUNE_RESYNC"
     )
@@ -133,6 +141,7 @@ def build(args: argparse.Namespace, bridged: bool = False) -> Controller:
         keep_named=int(args.kept_trial_names),
         resync=float(args.resync_period),
         bridge=_bridge(args, bridged) if bridged or args.early_stopping_endpoint else None,
+        warm_start_dir=Path(args.warm_start_dir),
     )
     key = Key(args.namespace, args.suggestion)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from kubetune import knownresults
 from kubetune.kube import TRIALS
 from kubetune.runtime import Context, Key, Result
 from kubetune_suggestion_algorithm import syncing
@@ -32,6 +33,7 @@ class Reconciler:
         keep_named: int = syncing.DEFAULT_KEEP_NAMED,
         resync: float = 30.0,
         bridge: syncing.Bridging | None = None,
+        warm_start_dir: Path = Path(knownresults.MOUNT_ROOT),
     ) -> None:
         self.algorithm = algorithm
         self.directory = directory
@@ -39,6 +41,7 @@ class Reconciler:
         self.keep_named = keep_named
         self.resync = resync
         self.bridge = bridge
+        self.warm_start_dir = warm_start_dir
         self.syncer: syncing.Syncer | None = None
         self.marker = (directory or Path(tempfile.gettempdir())) / READY_FILE
         self.marker.unlink(missing_ok=True)
@@ -56,6 +59,7 @@ class Reconciler:
                 max_bytes=self.max_bytes,
                 keep_named=self.keep_named,
                 bridge=self.bridge,
+                warm_start_dir=self.warm_start_dir,
             )
         trials = ctx.list(TRIALS, key.namespace)
         again = self.syncer.sync(trials)

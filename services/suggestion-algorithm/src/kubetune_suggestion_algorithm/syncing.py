@@ -41,15 +41,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from kubetune import algorithmsettings, conditions, errors, events, naming, nas, observations
+from kubetune import (
+    algorithmsettings,
+    conditions,
+    errors,
+    events,
+    knownresults,
+    naming,
+    nas,
+    observations,
+)
 from kubetune.algorithmsettings import Value
 from kubetune.api.common import AlgorithmSetting, EarlyStoppingRule, ObjectiveType
 from kubetune.api.experiment import Experiment
 from kubetune.api.suggestion import Suggestion, TrialAssignment
 from kubetune.api.trial import Trial
+from kubetune.api.warmstart import WarmStartStatus
 from kubetune.conditions import SuggestionCondition, TrialState
 from kubetune.kube import EXPERIMENTS, SUGGESTIONS, Kube, Obj
-from kubetune_suggestion_algorithm import algorithms, stoppingrules, studying
+from kubetune_suggestion_algorithm import algorithms, stoppingrules, studying, warmstarting
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +185,8 @@ class Syncer:
     bridge: Bridging | None = None
     _names: list[str] = field(default_factory=list)
     _names_of: str = ""
+    warm_start_dir: Path = Path(knownresults.MOUNT_ROOT)
+    warm: WarmStartStatus | None = None
 
     def dropped(self, experiment: str, offset: int) -> list[TrialAssignment]:
         """The entries before `offset`, rebuilt from the naming rule (names cached)."""
@@ -212,7 +224,34 @@ class Syncer:
                 nas_config=experiment.spec.nas_config,
             )
             self.search_key = key
+            self.warm = None
+            if experiment.spec.warm_start is not None and isinstance(self.search, studying.Search):
+                self.warm_start(experiment, self.search)
         return self.search
+
+    def warm_start(self, experiment: Experiment, search: studying.Search) -> None:
+        """Known results into the new study before its first assignment, and an Event on the
+        Experiment saying how many came and why some did not."""
+        imported = warmstarting.warm_start(
+            search, self.kube, self.namespace, experiment, self.warm_start_dir
+        )
+        self.warm = imported.status
+        for source in imported.status.sources or []:
+            if source.message:
+                imported.reasons.append(source.message)
+        message = warmstarting.event_message(imported)
+        if not message:
+            return
+        events.record(
+            self.kube,
+            EXPERIMENTS,
+            {"metadata": {**experiment.to_wire()["metadata"], "namespace": self.namespace}},
+            type_="Warning" if imported.reasons else "Normal",
+            reason=warmstarting.EVENT_REASON,
+            message=message,
+            component="suggestion-algorithm",
+            cause=f"{warmstarting.EVENT_REASON}/{experiment.metadata.uid}",
+        )
 
     def sync(self, trial_objects: Iterable[Obj]) -> bool:
         """One pass; True when it wrote (so another pass may have more to do)."""
@@ -272,9 +311,16 @@ class Syncer:
         settings_out = status_settings(current_settings, search.exhausted)
         if self.bridge is not None:
             settings_out = self.bridge.settings(settings_out)
-        if not new and [s.to_wire() for s in settings_out] == [
-            s.to_wire() for s in current_settings or []
-        ]:
+        warm_changed = self.warm is not None and (
+            status is None
+            or status.warm_start is None
+            or status.warm_start.model_dump() != self.warm.model_dump()
+        )
+        if (
+            not new
+            and not warm_changed
+            and [s.to_wire() for s in settings_out] == [s.to_wire() for s in current_settings or []]
+        ):
             return False
         if search.exhausted and not algorithmsettings.search_exhausted(current_settings):
             log.info(
@@ -291,6 +337,10 @@ class Syncer:
                 "suggestionCount": start + len(every),
                 "algorithmSettings": [s.to_wire() for s in settings_out],
             }
+            if self.warm is not None:
+                fields["warmStart"] = self.warm.model_dump(
+                    mode="json", by_alias=True, exclude_none=True
+                )
             patch = {
                 "metadata": {"resourceVersion": suggestion.metadata.resource_version},
                 "status": fields,

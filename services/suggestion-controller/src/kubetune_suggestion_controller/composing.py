@@ -23,8 +23,9 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from kubetune import incluster, naming
+from kubetune import incluster, knownresults, naming
 from kubetune.api.suggestion import Suggestion
+from kubetune.api.warmstart import WarmStartSpec
 from kubetune.config import SUGGESTION_IMAGE, EarlyStoppingConfig, SuggestionConfig
 
 Obj = dict[str, Any]
@@ -43,6 +44,7 @@ BRIDGE_CONTAINER = "kubetune-bridge"
 BRIDGE_VOLUME = "kubetune-bridge"
 BRIDGE_DIR = "/var/run/kubetune-bridge"
 """The sidecar's own directory (its readiness file), apart from the algorithm's volume."""
+WARM_START_VOLUME = "kubetune-warm-start"
 TOKEN_VOLUME = "kube-api-access"
 TOKEN_PATH = str(incluster.SERVICE_ACCOUNT_DIR)  # where the sidecar's `kube.connect` reads it
 TOKEN_VOLUME_SOURCE: dict[str, Any] = {
@@ -278,8 +280,10 @@ def deployment(
     bridge_image: str | None = None,
     early_stopping: EarlyStoppingConfig | None = None,
     names: Names | None = None,
+    warm_start: WarmStartSpec | None = None,
 ) -> Obj:
-    """The algorithm's Deployment; `bridge_image` (for a Katib-protocol entry) is the sidecar's."""
+    """The algorithm's Deployment; `bridge_image` (for a Katib-protocol entry) is the sidecar's;
+    `warm_start`'s ConfigMaps are mounted (`warm_start_volumes`)."""
     names = names or katib_names(suggestion)
     name, algorithm = _name(suggestion), algorithm_of(suggestion)
     extra = entry.model_extra or {}
@@ -336,6 +340,9 @@ def deployment(
     elif early_stopping is not None:  # kubetune's algorithm asks the Katib image for the rules
         pod_spec["containers"].append(_early_stopping_container(early_stopping))
         container["args"] += ["--early-stopping-endpoint", f"localhost:{EARLY_STOPPING_PORT}"]
+    for volume_entry, mount in warm_start_volumes(warm_start):
+        pod_spec["volumes"].append(volume_entry)
+        container["volumeMounts"].append(mount)
     pod_labels = {**labels(suggestion, names), naming.ISTIO_INJECT: "false"}
     meta = _meta(suggestion, names.deployment, names)
     meta["labels"][naming.ISTIO_INJECT] = "false"
@@ -358,6 +365,34 @@ def deployment(
             },
         },
     }
+
+
+def warm_start_volumes(warm_start: WarmStartSpec | None) -> list[tuple[Obj, Obj]]:
+    """(volume, mount) of each warm-start ConfigMap, read-only under
+    `knownresults.MOUNT_ROOT/<name>`: the kubelet reads them, so the algorithm's ServiceAccount
+    needs no right on ConfigMaps. Optional: a missing one is reported by the algorithm (an
+    Event and `status.warmStart`), it does not hold the pod in ContainerCreating."""
+    out = []
+    for i, name in enumerate((warm_start.config_maps if warm_start else None) or []):
+        volume_name = f"{WARM_START_VOLUME}-{i}"
+        out.append(
+            (
+                {
+                    "name": volume_name,
+                    "configMap": {
+                        "name": name,
+                        "optional": True,
+                        "items": [{"key": knownresults.KEY, "path": knownresults.KEY}],
+                    },
+                },
+                {
+                    "name": volume_name,
+                    "mountPath": f"{knownresults.MOUNT_ROOT}/{name}",
+                    "readOnly": True,
+                },
+            )
+        )
+    return out
 
 
 def service(suggestion: Suggestion, names: Names | None = None) -> Obj:

@@ -292,6 +292,7 @@ def decide(suggestion: Suggestion, seen: Seen, config: KatibConfig, *, now: str)
                 bridge_image=config.bridge_image(entry),
                 early_stopping=early,
                 names=names,
+                warm_start=seen.experiment.spec.warm_start if seen.experiment else None,
             )
         )
 

@@ -27,6 +27,7 @@ from kubetune import (
     earlystopping,
     errors,
     jobstatus,
+    knownresults,
     kube,
     naming,
     nas,
@@ -818,6 +819,7 @@ def validate_spec(
         )
         + validate_search_space(spec)
         + validate_metrics_collector(spec.metrics_collector_spec, config)
+        + knownresults.validate_spec(experiment.metadata.name or "", spec)
     )
 
 

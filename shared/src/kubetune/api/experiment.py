@@ -17,6 +17,7 @@ from kubetune.api.common import (
     Observation,
     ParameterAssignment,
 )
+from kubetune.api.warmstart import WarmStartSpec, WarmStartStatus
 
 
 class ParameterType(StrEnum):
@@ -107,6 +108,7 @@ class ExperimentSpec(WireModel):
     metrics_collector_spec: MetricsCollectorSpec | None = None
     nas_config: NasConfig | None = None
     resume_policy: ResumePolicy | None = None
+    warm_start: WarmStartSpec | None = None
 
 
 class OptimalTrial(WireModel):
@@ -136,6 +138,7 @@ class ExperimentStatus(WireModel):
     trials_running: int | None = None
     trials_early_stopped: int | None = None
     trial_metrics_unavailable: int | None = None
+    warm_start: WarmStartStatus | None = None
 
 
 class Experiment(WireModel):

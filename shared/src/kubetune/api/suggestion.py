@@ -16,6 +16,7 @@ from kubetune.api.common import (
     ParameterAssignment,
 )
 from kubetune.api.experiment import ResumePolicy
+from kubetune.api.warmstart import WarmStartStatus
 
 
 class TrialAssignment(WireModel):
@@ -42,6 +43,7 @@ class SuggestionStatus(WireModel):
     completion_time: str | None = None
     last_reconcile_time: str | None = None
     conditions: list[Condition] | None = None
+    warm_start: WarmStartStatus | None = None
 
 
 class Suggestion(WireModel):

@@ -139,8 +139,10 @@ class StandInExperimentController:
         parameters: list[Obj],
         settings: dict[str, str] | None = None,
         requests: int = 0,
+        **fields: Any,
     ) -> None:
-        """A running Experiment minimizing `loss` and its Suggestion asking for `requests`."""
+        """A running Experiment minimizing `loss` and its Suggestion asking for `requests`;
+        `fields` are more spec fields by their JSON name (`warmStart={...}`)."""
         spec = builders.algorithm_spec(algorithm, settings or {})
         body = builders.experiment(
             self.name,
@@ -151,6 +153,7 @@ class StandInExperimentController:
             resumePolicy=policy,
             parallelTrialCount=3,
             maxTrialCount=10,
+            **fields,
         )
         exp = self.kube.create(EXPERIMENTS, body, self.namespace)
         self.set_experiment([("Created", "True", "ExperimentCreated")])
