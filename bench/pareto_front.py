@@ -4,7 +4,8 @@ every reconcile: from the Trial summaries it keeps (`fronts.pareto_front`), at 1
 
 Two shapes of results: `random` (independent uniform values: a small front, the usual case)
 and `tradeoff` (every trial on one line or plane of trade-offs: the whole set is the front, the
-worst case; three objectives then cost O(n·f), so that row stops at 10,000 unless asked).
+worst case). Two and three objectives have their own sweeps; four run the O(n·f) comparison
+with the front kept, so `--widths 4` is printed only on request.
 Prints the median of --repeat runs of the front alone and of a whole `planning.plan` pass.
 
     python bench/pareto_front.py [--sizes 1000,10000,100000] [--repeat 3]
@@ -69,7 +70,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--tradeoff-3-max", type=int, default=10_000)
+    parser.add_argument("--widths", default="2,3")
     args = parser.parse_args()
 
     from kubetune.api.experiment import Experiment
@@ -81,10 +82,8 @@ def main() -> None:
         f"{'trials':>8} {'objectives':>10} {'shape':>9} {'front':>7} {'front s':>9} {'plan s':>8}"
     )
     for n in (int(s) for s in args.sizes.split(",")):
-        for width in (2, 3):
+        for width in (int(w) for w in args.widths.split(",")):
             for shape in ("random", "tradeoff"):
-                if shape == "tradeoff" and width >= 3 and n > args.tradeoff_3_max:
-                    continue
                 objective = _objective(width)
                 trials = _summaries(n, width, shape, seed=n + width)
                 seconds, front = _median(partial(pareto_front, objective, trials), args.repeat)

@@ -59,3 +59,12 @@ def test_empty_and_mixed_widths() -> None:
         assert "same number of values" in str(e)
     else:
         raise AssertionError("mixed widths were accepted")
+
+
+@settings(max_examples=400)
+@given(st.lists(st.tuples(*[st.sampled_from([0.0, 1.0, 2.0, 3.0])] * 3), max_size=50))
+def test_three_objectives_with_many_ties_is_the_brute_force_front(
+    pts: list[tuple[float, ...]],
+) -> None:
+    """Three values have their own sweep (a staircase); few distinct values make ties."""
+    assert pareto.front(pts) == sorted(brute_front(pts), key=lambda i: (*pts[i], i))

@@ -2,10 +2,11 @@
 
 The front is over Succeeded trials whose every objective has a numeric value (by its metric's
 strategy, as the optimum is); EarlyStopped trials stopped before their last report, so they
-are not compared with finished ones. `kubetune.pareto` finds the non-dominated points in a sort
-and a pass, so recomputing the front on every reconcile stays cheap at 100,000 trials
-(`bench/pareto_front.py`). The status lists the front best-first by the first objective, at
-most `multiobjective.MAX_FRONT` trials and `MAX_FRONT_BYTES`; `paretoFrontSize` counts it all.
+are not compared with finished ones. `kubetune.pareto` finds the non-dominated points of two or
+three objectives in a sort and a pass, so recomputing the front on every reconcile stays cheap
+at 100,000 trials (`bench/pareto_front.py`). The status lists the front best-first by the
+first objective, at most `multiobjective.MAX_FRONT` trials and `MAX_FRONT_BYTES`;
+`paretoFrontSize` counts it all.
 
 Neighbours: `summaries` (the trials and the optimum), `planning` (writes both into the status).
 """
