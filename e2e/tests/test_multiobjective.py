@@ -2,18 +2,25 @@
 `spec.objective.objectives`): the webhook fills objectiveMetricName/type in from the first
 objective, the real collector reports both metrics of every Trial, NSGA-II in its algorithm pod
 is told both values, and `status.paretoFront` lists exactly the trials the Trials' own results
-say are non-dominated, best first by the first objective."""
+say are non-dominated, best first by the first objective. And Katib's manifests round-trip
+unchanged through kubetune's model and Katib's SDK, which reads a multi-objective Experiment as
+the single-objective one on its first objective."""
 
 from __future__ import annotations
 
+import copy
 import json
+import subprocess
 from typing import Any
 
+import katib_sdk
 import pytest
 import test_local_overlay as overlay
 from podcode import python_code
 
+from kubetune.api.experiment import Experiment
 from kubetune_testkit import builders
+from kubetune_testkit.examples import examples
 from kubetune_testkit.kubectl import get_json
 from localcluster.pytest_plugin import ClusterHandle
 
@@ -99,3 +106,36 @@ def test_a_two_objective_experiment_runs_and_its_front_matches_its_trials(
     # Katib's field keeps its meaning: the best trial by the first objective.
     optimal = status["currentOptimalTrial"]["bestTrialName"]
     assert results[optimal][0] == max(accuracy for accuracy, _ in results.values())
+
+
+def _sdk_round_trip(manifests: list[Obj]) -> list[Obj]:
+    """What Katib's SDK (its own venv, `katib_sdk`) reads of each manifest and writes back."""
+    out = subprocess.run(
+        [katib_sdk.sdk_python(), str(katib_sdk.CLIENT.with_name("round_trip.py"))],
+        input=json.dumps(manifests),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    written: list[Obj] = json.loads(out.stdout)
+    return written
+
+
+def test_katib_manifests_round_trip_unchanged_and_the_sdk_sees_the_first_objective() -> None:
+    """Every example Experiment (Katib's own among them) is the same through kubetune's model
+    and through Katib's SDK; a multi-objective one is, for the SDK, the same Experiment
+    without the extension: a valid single-objective Experiment on its first objective."""
+    katib = [doc for _, doc in examples("Experiment")]
+    assert katib and not any("objectives" in d["spec"].get("objective", {}) for d in katib)
+    assert [Experiment.model_validate(d).to_wire() for d in katib] == katib
+    multi = _experiment("pareto", "ns")
+    multi["spec"]["objective"] = {
+        "type": "maximize",
+        "objectiveMetricName": "accuracy",
+        "objectives": OBJECTIVES,
+    }
+    *seen, seen_multi = _sdk_round_trip([*katib, multi])
+    assert seen == katib
+    expected = copy.deepcopy(multi)
+    del expected["spec"]["objective"]["objectives"]
+    assert seen_multi == expected
