@@ -6,7 +6,9 @@ Two shapes of results: `random` (independent uniform values: a small front, the 
 and `tradeoff` (every trial on one line or plane of trade-offs: the whole set is the front, the
 worst case). Two and three objectives have their own sweeps; four run the O(n·f) comparison
 with the front kept, so `--widths 4` is printed only on request.
-Prints the median of --repeat runs of the front alone and of a whole `planning.plan` pass.
+Prints the median of --repeat runs of the front alone and of a whole `planning.plan` pass, in
+CPU seconds of this process (the machine is shared: wall clock mostly measures the others) and
+wall-clock seconds.
 
     python bench/pareto_front.py [--sizes 1000,10000,100000] [--repeat 3]
 """
@@ -57,13 +59,15 @@ def _summaries(n: int, width: int, shape: str, seed: int) -> list[Any]:
     return out
 
 
-def _median(fn: Any, repeat: int) -> tuple[float, Any]:
-    times, result = [], None
+def _median(fn: Any, repeat: int) -> tuple[float, float, Any]:
+    """Median CPU and wall-clock seconds of `repeat` calls, and the last result."""
+    cpu, wall, result = [], [], None
     for _ in range(repeat):
-        start = time.perf_counter()
+        start_cpu, start_wall = time.process_time(), time.perf_counter()
         result = fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
+        cpu.append(time.process_time() - start_cpu)
+        wall.append(time.perf_counter() - start_wall)
+    return statistics.median(cpu), statistics.median(wall), result
 
 
 def main() -> None:
@@ -79,24 +83,27 @@ def main() -> None:
     from kubetune_testkit import builders
 
     print(
-        f"{'trials':>8} {'objectives':>10} {'shape':>9} {'front':>7} {'front s':>9} {'plan s':>8}"
+        f"{'trials':>8} {'objectives':>10} {'shape':>9} {'front':>7} "
+        f"{'front cpu/wall s':>17} {'plan cpu/wall s':>16}",
+        flush=True,
     )
     for n in (int(s) for s in args.sizes.split(",")):
         for width in (int(w) for w in args.widths.split(",")):
             for shape in ("random", "tradeoff"):
                 objective = _objective(width)
                 trials = _summaries(n, width, shape, seed=n + width)
-                seconds, front = _median(partial(pareto_front, objective, trials), args.repeat)
+                cpu, wall, front = _median(partial(pareto_front, objective, trials), args.repeat)
                 body = builders.experiment("exp", "ns", collector=None, maxTrialCount=n + 1)
                 body["spec"]["objective"] = objective.to_wire()
                 experiment = Experiment.model_validate(body)
-                plan_seconds, _ = _median(
+                plan_cpu, plan_wall, _ = _median(
                     partial(planning.plan, experiment, trials, None, "2026-01-01T00:00:00Z"),
                     args.repeat,
                 )
                 print(
-                    f"{n:>8} {width:>10} {shape:>9} {front.size:>7} {seconds:>9.3f} "
-                    f"{plan_seconds:>8.3f}"
+                    f"{n:>8} {width:>10} {shape:>9} {front.size:>7} "
+                    f"{cpu:>8.3f}/{wall:<8.3f} {plan_cpu:>7.3f}/{plan_wall:<8.3f}",
+                    flush=True,
                 )
 
 
