@@ -43,8 +43,10 @@ def test_every_algorithm_runs_with_only_its_required_settings(algorithm: str) ->
     assert set(parsed) == {s.name for s in algorithmsettings.SETTINGS[algorithm]}
 
 
-def test_katib_names_are_the_ones_known() -> None:
+def test_katib_names_and_kubetunes_are_the_ones_known() -> None:
     assert set(algorithmsettings.ALGORITHMS) == {
+        "nsga2",
+        "nsga3",
         "random",
         "grid",
         "tpe",
@@ -68,6 +70,8 @@ def test_katib_names_are_the_ones_known() -> None:
         ("cmaes", _s(restart_strategy="None", sigma="0.5"), {"restart_strategy": "none"}),
         ("cmaes", _s(restart_strategy="ipop"), {"restart_strategy": "ipop", "sigma": None}),
         ("sobol", _s(scramble="false"), {"scramble": False}),
+        ("nsga2", _s(seed="3", crossover_prob="0"), {"random_state": 3, "crossover_prob": 0.0}),
+        ("nsga3", _s(population_size="8"), {"population_size": 8, "dividing_parameter": 3}),
         (
             "bayesianoptimization",
             _s(base_estimator="RF", n_initial_points="3", acq_func="EI"),
@@ -84,6 +88,8 @@ def test_katib_names_are_the_ones_known() -> None:
         "cmaes-None",
         "cmaes-ipop",
         "sobol-scramble",
+        "nsga2-seed-alias",
+        "nsga3-defaults",
         "bo-settings",
         "bo-defaults",
         "random-seed",
@@ -104,6 +110,8 @@ def test_parse_types_and_defaults(
     [
         ("tpe", _s(n_startup_trials="abc"), "n_startup_trials: 'abc' is not an integer"),
         ("tpe", _s(n_startup_trials="-1"), "n_startup_trials: '-1' is out of range"),
+        ("nsga2", _s(population_size="1"), "population_size: '1' is out of range"),
+        ("nsga3", _s(mutation_prob="1.5"), "mutation_prob: '1.5' is out of range"),
         ("tpe", _s(n_startup_trials="1.5"), "is not an integer"),
         ("tpe", _s(gamma="1"), "gamma: '1' is out of range; set it to a number in (0, 1)"),
         ("tpe", _s(prior_weight="0"), "prior_weight"),
@@ -139,7 +147,8 @@ def test_unknown_algorithm() -> None:
     problems = algorithmsettings.validate("hyperopt", None, [LR])
     assert problems == [
         "algorithm 'hyperopt' is unknown; use one of random, grid, tpe, multivariate-tpe, "
-        "cmaes, sobol, bayesianoptimization, hyperband, pbt, darts, enas"
+        "cmaes, sobol, bayesianoptimization, hyperband, pbt, nsga2, nsga3, "
+        "darts, enas"
     ]
 
 

@@ -103,6 +103,10 @@ def _ge1(v: Value) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and v >= 1
 
 
+def _ge2(v: Value) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 2
+
+
 def _ge5(v: Value) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 5
 
@@ -126,6 +130,14 @@ _TPE = (
     Setting("gamma", float, 0.25, _open01, "a number in (0, 1)"),
     Setting("prior_weight", float, 1.0, _gt0, "a number > 0"),
     _RANDOM_STATE,
+)
+
+_NSGA = (
+    Setting("population_size", int, 50, _ge2, "an integer ≥ 2"),
+    Setting("mutation_prob", float, None, _closed01, "a number in [0, 1] (default 1/parameters)"),
+    Setting("crossover_prob", float, 0.9, _closed01, "a number in [0, 1]"),
+    Setting("swapping_prob", float, 0.5, _closed01, "a number in [0, 1]"),
+    Setting("random_state", int, None, _ge0, "an integer ≥ 0", aliases=("seed",)),
 )
 
 SETTINGS: dict[str, tuple[Setting, ...]] = {
@@ -214,6 +226,12 @@ SETTINGS: dict[str, tuple[Setting, ...]] = {
             "a number in [0, 1] (leave it out to perturb by x0.8 or x1.2 instead)",
         ),
         _RANDOM_STATE,
+    ),
+    # Optuna's genetic samplers (multi-objective, kubetune's; `kubetune.multiobjective`).
+    "nsga2": _NSGA,
+    "nsga3": (
+        *_NSGA,
+        Setting("dividing_parameter", int, 3, _ge1, "an integer ≥ 1 (reference point spacing)"),
     ),
     "darts": tuple(Setting(k, str, v) for k, v in nas.DARTS_DEFAULTS.items()),
     "enas": tuple(Setting(k, str, v) for k, v in nas.ENAS_DEFAULTS.items()),

@@ -48,6 +48,8 @@ ALGORITHMS = (
     "multivariate-tpe",
     "cmaes",
     "sobol",
+    "nsga2",
+    "nsga3",
     "bayesianoptimization",
     "hyperband",
     "pbt",

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kubetune import multiobjective
 from kubetune.api.enums import MetricStrategyType, ObjectiveType
 from kubetune.metricbounds import (
     MAX_METRICS,
@@ -49,6 +50,8 @@ class ObjectiveLike(Protocol):
     def additional_metric_names(self) -> Sequence[str] | None: ...
     @property
     def metric_strategies(self) -> Sequence[StrategyLike] | None: ...
+    @property
+    def objectives(self) -> Sequence[multiobjective.TargetLike] | None: ...
 
 
 class MetricLike(Protocol):
@@ -84,6 +87,7 @@ class Objective:
     goal: float | None = None
     additional_metric_names: tuple[str, ...] = ()
     metric_strategies: tuple[Strategy, ...] = ()
+    objectives: tuple[multiobjective.TargetLike, ...] = ()
 
 
 @dataclass
@@ -134,14 +138,23 @@ def parse_number(value: str) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def strategies(objective: ObjectiveLike) -> dict[str, MetricStrategyType]:
-    """Metric name -> strategy, with upstream's type-based default for metrics without one."""
-    default = {
+def default_strategy(kind: ObjectiveType | None) -> MetricStrategyType:
+    """Upstream's default: `min` for minimize, `max` for maximize, else `latest`."""
+    return {
         ObjectiveType.MINIMIZE: MetricStrategyType.MIN,
         ObjectiveType.MAXIMIZE: MetricStrategyType.MAX,
-    }.get(objective.type or ObjectiveType.UNKNOWN, MetricStrategyType.LATEST)
+    }.get(kind or ObjectiveType.UNKNOWN, MetricStrategyType.LATEST)
+
+
+def strategies(objective: ObjectiveLike) -> dict[str, MetricStrategyType]:
+    """Metric name -> strategy, with upstream's type-based default for metrics without one;
+    each of several objectives (`objectives`) by its own type, so they are all collected."""
+    default = default_strategy(objective.type)
     names = [objective.objective_metric_name, *(objective.additional_metric_names or [])]
     out = {name: default for name in names if name}
+    for target in objective.objectives or ():
+        if target.metric_name:
+            out[target.metric_name] = default_strategy(target.type)
     for strategy in objective.metric_strategies or []:
         out[strategy.name] = strategy.value
     return out
@@ -196,6 +209,21 @@ def objective_value(objective: ObjectiveLike, observation: ObservationLike | Non
     return None
 
 
+def objective_values(
+    objective: ObjectiveLike, observation: ObservationLike | None
+) -> list[float | None]:
+    """Each objective's value (`multiobjective.targets`: one, or several) by its metric's
+    strategy, None where not available or not numeric."""
+    wanted = strategies(objective)
+    metrics = {m.name: m for m in (observation.metrics if observation else None) or []}
+    values: list[float | None] = []
+    for name, _ in multiobjective.targets(objective):
+        metric = metrics.get(name)
+        strategy = wanted.get(name, MetricStrategyType.LATEST)
+        values.append(None if metric is None else parse_number(metric_value(metric, strategy)))
+    return values
+
+
 def is_available(objective: ObjectiveLike, observation: ObservationLike | None) -> bool:
     """Upstream's test: the objective's `latest` is reported (not `unavailable`)."""
     for metric in (observation.metrics if observation else None) or []:
@@ -236,12 +264,14 @@ __all__: Sequence[str] = [
     "ObservationSummary",
     "Strategy",
     "better",
+    "default_strategy",
     "goal_reached",
     "is_available",
     "is_number",
     "metric_error",
     "metric_value",
     "objective_value",
+    "objective_values",
     "parse_number",
     "strategies",
     "summarise",

@@ -13,12 +13,12 @@ from typing import Any
 
 import yaml
 
-from kubetune import api, errors, metrichistory
+from kubetune import api, errors, metrichistory, multiobjective
 from kubetune.api.experiment import Experiment
 from kubetune.api.trial import Trial
 from kubetune.kube import EXPERIMENTS, PODS, TRIALS, Kube, connect
-from kubetune_cli import exporting, overview, tables, uninstalling
-from kubetune_cli.plotting import plot, plot_history
+from kubetune_cli import exporting, fronts, overview, tables, uninstalling
+from kubetune_cli.plotting import plot, plot_front, plot_history
 from kubetune_cli.reading import (
     UserError,
     best,
@@ -197,6 +197,12 @@ def cmd_get(args: argparse.Namespace) -> int:
 def cmd_best(args: argparse.Namespace) -> int:
     kube = _kube(args)
     experiment = get_experiment(kube, args.experiment, _namespace(args))
+    if multiobjective.is_multi(experiment.spec.objective):
+        if args.output == "json":
+            print(json.dumps(fronts.as_json(experiment), indent=2))
+        else:
+            print(fronts.text(experiment))
+        return 0
     optimal = best(experiment)
     if optimal is None:
         raise UserError(f"experiment {args.experiment} has no successful trial yet")
@@ -295,7 +301,11 @@ def cmd_plot(args: argparse.Namespace) -> int:
     if experiment.spec.objective is None:
         raise UserError(f"experiment {args.experiment} has no objective to plot")
     rows = list_trials(kube, experiment)
-    plot(rows, experiment.spec.objective, f"{namespace}/{args.experiment}", Path(args.output))
+    title = f"{namespace}/{args.experiment}"
+    if multiobjective.is_multi(experiment.spec.objective):
+        plot_front(rows, experiment.spec.objective, title, Path(args.output))
+    else:
+        plot(rows, experiment.spec.objective, title, Path(args.output))
     print(f"wrote {args.output}")
     return 0
 
@@ -426,7 +436,9 @@ def parser() -> argparse.ArgumentParser:
     )
     get.add_argument("-o", "--output", choices=["table", "json"], default="table")
     get.set_defaults(func=cmd_get)
-    best_cmd = sub.add_parser("best", help="the best trial of an experiment")
+    best_cmd = sub.add_parser(
+        "best", help="the best trial of an experiment (its Pareto front: several objectives)"
+    )
     best_cmd.add_argument("experiment")
     best_cmd.add_argument("-o", "--output", choices=["table", "json"], default="table")
     best_cmd.set_defaults(func=cmd_best)
@@ -434,7 +446,10 @@ def parser() -> argparse.ArgumentParser:
     logs.add_argument("trial")
     logs.add_argument("-c", "--container", help="container (default: the primary container)")
     logs.set_defaults(func=cmd_logs)
-    plot_cmd = sub.add_parser("plot", help="plot the objective per trial to a PNG")
+    plot_cmd = sub.add_parser(
+        "plot",
+        help="plot the objective per trial to a PNG (several objectives: the Pareto front)",
+    )
     plot_cmd.add_argument("experiment")
     plot_cmd.add_argument("-o", "--output", required=True)
     plot_cmd.set_defaults(func=cmd_plot)

@@ -1,4 +1,6 @@
-"""The objective of every trial, in order, with the best-so-far line, as a PNG."""
+"""The objective of every trial, in order, with the best-so-far line, as a PNG; for several
+objectives, the trials and their Pareto front (two: a scatter; three or more: parallel
+coordinates, each objective on its own axis scaled to its range)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kubetune import multiobjective, pareto
 from kubetune.api.common import ObjectiveSpec
 from kubetune.observations import better, parse_number
 from kubetune_cli.reading import TrialRow, UserError
@@ -80,6 +83,66 @@ def plot(rows: Sequence[TrialRow], objective: ObjectiveSpec, title: str, path: P
     axes.set_xlabel("trial (in creation order)")
     axes.set_ylabel(f"{objective.objective_metric_name} ({objective.type or 'objective'})")
     axes.set_title(title)
+    axes.grid(alpha=0.3)
+    axes.legend(loc="best")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def front_of(rows: Sequence[TrialRow], objective: ObjectiveSpec) -> tuple[list[TrialRow], set[str]]:
+    """The Succeeded trials with every objective's value, and the names of those on the front
+    (the experiment-controller's rule: `kubetune.pareto` on the values to minimise)."""
+    maximize = multiobjective.maximized(objective)
+    scored = [
+        r
+        for r in rows
+        if r.state == "Succeeded" and len(r.values) == len(maximize) and None not in r.values
+    ]
+    points = [
+        multiobjective.minimised([v for v in r.values if v is not None], maximize) for r in scored
+    ]
+    return scored, {scored[i].name for i in pareto.front(points)}
+
+
+def plot_front(rows: Sequence[TrialRow], objective: ObjectiveSpec, title: str, path: Path) -> None:
+    plt = _pyplot()
+    targets = multiobjective.targets(objective)
+    labels = [f"{name} ({kind.value})" for name, kind in targets]
+    scored, front = front_of(rows, objective)
+    if not scored:
+        raise UserError("no Succeeded trial has a value for every objective yet")
+    others = [r for r in scored if r.name not in front]
+    best = sorted((r for r in scored if r.name in front), key=lambda r: r.name)
+    figure, axes = plt.subplots(figsize=(8, 4.8))
+    if len(targets) == 2:
+        for group, style in ((others, {"color": "tab:gray", "label": "trial"}),
+                             (best, {"color": "tab:red", "label": "Pareto front"})):  # fmt: skip
+            axes.scatter([r.values[0] for r in group], [r.values[1] for r in group], s=20, **style)
+        ordered = sorted(best, key=lambda r: (r.values[0] or 0.0, r.values[1] or 0.0))
+        axes.plot([r.values[0] for r in ordered], [r.values[1] for r in ordered], color="tab:red")
+        axes.set_xlabel(labels[0])
+        axes.set_ylabel(labels[1])
+    else:
+        columns = list(zip(*(r.values for r in scored), strict=True))
+        lows = [min(c) for c in columns if None not in c]
+        spans = [(max(c) - low) or 1.0 for c, low in zip(columns, lows, strict=True)]
+        xs = list(range(len(targets)))
+
+        def scaled(row: TrialRow) -> list[float]:
+            return [
+                ((v or 0.0) - lo) / sp for v, lo, sp in zip(row.values, lows, spans, strict=True)
+            ]
+
+        for row in others:
+            axes.plot(xs, scaled(row), color="tab:gray", alpha=0.35, linewidth=0.8)
+        for row in best:
+            axes.plot(xs, scaled(row), color="tab:red", alpha=0.8, linewidth=1.4)
+        axes.plot([], [], color="tab:gray", label="trial")
+        axes.plot([], [], color="tab:red", label="Pareto front")
+        axes.set_xticks(xs, labels)
+        axes.set_ylabel("value, scaled to each objective's range")
+    axes.set_title(f"{title}: {len(front)} of {len(scored)} trials on the Pareto front")
     axes.grid(alpha=0.3)
     axes.legend(loc="best")
     figure.tight_layout()

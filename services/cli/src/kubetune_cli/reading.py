@@ -41,6 +41,8 @@ class TrialRow:
     objective: float | None
     created: str
     metrics: dict[str, str] = field(default_factory=dict)
+    values: tuple[float | None, ...] = ()
+    """Each objective's value (several with `spec.objective.objectives`, else one)."""
 
 
 def state_of(trial: Trial) -> str:
@@ -81,6 +83,7 @@ def row_of(obj: Obj, objective: ObjectiveSpec | None) -> TrialRow:
         objective=observations.objective_value(objective, observation) if objective else None,
         created=trial.metadata.creation_timestamp or "",
         metrics=metrics,
+        values=tuple(observations.objective_values(objective, observation)) if objective else (),
     )
 
 

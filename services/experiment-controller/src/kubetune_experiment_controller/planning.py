@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from kubetune import conditions, observations
+from kubetune import conditions, multiobjective, observations
 from kubetune.api.common import Observation
 from kubetune.api.experiment import Experiment, ExperimentStatus, OptimalTrial, ResumePolicy
 from kubetune.api.suggestion import TrialAssignment
@@ -38,6 +38,7 @@ from kubetune.conditions import (
     TrialState,
 )
 from kubetune.kube import Obj
+from kubetune_experiment_controller.fronts import pareto_front
 from kubetune_experiment_controller.summaries import (
     Counts,
     TrialSummary,
@@ -286,6 +287,10 @@ def plan(
         # Upstream always writes it (empty until a trial succeeds); SDK code reading
         # `status.current_optimal_trial.best_trial_name` must not meet None.
         status.current_optimal_trial = OptimalTrial(observation=Observation())
+    if objective is not None and multiobjective.is_multi(objective):
+        # currentOptimalTrial stays Katib's: the best trial by the first objective.
+        front = pareto_front(objective, ordered)
+        status.pareto_front, status.pareto_front_size = front.trials, front.size
 
     if is_completed(status):
         return _plan_completed(experiment, status, counts, events, now)

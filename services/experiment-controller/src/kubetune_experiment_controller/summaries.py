@@ -201,10 +201,10 @@ class Optimum:
 
 
 _MISSING = (None, "", observations.UNAVAILABLE)
-_FIELDS = {"min": 1, "max": 2, "latest": 3}
+STRATEGY_FIELDS = {"min": 1, "max": 2, "latest": 3}
 
 
-def _objective_value(name: str, field: int, metrics: Metrics) -> float | None:
+def objective_field_value(name: str, field: int, metrics: Metrics) -> float | None:
     """The objective's value: the strategy's field, else `latest` (as `metric_value` does).
 
     On tuples, not models: this runs for every trial on every reconcile (10,000 of them).
@@ -234,13 +234,13 @@ def optimal(objective: ObjectiveSpec, trials: Sequence[TrialSummary]) -> Optimum
     """
     name = objective.objective_metric_name
     strategy = observations.strategies(objective).get(name, MetricStrategyType.LATEST)
-    field = _FIELDS[str(strategy)]
+    field = STRATEGY_FIELDS[str(strategy)]
     best: TrialSummary | None = None
     best_value: float | None = None
     for trial in trials:
         if not trial.metrics or trial.state not in RANKED:
             continue
-        value = _objective_value(name, field, trial.metrics)
+        value = objective_field_value(name, field, trial.metrics)
         if value is not None and observations.better(objective, value, best_value):
             best, best_value = trial, value
     if best is None or best_value is None or best.metrics is None:

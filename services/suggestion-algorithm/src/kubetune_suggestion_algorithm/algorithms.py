@@ -51,7 +51,10 @@ def build(
     data_dir: Path | None,
     study_name: str,
     nas_config: NasConfig | None = None,
+    directions: Sequence[bool] = (),
 ) -> Algorithm:
+    """The algorithm; `directions` (per objective, whether it is maximised) when there are
+    several objectives: its study gets one direction each (`kubetune.multiobjective`)."""
     if algorithm in NAS:
         config = nas_config or NasConfig()
         if algorithm == "darts":
@@ -77,6 +80,6 @@ def build(
             data_dir,
         )
     study = studying.open_study(
-        data_dir, study_name, maximize, seed if isinstance(seed, int) else None
+        data_dir, study_name, directions or maximize, seed if isinstance(seed, int) else None
     )
     return studying.Search(study, algorithm, settings, parameters, experiment)

@@ -5,7 +5,11 @@ points it still needs; every point becomes a study trial there.
 
 - random, tpe, multivariate-tpe, cmaes, sobol: Optuna samplers (`RandomSampler`, `TPESampler`
   with `constant_liar` as upstream forced, `CmaEsSampler`, `QMCSampler(qmc_type="sobol")`);
-  the study asks them directly (`ask_sampler`).
+  the study asks them directly (`ask_sampler`). On a multi-objective study (one direction per
+  objective) random, sobol and both TPEs work unchanged: TPE splits the trials by
+  non-domination instead of by one value.
+- nsga2, nsga3: Optuna's genetic samplers (`NSGAIISampler`, `NSGAIIISampler`), single or
+  multi-objective; a generation is `population_size` trials, bred from the previous ones.
 - grid: the cartesian product of `kubetune.algorithmsettings.grid_axis`, in an order shuffled
   by the seed (as Optuna's GridSampler does), taken by assignment index: the point of index i
   is a pure function of (space, seed, i), computed without listing the grid, so a replay after
@@ -36,7 +40,7 @@ from kubetune.api.experiment import ParameterSpec
 from kubetune_suggestion_algorithm import permuting, searchspaces
 
 BO_MAX_POINTS = 200
-SAMPLER_ALGORITHMS = ("random", "tpe", "multivariate-tpe", "cmaes", "sobol")
+SAMPLER_ALGORITHMS = ("random", "tpe", "multivariate-tpe", "cmaes", "sobol", "nsga2", "nsga3")
 
 
 class GridExhausted(Exception):
@@ -88,6 +92,8 @@ def sampler(
             seed=shifted,
             warn_independent_sampling=False,
         )
+    if algorithm in ("nsga2", "nsga3"):
+        return genetic_sampler(algorithm, settings, shifted)
     if algorithm == "sobol":
         return optuna.samplers.QMCSampler(
             qmc_type="sobol",
@@ -97,6 +103,31 @@ def sampler(
             warn_asynchronous_seeding=False,
         )
     raise ValueError(f"algorithm {algorithm} has no Optuna sampler")
+
+
+def genetic_sampler(
+    algorithm: str, settings: dict[str, Value], seed: int
+) -> optuna.samplers.BaseSampler:
+    """NSGA-II or NSGA-III with the Experiment's settings (`algorithmsettings`)."""
+
+    def number(name: str, default: float | None) -> float | None:
+        value = settings.get(name)
+        return float(value) if isinstance(value, int | float) else default
+
+    common: dict[str, Any] = {
+        "population_size": _int(settings.get("population_size")) or 50,
+        "mutation_prob": number("mutation_prob", None),
+        "crossover_prob": number("crossover_prob", 0.9),
+        "swapping_prob": number("swapping_prob", 0.5),
+        "seed": seed,
+    }
+    if algorithm == "nsga2":
+        return optuna.samplers.NSGAIISampler(**common)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.NSGAIIISampler(
+            dividing_parameter=_int(settings.get("dividing_parameter")) or 3, **common
+        )
 
 
 def grid_point(parameters: Sequence[ParameterSpec], seed: int, index: int) -> dict[str, str]:

@@ -45,23 +45,34 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a finished Trial tells the study: a value, or failure (value None)."""
+    """What a finished Trial tells the study: a value, or failure (value None); `further`:
+    the values of the objectives after the first (multi-objective Experiments)."""
 
     value: float | None
+    further: tuple[float, ...] = ()
+
+    def told(self) -> float | list[float]:
+        """The value(s) `study.tell` takes: one per objective of the study."""
+        assert self.value is not None
+        return [self.value, *self.further] if self.further else self.value
 
 
-def open_study(data_dir: Path | None, name: str, maximize: bool, seed: int | None) -> optuna.Study:
-    """The study `name`, created on first use; its seed is fixed at creation and stored."""
+def open_study(
+    data_dir: Path | None, name: str, maximize: bool | Sequence[bool], seed: int | None
+) -> optuna.Study:
+    """The study `name`, created on first use; its seed is fixed at creation and stored.
+    `maximize` per objective makes a multi-objective study (one direction each)."""
     storage: BaseStorage
     if data_dir is None:
         storage = InMemoryStorage()
     else:
         data_dir.mkdir(parents=True, exist_ok=True)
         storage = JournalStorage(JournalFileBackend(str(data_dir / JOURNAL)))
+    directions = [maximize] if isinstance(maximize, bool) else list(maximize)
     study = optuna.create_study(
         storage=storage,
         study_name=name,
-        direction="maximize" if maximize else "minimize",
+        directions=["maximize" if up else "minimize" for up in directions],
         load_if_exists=True,
     )
     if SEED not in study.user_attrs:
@@ -150,7 +161,7 @@ class Search:
             if outcome.value is None:
                 self.study.tell(trial.number, state=TrialState.FAIL)
             else:
-                self.study.tell(trial.number, outcome.value)
+                self.study.tell(trial.number, outcome.told())
             told += 1
         return told
 

@@ -47,6 +47,7 @@ from kubetune import (
     errors,
     events,
     knownresults,
+    multiobjective,
     naming,
     nas,
     observations,
@@ -126,12 +127,18 @@ def outcome(experiment: Experiment, trial: Trial) -> studying.Outcome | None:
     conds = status.conditions if status else None
     objective = experiment.spec.objective or trial.spec.objective
     observation = status.observation if status else None
-    value = observations.objective_value(objective, observation) if objective else None
+    values = observations.objective_values(objective, observation) if objective else [None]
+    # Several objectives teach only together: a trial missing one of them is a failure.
+    told = (
+        studying.Outcome(values[0], tuple(v for v in values[1:] if v is not None))
+        if all(v is not None for v in values)
+        else studying.Outcome(None)
+    )
     state = conditions.trial_state(conds)
     if state is TrialState.EARLY_STOPPED:
-        return studying.Outcome(value) if value is not None else None
+        return told if told.value is not None else None
     if state is TrialState.SUCCEEDED:
-        return studying.Outcome(value)
+        return told
     if state in (TrialState.FAILED, TrialState.KILLED, TrialState.METRICS_UNAVAILABLE):
         return studying.Outcome(None)
     return None
@@ -219,6 +226,11 @@ class Syncer:
                 experiment=experiment.metadata.name or self.name,
                 uid=str(experiment.metadata.uid),
                 maximize=objective is not None and objective.type == ObjectiveType.MAXIMIZE,
+                directions=(
+                    multiobjective.maximized(objective)
+                    if multiobjective.is_multi(objective) and objective is not None
+                    else ()
+                ),
                 data_dir=self.data_dir,
                 study_name=f"{self.namespace}.{self.name}.{experiment.metadata.uid}",
                 nas_config=experiment.spec.nas_config,
@@ -403,6 +415,9 @@ class Syncer:
         problems[:0] = [
             p.message for p in nas.validate_config(algorithm, experiment.spec.nas_config)
         ]
+        if multiobjective.is_multi(experiment.spec.objective):
+            refused = multiobjective.refusal(algorithm)
+            problems += [refused] if refused else []
         if problems:
             problem = "; ".join(problems)
             if problem != self.last_problem:

@@ -60,15 +60,33 @@ def default_strategy(objective_type: ObjectiveType | None) -> MetricStrategyType
     return MetricStrategyType.LATEST
 
 
-def default_objective(objective: ObjectiveSpec) -> ObjectiveSpec:
-    """Every metric (objective first, then the additional ones) without a strategy gets one."""
+def default_first_objective(objective: ObjectiveSpec) -> ObjectiveSpec:
+    """With `objectives` (kubetune's multi-objective extension), an empty
+    objectiveMetricName/type is the first objective's (a mismatch is validation's to refuse)."""
     out = objective.model_copy(deep=True)
+    if out.objectives:
+        first = out.objectives[0]
+        if not out.objective_metric_name:
+            out.objective_metric_name = first.metric_name
+        if out.type is None or out.type is ObjectiveType.UNKNOWN:
+            out.type = first.type
+    return out
+
+
+def default_objective(objective: ObjectiveSpec) -> ObjectiveSpec:
+    """Every metric (objective first, then each of several objectives by its own type, then
+    the additional ones) without a strategy gets one."""
+    out = default_first_objective(objective)
     strategies = list(out.metric_strategies or [])
     known = {s.name for s in strategies}
-    names = [out.objective_metric_name, *(out.additional_metric_names or [])]
-    for name in names:
+    names = [
+        (out.objective_metric_name, out.type),
+        *((t.metric_name, t.type) for t in out.objectives or []),
+        *((name, out.type) for name in out.additional_metric_names or []),
+    ]
+    for name, kind in names:
         if name and name not in known:
-            strategies.append(MetricStrategy(name=name, value=default_strategy(out.type)))
+            strategies.append(MetricStrategy(name=name, value=default_strategy(kind)))
             known.add(name)
     if strategies:
         out.metric_strategies = strategies

@@ -44,6 +44,7 @@ from kubetune.api.experiment import (
     TrialTemplate,
 )
 from kubetune.config import ConfigError, KatibConfig
+from kubetune_webhook import objectives
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +153,7 @@ def check_shape(manifest: dict[str, Any]) -> list[str]:
                 f"{path}.feasibleSpace.distribution: invalid distribution "
                 f"{space.get('distribution')!r}; use one of {', '.join(DISTRIBUTIONS)}"
             )
-    return problems
+    return problems + objectives.check_shape(manifest)
 
 
 def load(manifest: Any, what: str = "object") -> tuple[Experiment | None, list[str]]:
@@ -812,6 +813,7 @@ def validate_spec(
         validate_name(experiment)
         + validate_counts(spec)
         + validate_objective(spec)
+        + objectives.validate(spec, config)
         + validate_algorithm(spec, config)
         + validate_resume_policy(spec)
         + validate_trial_template(

@@ -58,12 +58,22 @@ class MetricStrategy(WireModel):
     value: MetricStrategyType
 
 
+class MetricObjective(WireModel):
+    """One objective of a multi-objective Experiment (kubetune extension)."""
+
+    metric_name: str
+    type: ObjectiveType
+
+
 class ObjectiveSpec(WireModel):
     type: ObjectiveType | None = None
     goal: float | None = None
     objective_metric_name: str = ""
     additional_metric_names: list[str] | None = None
     metric_strategies: list[MetricStrategy] | None = None
+    objectives: list[MetricObjective] | None = None
+    """kubetune extension: two or more objectives optimised together (`kubetune.multiobjective`);
+    the first is `objectiveMetricName`/`type`. Absent in every Katib manifest."""
 
 
 class ParameterAssignment(WireModel):

@@ -117,6 +117,14 @@ class OptimalTrial(WireModel):
     observation: Observation | None = None
 
 
+class ParetoTrial(WireModel):
+    """A Succeeded trial no other Succeeded trial dominates (multi-objective Experiments)."""
+
+    trial_name: str
+    parameter_assignments: list[ParameterAssignment] | None = None
+    observation: Observation | None = None
+
+
 class ExperimentStatus(WireModel):
     start_time: str | None = None
     completion_time: str | None = None
@@ -139,6 +147,10 @@ class ExperimentStatus(WireModel):
     trials_early_stopped: int | None = None
     trial_metrics_unavailable: int | None = None
     warm_start: WarmStartStatus | None = None
+    # kubetune extension (multi-objective): the front, sorted by the first objective, at most
+    # `kubetune.multiobjective.MAX_FRONT` entries; `paretoFrontSize` counts the whole front.
+    pareto_front: list[ParetoTrial] | None = None
+    pareto_front_size: int | None = None
 
 
 class Experiment(WireModel):
