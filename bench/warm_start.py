@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         cold = run(_search(seed), args.cap, target)
         warm_search = _search(seed)
         source = WarmStartSource(kind="Experiment", name="old")
-        imported = warmstarting.import_known(warm_search, [(source, results)], METRIC)
+        imported = warmstarting.import_known(warm_search, [(source, results)], [METRIC])
         assert imported.status.imported == len(results), imported
         warm = run(warm_search, args.cap, target)
         count_cold = len(cold) if min(cold) <= target else args.cap

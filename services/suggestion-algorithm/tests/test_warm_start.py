@@ -183,3 +183,49 @@ def test_a_missing_source_is_reported_not_fatal(
     assert "Experiment gone not found" in messages[0]
     assert "ConfigMap absent not found" in messages[1]
     assert len(kube.get(SUGGESTIONS, "exp", namespace)["status"]["suggestions"]) == 2
+
+
+def test_a_multi_objective_study_gets_one_value_per_objective(
+    kube: Kube, namespace: str, crds: None, tmp_path: Path
+) -> None:
+    """Each known result carries every objective's value; one without the second is skipped."""
+    results = [
+        {"parameterAssignments": [{"name": "lr", "value": "0.02"}, {"name": "opt", "value": "sgd"}],
+         "metrics": [{"name": "accuracy", "value": 0.5}, {"name": "seconds", "value": 3}]},
+        {"parameterAssignments": [{"name": "lr", "value": "0.05"}, {"name": "opt", "value": "adam"}],
+         "metrics": [{"name": "accuracy", "value": 0.8}, {"name": "seconds", "value": 9}]},
+        {"parameterAssignments": [{"name": "lr", "value": "0.06"}, {"name": "opt", "value": "adam"}],
+         "metrics": [{"name": "accuracy", "value": 0.7}]},
+    ]  # fmt: skip
+    (tmp_path / "known").mkdir()
+    (tmp_path / "known" / knownresults.KEY).write_text(
+        json.dumps({"version": knownresults.VERSION, "results": results})
+    )
+    objective = {
+        "type": "maximize",
+        "objectiveMetricName": "accuracy",
+        "objectives": [
+            {"metricName": "accuracy", "type": "maximize"},
+            {"metricName": "seconds", "type": "minimize"},
+        ],
+    }
+    spec = builders.algorithm_spec("tpe", {"random_state": "3"})
+    kube.create(
+        EXPERIMENTS,
+        builders.experiment(
+            "exp", namespace, objective_spec=objective, algorithm=spec, parameters=[LR, OPT],
+            warmStart={"configMaps": ["known"]},
+        ),
+        namespace,
+    )  # fmt: skip
+    kube.create(
+        SUGGESTIONS, builders.suggestion("exp", namespace, algorithm=spec, requests=1), namespace
+    )
+    syncer = Syncer(kube, namespace, "exp", "tpe", None, warm_start_dir=tmp_path)
+    syncer.sync([])
+
+    assert isinstance(syncer.search, studying.Search)
+    known = [t.values for t in syncer.search.study.get_trials() if warmstarting.KNOWN in t.user_attrs]
+    assert sorted(known) == [[0.5, 3.0], [0.8, 9.0]], known
+    status = _warm_status(kube, namespace)
+    assert status["imported"] == 2 and status["skipped"] == 1, status

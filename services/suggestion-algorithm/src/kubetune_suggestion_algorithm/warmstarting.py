@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import optuna
 from optuna.trial import TrialState
 
-from kubetune import knownresults
+from kubetune import knownresults, multiobjective
 from kubetune.api.experiment import Experiment
 from kubetune.api.warmstart import WarmStartSource, WarmStartStatus
 from kubetune.knownresults import KnownResult
@@ -81,8 +82,15 @@ def _gather(
     return out
 
 
-def _value(result: KnownResult, metric: str) -> float | None:
-    return result.metrics.get(metric)
+def _values(result: KnownResult, metrics: Sequence[str]) -> list[float] | str:
+    """One value per objective, or the first objective metric the result has no number for."""
+    values = []
+    for metric in metrics:
+        value = result.metrics.get(metric)
+        if value is None:
+            return metric
+        values.append(value)
+    return values
 
 
 def warm_start(
@@ -93,8 +101,9 @@ def warm_start(
     summary = study.user_attrs.get(SUMMARY)
     if isinstance(summary, str):
         return Imported(WarmStartStatus.model_validate_json(summary), [])
-    metric = experiment.spec.objective.objective_metric_name if experiment.spec.objective else ""
-    imported = import_known(search, _gather(kube, namespace, experiment, directory), metric)
+    objective = experiment.spec.objective
+    metrics = [name for name, _ in multiobjective.targets(objective)] if objective else [""]
+    imported = import_known(search, _gather(kube, namespace, experiment, directory), metrics)
     study.set_user_attr(SUMMARY, json.dumps(imported.status.to_wire()))
     log.info(
         "warm start: %d known results imported, %d skipped",
@@ -107,7 +116,7 @@ def warm_start(
 def import_known(
     search: studying.Search,
     gathered: list[tuple[WarmStartSource, list[KnownResult]]],
-    metric: str,
+    metrics: Sequence[str],
 ) -> Imported:
     """Add the results that fit to the study (those already there, by key, are not added
     again), counting per source what came in and what did not."""
@@ -121,7 +130,7 @@ def import_known(
     for source, results in gathered:
         for i, result in enumerate(results):
             key = f"{source.kind}/{source.name}/{i}"
-            why = _add(search, result, metric, key, present, total)
+            why = _add(search, result, metrics, key, present, total)
             if why is None:
                 source.imported += 1
                 total += 1
@@ -141,7 +150,7 @@ def import_known(
 def _add(
     search: studying.Search,
     result: KnownResult,
-    metric: str,
+    metrics: Sequence[str],
     key: str,
     present: set[str],
     total: int,
@@ -149,9 +158,9 @@ def _add(
     """Add one known result to the study (unless it is there already); why not, or None."""
     if total >= knownresults.MAX_RESULTS:
         return f"more than {knownresults.MAX_RESULTS} known results"
-    value = _value(result, metric)
-    if value is None:
-        return f"no numeric value of the objective metric {metric}"
+    values = _values(result, metrics)
+    if isinstance(values, str):
+        return f"no numeric value of the objective metric {values}"
     misfit = knownresults.misfit(search.parameters, result.assignments)
     if misfit is not None:
         return misfit
@@ -162,7 +171,7 @@ def _add(
         trial = optuna.trial.create_trial(
             params=params,
             distributions=search.distributions,
-            value=value,
+            values=values,
             state=TrialState.COMPLETE,
             user_attrs={KNOWN: key},
         )
