@@ -189,14 +189,18 @@ def test_a_multi_objective_study_gets_one_value_per_objective(
     kube: Kube, namespace: str, crds: None, tmp_path: Path
 ) -> None:
     """Each known result carries every objective's value; one without the second is skipped."""
+
+    def result(lr: str, opt: str, **metrics: float) -> dict[str, Any]:
+        return {
+            "parameterAssignments": [{"name": "lr", "value": lr}, {"name": "opt", "value": opt}],
+            "metrics": [{"name": k, "value": v} for k, v in metrics.items()],
+        }
+
     results = [
-        {"parameterAssignments": [{"name": "lr", "value": "0.02"}, {"name": "opt", "value": "sgd"}],
-         "metrics": [{"name": "accuracy", "value": 0.5}, {"name": "seconds", "value": 3}]},
-        {"parameterAssignments": [{"name": "lr", "value": "0.05"}, {"name": "opt", "value": "adam"}],
-         "metrics": [{"name": "accuracy", "value": 0.8}, {"name": "seconds", "value": 9}]},
-        {"parameterAssignments": [{"name": "lr", "value": "0.06"}, {"name": "opt", "value": "adam"}],
-         "metrics": [{"name": "accuracy", "value": 0.7}]},
-    ]  # fmt: skip
+        result("0.02", "sgd", accuracy=0.5, seconds=3),
+        result("0.05", "adam", accuracy=0.8, seconds=9),
+        result("0.06", "adam", accuracy=0.7),
+    ]
     (tmp_path / "known").mkdir()
     (tmp_path / "known" / knownresults.KEY).write_text(
         json.dumps({"version": knownresults.VERSION, "results": results})
@@ -225,7 +229,8 @@ def test_a_multi_objective_study_gets_one_value_per_objective(
     syncer.sync([])
 
     assert isinstance(syncer.search, studying.Search)
-    known = [t.values for t in syncer.search.study.get_trials() if warmstarting.KNOWN in t.user_attrs]
+    trials = syncer.search.study.get_trials()
+    known = [t.values for t in trials if warmstarting.KNOWN in t.user_attrs]
     assert sorted(known) == [[0.5, 3.0], [0.8, 9.0]], known
     status = _warm_status(kube, namespace)
     assert status["imported"] == 2 and status["skipped"] == 1, status
