@@ -131,15 +131,6 @@ class Outcome:
     early_stopped: bool = False
 
 
-def _running(pid: int) -> bool:
-    import psutil  # as in kubetune.procwait: only once a process is looked at
-
-    try:
-        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
-    except psutil.NoSuchProcess:
-        return False
-
-
 class _Either:
     """watchfiles' stop_event: stop when the wait ended or we were told to stop."""
 
@@ -293,7 +284,7 @@ class Collector:
         deadline = time.monotonic() + self.settings.stop_grace
         left = list(pids)
         while left and time.monotonic() < deadline:
-            left = [pid for pid in left if _running(pid)]
+            left = [pid for pid in left if procwait.is_running(pid)]
             if left:
                 self.stop.wait(0.02)
         if left:
