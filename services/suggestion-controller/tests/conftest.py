@@ -12,6 +12,8 @@ are real: the local node agent runs `suggestion-algorithm` as a host process.
 from __future__ import annotations
 
 import shlex
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from kubetune_testkit.standins.services import StandInExperimentController
 
 ALGORITHM_ROLE = BASE / "suggestion-algorithm" / "clusterrole.yaml"
 STORAGE_CLASS = "kubetune-test-local"
+HOST_PREFIX_ROOT = Path("/var/lib/kubetune-tests")
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 
 
@@ -40,10 +43,15 @@ def installed(kube: Kube, crds: None) -> Iterator[None]:
 
 
 @pytest.fixture
-def host_prefix(tmp_path: Path) -> Path:
-    prefix = tmp_path / "pv"
-    prefix.mkdir()
-    return prefix
+def host_prefix() -> Iterator[Path]:
+    """The PVs' hostPath prefix: with no `/tmp/` in its path, because the local
+    kube-controller-manager's hostPath deleter (`--enable-hostpath-provisioner`, never on a real
+    cluster) removes a Released PV's directory whose path contains `/tmp/` itself, which would
+    hide what kubetune does."""
+    HOST_PREFIX_ROOT.mkdir(parents=True, exist_ok=True)
+    prefix = Path(tempfile.mkdtemp(prefix="pv-", dir=HOST_PREFIX_ROOT))
+    yield prefix
+    shutil.rmtree(prefix, ignore_errors=True)
 
 
 @pytest.fixture

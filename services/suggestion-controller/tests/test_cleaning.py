@@ -125,7 +125,7 @@ def test_retries_back_off_and_a_pod_that_never_finishes_counts_as_failed() -> No
     assert [cleaning.backoff(n).total_seconds() for n in (1, 2, 3, 7, 9)] == [
         10, 20, 40, 600, 600
     ]  # fmt: skip
-    created = {"metadata": {"creationTimestamp": "2026-01-02T03:00:00Z"}}
+    created = {"metadata": {"creationTimestamp": "2026-01-02T03:03:00Z"}}
     assert cleaning.finished(created, NOW) is None
     later = NOW + cleaning.STUCK_AFTER
     assert cleaning.finished(created, later) == "Failed"
