@@ -191,7 +191,9 @@ def test_cleanup_pods_mount_only_the_prefix_and_no_token(
     admin = _cleanup_pod("/tmp/katib/suggestions")
     admin["spec"]["containers"][0]["securityContext"]["capabilities"]["add"] = ["SYS_ADMIN"]
     _refused(cluster, SUGGESTION_CONTROLLER, admin, "no capability but DAC_OVERRIDE")
-    admitted, error = _create(cluster, SUGGESTION_CONTROLLER, _cleanup_pod("/tmp/katib/suggestions"))
+    admitted, error = _create(
+        cluster, SUGGESTION_CONTROLLER, _cleanup_pod("/tmp/katib/suggestions")
+    )
     assert admitted, error
     elsewhere = {**_cleanup_pod("/tmp/katib/suggestions")}
     elsewhere["metadata"] = {**elsewhere["metadata"], "namespace": "default"}

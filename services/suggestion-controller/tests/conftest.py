@@ -24,9 +24,8 @@ import yaml
 from kubetune import config
 from kubetune.kube import Kube, Resource
 from kubetune_testkit.accounts import cluster_role
-from kubetune_testkit.processes import console_script
 from kubetune_testkit.paths import BASE
-from kubetune_testkit.processes import ServiceProcess
+from kubetune_testkit.processes import ServiceProcess, console_script
 from kubetune_testkit.standins.services import StandInExperimentController
 
 ALGORITHM_ROLE = BASE / "suggestion-algorithm" / "clusterrole.yaml"
@@ -70,7 +69,7 @@ def _without_prefix(tmp_path: Path, host_prefix: Path) -> Path:
     wrapper.write_text(
         "#!/bin/sh\n"
         "exec unshare --mount --propagation private sh -c "
-        "'mount -t tmpfs kubetune-hidden \"$0\" && exec \"$@\"' "
+        '\'mount -t tmpfs kubetune-hidden "$0" && exec "$@"\' '
         f"{shlex.quote(str(host_prefix))} {shlex.quote(console_script('suggestion-controller'))} "
         '"$@"\n'
     )

@@ -69,7 +69,9 @@ def test_deleting_the_experiment_removes_the_directory_on_its_node(
 ) -> None:
     directory = _running_with_directory(standin, host_prefix, namespace)
     kube.delete(EXPERIMENTS, "exp", namespace)
-    wait_for("Suggestion, PV and host directory gone", lambda: _gone(kube, namespace, directory), 120)
+    wait_for(
+        "Suggestion, PV and host directory gone", lambda: _gone(kube, namespace, directory), 120
+    )
     assert host_prefix.is_dir()  # only the PV's own directory went
     wait_for("no cleanup Pod left", lambda: not _cleanup_pods(kube, namespace))
     assert f"Pod {namespace}/" in controller.output()

@@ -64,6 +64,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
 from kubetune import commandline
 
 DEFAULT_LOG_DIR = "/var/log/katib"

@@ -189,7 +189,7 @@ def next_attempt(attempt: int, failed_at: dt.datetime) -> str:
 
 
 def finished(pod: Obj, now: dt.datetime) -> str | None:
-    """"Succeeded", "Failed" (also a Pod stuck past `STUCK_AFTER`), or None while it runs."""
+    """`Succeeded`, `Failed` (also a Pod stuck past `STUCK_AFTER`), or None while it runs."""
     status = pod.get("status") or {}
     phase = status.get("phase")
     if phase in ("Succeeded", "Failed"):
