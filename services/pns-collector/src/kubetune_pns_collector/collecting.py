@@ -4,7 +4,9 @@ A thread runs `kubetune.procwait.wait_for_training` (every registered training p
 unregistered sidecars); meanwhile the main thread wakes every `Settings.file_poll` seconds to
 read what a metrics file gained (TensorFlow event directories: on changes, watchfiles'
 inotify, plus a once-a-second re-check), feeds new lines through the parser into the running
-summary, sends rate-limited intermediate reports and evaluates early-stopping rules. When the
+summary, sends rate-limited intermediate reports (the first one `report_interval` after the
+start, so a trial shorter than that is written once, at the end: each write is a request and
+its CPU in every trial pod) and evaluates early-stopping rules. When the
 wait ends it reads what is left (including a last line without `\\n`), writes the final
 report with retries and decides the exit code (`ExitCode`).
 """
@@ -162,7 +164,7 @@ class Collector:
         self.waited = threading.Event()
         self._result: procwait.WaitResult | None = None
         self._error: BaseException | None = None
-        self._last_report = -1e18
+        self._last_report = time.monotonic()  # the first intermediate report waits too
         self.early_stopped = False
         self.last_exit_seen: float | None = None  # monotonic time the wait ended (for bench)
         self._stopping: list[int] = []
