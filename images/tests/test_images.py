@@ -177,8 +177,8 @@ def test_help_exits_0_as_non_root_on_a_read_only_root(service: str) -> None:
 
 @pytest.mark.parametrize("service", SERVICES)
 def test_image_holds_only_the_runtime(service: str) -> None:
-    """Its script as entrypoint (the collector: that script's code), a numeric non-root user, and no shell, installer, compiler,
-    package manager or cache in the files."""
+    """Its script as entrypoint (the collector: that script's code), a numeric non-root user,
+    and no shell, installer, compiler, package manager or cache in the files."""
     config = json.loads(docker("image", "inspect", image(service)).stdout)[0]["Config"]
     if service == "pns-collector":  # its script's code, run without `site` (see the Dockerfile)
         python, *flags, code = config["Entrypoint"]
