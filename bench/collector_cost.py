@@ -56,7 +56,10 @@ from kubetune import procwait
 from kubetune.kube import NAMESPACES, ROLE_BINDINGS, ROLES, SERVICE_ACCOUNTS, TRIALS, Kube, connect
 
 TRAINING = (
-    "import sys, time\n"
+    "import os, sys, time\n"
+    "ready = os.environ.get('BENCH_WAIT_FOR_LOG')\n"  # --instructions: start once the collector
+    "while ready and b'collecting ' not in open(ready, 'rb').read():\n"  # waits (valgrind is
+    "    time.sleep(0.05)\n"  # slow), so the run is the one a pod sees: streamed while it trains
     "print(f't_start={time.time():.6f}', flush=True)\n"
     "time.sleep(float(sys.argv[1]))\n"
     "print('loss=0.25', flush=True)\n"
@@ -268,7 +271,13 @@ def one_trial(
                 pass_fds=(write_fd,) if phases else (),
                 close_fds=True,
             )
-            main = subprocess.Popen(training, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+            ready = {"BENCH_WAIT_FOR_LOG": sidecar_log.name} if command[0] == "valgrind" else {}
+            main = subprocess.Popen(
+                training,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **ready},
+            )
             main.wait()
             _, status, usage = os.wait4(collector.pid, 0)
             collector.returncode = os.waitstatus_to_exitcode(status)
