@@ -25,7 +25,10 @@ Two kinds of run, each `--runs` times:
 
 `--instructions` runs only the `command` kind under valgrind's callgrind and prints the
 instructions the collector executed (its threads included): a figure that CPU-s on a loaded
-machine are not. Each variant of the collector compared at the same `--seconds`.
+machine are not. Each variant of the collector compared at the same `--seconds`. To run it as the
+image does, `--command` a script `#!<python> -ISu` that puts the site-packages directory and its
+`.zip` (`images/assemble.py zip_pure_packages`) on `sys.path` and calls
+`kubetune_pns_collector.main.run()`, the image's entrypoint.
 
 Without `--kubeconfig` it starts a local control plane (no node agent) and stops it after.
 Needs root (mount namespaces). Prints medians per phase; no asserts.
