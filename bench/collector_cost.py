@@ -21,6 +21,14 @@ Two kinds of run, each `--runs` times:
   `other`.
 
     python bench/collector_cost.py [--runs 10] [--seconds 1] [--kubeconfig K]
+    python bench/collector_cost.py --instructions [--runs 3] [--seconds 8] [--command C]
+
+`--instructions` runs only the `command` kind under valgrind's callgrind and prints the
+instructions the collector executed (its threads included): a figure that CPU-s on a loaded
+machine are not. Each variant of the collector compared at the same `--seconds`. To run it as the
+image does, `--command` a script `#!<python> -ISu` that puts the site-packages directory and its
+`.zip` (`images/assemble.py zip_pure_packages`) on `sys.path` and calls
+`kubetune_pns_collector.main.run()`, the image's entrypoint.
 
 Without `--kubeconfig` it starts a local control plane (no node agent) and stops it after.
 Needs root (mount namespaces). Prints medians per phase; no asserts.
@@ -33,6 +41,7 @@ import base64
 import ctypes
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -50,13 +59,17 @@ from kubetune import procwait
 from kubetune.kube import NAMESPACES, ROLE_BINDINGS, ROLES, SERVICE_ACCOUNTS, TRIALS, Kube, connect
 
 TRAINING = (
-    "import sys, time\n"
+    "import os, sys, time\n"
+    "ready = os.environ.get('BENCH_WAIT_FOR_LOG')\n"  # --instructions: start once the collector
+    "while ready and b'collecting ' not in open(ready, 'rb').read():\n"  # waits (valgrind is
+    "    time.sleep(0.05)\n"  # slow), so the run is the one a pod sees: streamed while it trains
     "print(f't_start={time.time():.6f}', flush=True)\n"
     "time.sleep(float(sys.argv[1]))\n"
     "print('loss=0.25', flush=True)\n"
     "print(f't_end={time.time():.6f}', flush=True)\n"
 )
 ACCOUNT = "bench-trial"
+CALLGRIND = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
 CLONE_NEWNS = 0x00020000
 MS_REC, MS_PRIVATE = 16384, 1 << 18
 
@@ -239,8 +252,10 @@ def one_trial(
     kube.create(TRIALS, trial(name), namespace)
     with tempfile.TemporaryDirectory(prefix="bench-collector-") as tmp:
         log_dir = Path(tmp)
+        script = log_dir.parent / f"{name}.train.py"  # a file: the wrapper joins argv into one
+        script.write_text(TRAINING)  # shell line, as Katib does, where code would not survive
         training = procwait.wrap_argv(
-            [sys.executable, "-c", TRAINING, str(seconds)],
+            [sys.executable, str(script), str(seconds)],
             str(log_dir),
             metrics_file=str(log_dir / "metrics.log"),
         )
@@ -259,7 +274,13 @@ def one_trial(
                 pass_fds=(write_fd,) if phases else (),
                 close_fds=True,
             )
-            main = subprocess.Popen(training, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+            ready = {"BENCH_WAIT_FOR_LOG": sidecar_log.name} if command[0] == "valgrind" else {}
+            main = subprocess.Popen(
+                training,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **ready},
+            )
             main.wait()
             _, status, usage = os.wait4(collector.pid, 0)
             collector.returncode = os.waitstatus_to_exitcode(status)
@@ -271,8 +292,12 @@ def one_trial(
             data = fh.read()
         log_text = (log_dir.parent / f"{name}.sidecar.log").read_text(errors="replace")
         (log_dir.parent / f"{name}.sidecar.log").unlink()
+        script.unlink()
         if collector.returncode != 0:
             raise SystemExit(f"collector exited {collector.returncode}:\n{log_text}")
+        counted = re.search(r"==\d+== Collected : (\d+)", log_text)
+        if counted:  # run under callgrind (`--instructions`)
+            result["instructions"] = float(counted.group(1))
         if phases:
             result.update(json.loads(data))
     observed = kube.get(TRIALS, name, namespace).get("status", {}).get("observation")
@@ -310,6 +335,20 @@ def measure(kubeconfig: str, args: argparse.Namespace) -> None:
         if args.command
         else [str(Path(sys.executable).parent / "pns-collector")]
     )
+    if args.instructions:
+        counts = [
+            one_trial(kube, namespace, env, files, [*CALLGRIND, *command], args.seconds, False)
+            for _ in range(args.runs)
+        ]
+        kube.delete(NAMESPACES, namespace)
+        values = [c["instructions"] for c in counts]
+        print(
+            f"collector instructions per trial ({' '.join(command)}; StdOut, {args.seconds:g} s "
+            f"trials, {args.runs} runs, under callgrind): median "
+            f"{statistics.median(values) / 1e6:.1f} M, min {min(values) / 1e6:.1f} M, "
+            f"max {max(values) / 1e6:.1f} M"
+        )
+        return
     try:
         totals = [
             one_trial(kube, namespace, env, files, command, args.seconds, False)["total"]
@@ -344,6 +383,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--kubeconfig", help="a local cluster (kubetune's CRDs are applied)")
     parser.add_argument("--command", help="the collector's command (default: pns-collector)")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count the collector's instructions under valgrind's callgrind instead (the "
+        "machine's load leaves them alone; slow: use --seconds 8 so it streams while training)",
+    )
     parser.add_argument("--state-dir", help="where the started cluster keeps its state")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:

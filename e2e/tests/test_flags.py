@@ -55,7 +55,7 @@ LISTEN = ["--address", "--port"]
 SCRIPTS: list[tuple[list[str], list[str]]] = [
     (["experiment-controller"], [*CONTROLLER, "--resync-period"]),
     (["trial-controller"], CONTROLLER),
-    (["suggestion-controller"], CONTROLLER),
+    (["suggestion-controller"], [*CONTROLLER, "--pod-namespace"]),
     (
         ["suggestion-algorithm"],
         [*CONNECTION, *PROBES, "--namespace", "--resync-period", "--shutdown-grace"],

@@ -177,10 +177,15 @@ def test_help_exits_0_as_non_root_on_a_read_only_root(service: str) -> None:
 
 @pytest.mark.parametrize("service", SERVICES)
 def test_image_holds_only_the_runtime(service: str) -> None:
-    """Its script as entrypoint, a numeric non-root user, and no shell, installer, compiler,
-    package manager or cache in the files."""
+    """Its script as entrypoint (the collector: that script's code), a numeric non-root user,
+    and no shell, installer, compiler, package manager or cache in the files."""
     config = json.loads(docker("image", "inspect", image(service)).stdout)[0]["Config"]
-    assert config["Entrypoint"] == [service]
+    if service == "pns-collector":  # its script's code, run without `site` (see the Dockerfile)
+        python, *flags, code = config["Entrypoint"]
+        assert (python, flags) == ("/opt/kubetune/bin/python3", ["-I", "-S", "-u", "-c"])
+        assert "from kubetune_pns_collector.main import run; run()" in code
+    else:
+        assert config["Entrypoint"] == [service]
     assert config["User"] == f"{UID}:{UID}"
     created = docker("create", image(service)).stdout.strip()
     try:

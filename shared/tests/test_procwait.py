@@ -6,6 +6,7 @@ import os
 import signal
 import statistics
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -234,6 +235,43 @@ def test_reused_pid_is_not_mistaken_for_the_registered_process(
     result = wait_for_training(log_dir, timeout=2)
     assert result.processes[0].outcome is Outcome.VANISHED
     assert newcomer.poll() is None
+
+
+def test_a_process_whose_name_has_parentheses_and_spaces_is_read_right(
+    log_dir: Path, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    """/proc/<pid>/stat puts the name in parentheses; a name with ") " must not shift fields."""
+    odd = tmp_path / "a) R 1 (b"
+    odd.symlink_to("/bin/sleep")
+    sleeper = subprocess.Popen([str(odd), "30"])
+    procs.append(sleeper)
+    path = procwait.register(log_dir, sleeper.pid)
+    assert procwait.is_running(sleeper.pid)
+    assert procwait._bind_process(sleeper.pid, path.stat().st_mtime) is not None
+    sleeper.kill()
+    end = time.monotonic() + 5
+    while procwait.is_running(sleeper.pid):  # a zombie (not reaped yet) is not running
+        assert time.monotonic() < end, "the killed process still counts as running"
+        time.sleep(0.01)
+    assert Path(f"/proc/{sleeper.pid}/stat").exists()  # the zombie, not a missing PID
+    assert wait_for_training(log_dir, timeout=2).processes[0].outcome is Outcome.VANISHED
+    sleeper.wait()
+
+
+def test_waiting_imports_no_psutil(log_dir: Path) -> None:
+    """The waiter reads /proc itself: psutil's import cost every trial pod's collector CPU."""
+    probe = (
+        "import subprocess, sys\n"
+        "from kubetune import procwait\n"
+        "p = subprocess.Popen(['sh', '-c', procwait.sh_wrap('sleep 0.2', sys.argv[1])])\n"
+        "result = procwait.wait_for_training(sys.argv[1], timeout=10)\n"
+        "p.wait()\n"
+        "print(result.succeeded, 'psutil' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(log_dir)], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["True", "False"], out.stderr
 
 
 def test_last_exit_is_detected_within_100ms(

@@ -141,6 +141,66 @@ def test_algorithm_pods_cannot_reach_the_host(
     assert admitted, error
 
 
+def _cleanup_pod(path: str, **spec: Any) -> Obj:
+    """The shape of the suggestion-controller's hostPath cleanup Pod (its own namespace)."""
+    container = _container(
+        name="remove-directory",
+        securityContext={
+            "runAsUser": 0,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"], "add": ["DAC_OVERRIDE"]},
+        },
+        volumeMounts=[{"name": "host-prefix", "mountPath": "/kubetune-host-prefix"}],
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "kubetune-hostpath-cleanup-0123456789-1",
+            "namespace": "kubeflow",
+            "labels": {"app.kubernetes.io/name": "kubetune-hostpath-cleanup"},
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "containers": [container],
+            "volumes": [{"name": "host-prefix", "hostPath": {"path": path, "type": "Directory"}}],
+            **spec,
+        },
+    }
+
+
+def test_cleanup_pods_mount_only_the_prefix_and_no_token(
+    cluster: ClusterHandle, policies: None
+) -> None:
+    error = _refused(cluster, SUGGESTION_CONTROLLER, _cleanup_pod("/"), "may mount only hostPath")
+    assert "/tmp/katib/suggestions/" in error
+    _refused(cluster, SUGGESTION_CONTROLLER, _cleanup_pod("/tmp/katib"), "may mount only hostPath")
+    _refused(
+        cluster,
+        SUGGESTION_CONTROLLER,
+        _cleanup_pod("/tmp/katib/suggestions", automountServiceAccountToken=True),
+        "only hostPath cleanup pods",
+    )
+    _refused(
+        cluster,
+        SUGGESTION_CONTROLLER,
+        _cleanup_pod("/tmp/katib/suggestions", hostPID=True),
+        "host's network, PID or IPC",
+    )
+    admin = _cleanup_pod("/tmp/katib/suggestions")
+    admin["spec"]["containers"][0]["securityContext"]["capabilities"]["add"] = ["SYS_ADMIN"]
+    _refused(cluster, SUGGESTION_CONTROLLER, admin, "no capability but DAC_OVERRIDE")
+    admitted, error = _create(
+        cluster, SUGGESTION_CONTROLLER, _cleanup_pod("/tmp/katib/suggestions")
+    )
+    assert admitted, error
+    elsewhere = {**_cleanup_pod("/tmp/katib/suggestions")}
+    elsewhere["metadata"] = {**elsewhere["metadata"], "namespace": "default"}
+    admitted, error = _create(cluster, SUGGESTION_CONTROLLER, elsewhere)
+    assert not admitted and "forbidden" in error, error  # RBAC: Pods only in its own namespace
+
+
 def test_suggestion_controller_services_and_bindings(
     cluster: ClusterHandle, policies: None, namespace: str
 ) -> None:

@@ -11,9 +11,10 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from kubetune import procwait
-from kubetune.api.common import ObjectiveType
+from kubetune.api.common import ObjectiveSpec, ObjectiveType
 from kubetune_pns_collector import collecting, parsing, stopping, summaries
 from kubetune_pns_collector.collecting import ExitCode
 
@@ -240,3 +241,45 @@ def test_text_source_echoes_every_line_it_reads(tmp_path: Path) -> None:
     list(source.read(final=True))
     source.close()
     assert echo.getvalue() == "epoch 1 loss=0.5\nnot a metric\nepoch 2 loss=0.4"
+
+
+class _CountingReporter:
+    """Counts the collector's writes (what a write sends is tested on the real API server)."""
+
+    def __init__(self) -> None:
+        self.intermediate = 0
+        self.final = 0
+
+    def try_report(self, observation: object, history: object = None) -> None:
+        self.intermediate += 1
+
+    def report(self, observation: object, timeout: float, history: object = None) -> None:
+        self.final += 1
+
+
+def _reporting_collector(log_dir: Path, interval: float) -> tuple[collecting.Collector, Any]:
+    summary = summaries.RunningSummary(ObjectiveSpec(type="minimize", objective_metric_name="loss"))
+    source = collecting.TextSource(log_dir / "metrics.log", parsing.TextParser(summary.names, ()))
+    settings = collecting.Settings(log_dir=log_dir, timeout=30.0, report_interval=interval)
+    reporter = _CountingReporter()
+    return collecting.Collector(settings, source, summary, reporter), reporter  # type: ignore[arg-type]
+
+
+def test_a_trial_shorter_than_the_report_interval_is_written_once(log_dir: Path, procs) -> None:
+    """Each write is a request in every trial pod: none before `report_interval` has passed."""
+    code = "import time\nfor i in range(5):\n    print(f'loss={i}', flush=True); time.sleep(0.1)"
+    procs.wrapped(log_dir, py(code))
+    collector, reporter = _reporting_collector(log_dir, interval=30.0)
+    outcome = collector.run()
+    assert outcome.code is ExitCode.OK
+    assert collector.summary.count("loss") == 5
+    assert (reporter.intermediate, reporter.final) == (0, 1)
+
+
+def test_a_longer_trial_gets_intermediate_writes_at_the_interval(log_dir: Path, procs) -> None:
+    code = "import time\nfor i in range(8):\n    print(f'loss={i}', flush=True); time.sleep(0.15)"
+    procs.wrapped(log_dir, py(code))
+    collector, reporter = _reporting_collector(log_dir, interval=0.3)
+    assert collector.run().code is ExitCode.OK
+    assert 1 <= reporter.intermediate <= 4  # about one per 0.3 s of a 1.2 s run
+    assert reporter.final == 1

@@ -128,6 +128,9 @@ class SuggestionConfig(_Open):
     persistent_volume_labels: dict[str, str] | None = None
     protocol: str | None = None
     bridge_image: str | None = None
+    cleanup_image: str | None = None
+    """kubetune extension: the image of the Pod that removes a FromVolume hostPath directory on
+    its node; it must have `python3` on PATH (see `cleanup_image()` for the default)."""
 
     _check_protocol = field_validator("protocol")(_protocol)
 
@@ -191,6 +194,16 @@ class KatibConfig(_Open):
             if own.algorithm_name == "random" and own.image and not own.katib_grpc():
                 return own.image
         return SUGGESTION_IMAGE
+
+    def cleanup_image(self, entry: SuggestionConfig) -> str:
+        """The image that removes an entry's hostPath directory on its node: the entry's
+        `cleanupImage`, else the image whose `python3` already ran in the algorithm pod on that
+        node (the entry's own kubetune image, or its bridge's)."""
+        if entry.cleanup_image:
+            return entry.cleanup_image
+        if entry.image and not entry.katib_grpc():
+            return entry.image
+        return self.bridge_image(entry)
 
     def bridged_early_stopping(self, algorithm: str | None) -> EarlyStoppingConfig | None:
         """The Katib-protocol `earlyStoppings[]` entry for an algorithm, or None (no entry,

@@ -30,8 +30,11 @@ The waiter's reading of it:
 * gone with no end record (still ``running``, empty, unreadable, garbled) means *vanished*, which
   counts as failed: ``SIGKILL``/OOM of the wrapper shell leaves exactly that;
 * a process is "gone" when its PID no longer exists, is a zombie, or now belongs to a process
-  created after the registration was written (PID reuse; checked with psutil's create time,
-  which is only accurate to about a second, hence :data:`_CREATE_TIME_SLACK`).
+  created after the registration was written (PID reuse: the start time in
+  ``/proc/<pid>/stat``, which on binding is compared with the registration's time, only
+  accurate to about a second through the boot time, hence :data:`_CREATE_TIME_SLACK`, and
+  after binding must stay the same). Read straight from ``/proc`` (Linux), not through psutil,
+  whose import every trial pod's collector paid for.
 
 How it waits: every ``poll`` seconds until the expected processes have registered; then, where
 the kernel has pidfds (Linux >= 5.3), on a descriptor per process that becomes readable when it
@@ -61,10 +64,6 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import psutil  # imported where a process is bound: `wrap_argv`'s callers never pay for it
 
 from kubetune import commandline
 
@@ -82,7 +81,7 @@ MAX_ARG_BYTES = 128 * 1024 - 1
 _PID_FILE_RE = re.compile(r"^([0-9]+)\.pid$")
 _EXIT_RE = re.compile(r"^exit ([0-9]+)$")
 _SIGNAL_RE = re.compile(r"^signal ([0-9]+)$")
-# psutil derives create_time from /proc/stat's whole-second boot time, so allow this much error
+# A start time derives from /proc/stat's whole-second boot time, so allow this much error
 # when deciding whether a live PID is younger than its registration (i.e. a reused PID).
 _CREATE_TIME_SLACK = 2.0
 # Seconds between registration scans while every pending process is waited on by its pidfd.
@@ -432,50 +431,83 @@ def scan_registrations(log_dir: str | os.PathLike[str]) -> dict[int, Path]:
     return found
 
 
+@dataclass(frozen=True)
+class _Process:
+    """A live process, told apart from a later one given the same PID by its start time
+    (clock ticks after boot, field 22 of ``/proc/<pid>/stat``)."""
+
+    pid: int
+    start: int
+
+
 @dataclass
 class _Tracked:
     """A registration being watched; ``proc`` is bound once the live process was verified."""
 
     pid: int
     path: Path
-    proc: psutil.Process | None = None
+    proc: _Process | None = None
     checked: bool = False
     result: ProcessResult | None = field(default=None)
     pidfd: int | None = None  # readable once the process exits; None where there is none
 
 
-def _bind_process(pid: int, registered_at: float) -> psutil.Process | None:
-    """The live process that wrote the registration, or None when it is gone or reused."""
-    import psutil
-
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, start time in clock ticks after boot) of `pid`, None when there is none."""
     try:
-        proc = psutil.Process(pid)
-        if proc.create_time() > registered_at + _CREATE_TIME_SLACK:
-            return None  # this PID was given to a newer process; ours is gone
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return None
-        return proc
-    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+    except OSError:
         return None
-    except psutil.AccessDenied:
-        # It exists but cannot be inspected (not on Linux, where /proc/<pid>/stat is readable):
-        # assume it is ours rather than declare a live process dead.
-        try:
-            return psutil.Process(pid)
-        except psutil.Error:
-            return None
-
-
-def _alive(proc: psutil.Process) -> bool:
-    """psutil's is_running() also guards against PID reuse (it compares create times)."""
-    import psutil
-
+    # `comm` (field 2) is in parentheses and may hold spaces and parentheses itself.
+    fields = data[data.rfind(b")") + 2 :].split()
     try:
-        return bool(proc.is_running()) and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-    except psutil.AccessDenied:
-        return True
+        return fields[0].decode(), int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _gone(state: str) -> bool:
+    return state in ("Z", "X", "x")  # zombie, dead
+
+
+_BOOT_TIME: list[float] = []
+
+
+def _boot_time() -> float:
+    """Seconds since the epoch at boot (``btime`` of /proc/stat), read once."""
+    if not _BOOT_TIME:
+        with open("/proc/stat", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"btime "):
+                    _BOOT_TIME.append(float(line.split()[1]))
+                    break
+            else:
+                _BOOT_TIME.append(0.0)
+    return _BOOT_TIME[0]
+
+
+def _bind_process(pid: int, registered_at: float) -> _Process | None:
+    """The live process that wrote the registration, or None when it is gone or reused."""
+    stat = _stat(pid)
+    if stat is None or _gone(stat[0]):
+        return None
+    created = _boot_time() + stat[1] / os.sysconf("SC_CLK_TCK")
+    if created > registered_at + _CREATE_TIME_SLACK:
+        return None  # this PID was given to a newer process; ours is gone
+    return _Process(pid, stat[1])
+
+
+def _alive(proc: _Process) -> bool:
+    """Still there, not a zombie, and still the same process (same start time)."""
+    stat = _stat(proc.pid)
+    return stat is not None and stat[1] == proc.start and not _gone(stat[0])
+
+
+def is_running(pid: int) -> bool:
+    """Whether a process `pid` exists and is not a zombie (no PID-reuse check)."""
+    stat = _stat(pid)
+    return stat is not None and not _gone(stat[0])
 
 
 def _check(t: _Tracked) -> ProcessResult | None:
@@ -494,7 +526,7 @@ def _check(t: _Tracked) -> ProcessResult | None:
         t.proc = _bind_process(t.pid, registered_at)
         if t.proc is not None:
             # Opened after the process was verified, so a PID reused in between is caught
-            # by the `_alive` check below (psutil compares create times).
+            # by the `_alive` check below (it compares start times).
             t.pidfd = _pidfd_open(t.pid)
     gone = t.proc is None or not _alive(t.proc)
     if not gone:

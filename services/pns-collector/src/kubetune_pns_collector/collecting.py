@@ -4,7 +4,9 @@ A thread runs `kubetune.procwait.wait_for_training` (every registered training p
 unregistered sidecars); meanwhile the main thread wakes every `Settings.file_poll` seconds to
 read what a metrics file gained (TensorFlow event directories: on changes, watchfiles'
 inotify, plus a once-a-second re-check), feeds new lines through the parser into the running
-summary, sends rate-limited intermediate reports and evaluates early-stopping rules. When the
+summary, sends rate-limited intermediate reports (the first one `report_interval` after the
+start, so a trial shorter than that is written once, at the end: each write is a request and
+its CPU in every trial pod) and evaluates early-stopping rules. When the
 wait ends it reads what is left (including a last line without `\\n`), writes the final
 report with retries and decides the exit code (`ExitCode`).
 """
@@ -131,15 +133,6 @@ class Outcome:
     early_stopped: bool = False
 
 
-def _running(pid: int) -> bool:
-    import psutil  # as in kubetune.procwait: only once a process is looked at
-
-    try:
-        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
-    except psutil.NoSuchProcess:
-        return False
-
-
 class _Either:
     """watchfiles' stop_event: stop when the wait ended or we were told to stop."""
 
@@ -171,7 +164,7 @@ class Collector:
         self.waited = threading.Event()
         self._result: procwait.WaitResult | None = None
         self._error: BaseException | None = None
-        self._last_report = -1e18
+        self._last_report = time.monotonic()  # the first intermediate report waits too
         self.early_stopped = False
         self.last_exit_seen: float | None = None  # monotonic time the wait ended (for bench)
         self._stopping: list[int] = []
@@ -293,7 +286,7 @@ class Collector:
         deadline = time.monotonic() + self.settings.stop_grace
         left = list(pids)
         while left and time.monotonic() < deadline:
-            left = [pid for pid in left if _running(pid)]
+            left = [pid for pid in left if procwait.is_running(pid)]
             if left:
                 self.stop.wait(0.02)
         if left:

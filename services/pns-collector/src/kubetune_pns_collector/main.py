@@ -80,7 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     flag("register-timeout", type=float, default=600.0, help="seconds to wait for registration")
     flag("timeout", type=float, default=0.0, help="seconds to wait in all (0 = no limit)")
-    flag("report-interval", type=float, default=10.0, help="min seconds between reports")
+    flag(
+        "report-interval",
+        type=float,
+        default=10.0,
+        help="seconds before the first and between intermediate reports",
+    )
     flag("report-timeout", type=float, default=60.0, help="seconds to retry the final report")
     flag("history", type=int, default=summaries.DEFAULT_HISTORY, help="recent values kept")
     return p

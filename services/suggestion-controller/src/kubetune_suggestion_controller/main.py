@@ -31,6 +31,7 @@ def parser() -> argparse.ArgumentParser:
     running.add_flags(p, SERVICE)
     flags.add_config_flag(p)
     flags.add_watch_namespace_flag(p)
+    flags.add_pod_namespace_flag(p)  # where the hostPath cleanup Pods run
     return p
 
 
@@ -41,7 +42,7 @@ def build(args: argparse.Namespace) -> Controller:
     Raises:
         OSError, config.ConfigError: the katib-config file cannot be read or is invalid.
     """
-    reconciler = reconciling.Reconciler(config.load(args.config))
+    reconciler = reconciling.Reconciler(config.load(args.config), args.pod_namespace)
     namespace = args.watch_namespace or None
     controller = Controller(SERVICE, reconciler.reconcile, namespace=namespace)
     controller.watch(SUGGESTIONS, namespace=namespace)

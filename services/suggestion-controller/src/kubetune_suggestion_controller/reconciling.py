@@ -17,18 +17,16 @@ moves the rules want, is a `TerminalError`: retrying cannot help until someone c
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
-from kubetune import conditions, errors, naming
+from kubetune import conditions, errors, events, naming
 from kubetune.api.experiment import Experiment, ResumePolicy
 from kubetune.api.suggestion import Suggestion
 from kubetune.clock import rfc3339
-from kubetune.config import KatibConfig
+from kubetune.config import SUGGESTION_IMAGE, ConfigError, KatibConfig
 from kubetune.kube import (
     DEPLOYMENTS as DEPLOYMENTS,  # re-exported: main watches the Deployments this reconciler owns
 )
@@ -36,6 +34,7 @@ from kubetune.kube import (
     EXPERIMENTS,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
+    PODS,
     ROLE_BINDINGS,
     SERVICE_ACCOUNTS,
     SERVICES,
@@ -44,7 +43,7 @@ from kubetune.kube import (
     Resource,
 )
 from kubetune.runtime import Context, Key, Result
-from kubetune_suggestion_controller import composing, deciding, owning
+from kubetune_suggestion_controller import cleaning, composing, deciding, owning
 from kubetune_suggestion_controller.composing import Obj
 from kubetune_suggestion_controller.deciding import FINALIZER
 
@@ -62,9 +61,15 @@ BY_KIND = {
 }
 
 
+COMPONENT = "suggestion-controller"
+
+
 @dataclass
 class Reconciler:
     config: KatibConfig
+    cleanup_namespace: str = "kubeflow"
+    """Where the Pods that remove hostPath directories on their nodes run (the controller's
+    own namespace: its only rights on Pods are there)."""
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -181,8 +186,7 @@ class Reconciler:
                 f"Suggestion {key} does not match the v1beta1 schema: {e}"
             ) from e
         if suggestion.metadata.deletion_timestamp:
-            self._finalize(ctx, suggestion)
-            return Result.done()
+            return self._finalize(ctx, suggestion, raw)
         experiment_raw = ctx.read(EXPERIMENTS, key)
         try:
             experiment = Experiment.model_validate(experiment_raw) if experiment_raw else None
@@ -222,11 +226,11 @@ class Reconciler:
             return Result.after(deciding.NOT_READY_REQUEUE)
         return Result.done()
 
-    def _finalize(self, ctx: Context, suggestion: Suggestion) -> None:
-        """Delete the PV (and the hostPath directory kubetune derived for it) if it is this
-        Suggestion's, then let go."""
+    def _finalize(self, ctx: Context, suggestion: Suggestion, raw: Obj) -> Result:
+        """Delete the PV (after its hostPath directory kubetune derived is gone from its node)
+        if it is this Suggestion's, then let go."""
         if FINALIZER not in (suggestion.metadata.finalizers or []):
-            return
+            return Result.done()
         names = owning.recorded(suggestion)
         name = names.pv
         pv = ctx.read(PERSISTENT_VOLUMES, Key("", name))
@@ -239,9 +243,102 @@ class Reconciler:
             ctx.log.info("PV %s belongs to %s: left alone", name, owning.holder(pv))
         elif pv is not None:
             path = ((pv.get("metadata") or {}).get("annotations") or {}).get(composing.CREATED_DIR)
+            annotations = suggestion.metadata.annotations or {}
+            if path and annotations.get(cleaning.SKIP_ANNOTATION) == "true":
+                ctx.log.warning(
+                    "%s set: host directory %s of PV %s left", cleaning.SKIP_ANNOTATION, path, name
+                )
+            elif path:
+                waiting = self._remove_directory(ctx, suggestion, raw, pv, path)
+                if waiting is not None:
+                    return waiting
             self._delete(ctx.kube, PERSISTENT_VOLUMES, name, None)
-            if path and os.path.isdir(path):
-                shutil.rmtree(path, ignore_errors=True)
-                ctx.log.info("removed host directory %s of PV %s", path, name)
         kept = [f for f in suggestion.metadata.finalizers or [] if f != FINALIZER]
         self._patch_meta(ctx.kube, suggestion, {"finalizers": kept or None})
+        return Result.done()
+
+    def _remove_directory(
+        self, ctx: Context, suggestion: Suggestion, raw: Obj, pv: Obj, path: str
+    ) -> Result | None:
+        """Run `cleaning`'s Pod on each node that may hold `path`; None once every one
+        Succeeded (or the attempts ran out), else when to look again."""
+        now = ctx.clock.now()
+        namespace = self.cleanup_namespace
+        pv_name = pv["metadata"]["name"]
+        attempt, not_before = cleaning.attempt_of(suggestion.metadata.annotations, now)
+        if now < not_before:
+            return Result.after((not_before - now).total_seconds())
+        pods = []
+        for target in cleaning.targets(pv, path):
+            pod_name = cleaning.pod_name(pv_name, target.node, attempt)
+            pods.append((target, pod_name, ctx.kube.get_or_none(PODS, pod_name, namespace)))
+        failed: list[tuple[str, Obj]] = []
+        running = False
+        for target, pod_name, pod in pods:
+            if pod is None:
+                image, pull_policy = self._cleanup_image(suggestion)
+                body = cleaning.pod(
+                    pv_name, target, attempt, namespace=namespace, image=image,
+                    pull_policy=pull_policy,
+                )  # fmt: skip
+                with contextlib.suppress(errors.AlreadyExists):
+                    ctx.kube.create(PODS, body, namespace)
+                ctx.log.info(
+                    "removing host directory %s of PV %s: Pod %s/%s on node %s",
+                    path, pv_name, namespace, pod_name, target.node or "(scheduler's choice)",
+                )  # fmt: skip
+                running = True
+                continue
+            state = cleaning.finished(pod, now)
+            if state == "Failed":
+                failed.append((pod_name, pod))
+            running = running or state is None
+        if failed:
+            self._report_failed(ctx, raw, path, attempt, failed)
+        elif running:
+            return Result.after(cleaning.POLL_SECONDS)
+        retry = bool(failed) and attempt < cleaning.MAX_ATTEMPTS
+        if retry:  # first: a conflict here leaves the failed Pods to be seen again
+            later = cleaning.next_attempt(attempt, now)
+            self._patch_meta(
+                ctx.kube, suggestion, {"annotations": {cleaning.ATTEMPT_ANNOTATION: later}}
+            )
+        for _, pod_name, _ in pods:
+            self._delete(ctx.kube, PODS, pod_name, namespace)
+        if retry:
+            return Result.done()  # the update event brings us back
+        if failed:
+            return None  # given up: the Events name the directory left behind
+        ctx.log.info("removed host directory %s of PV %s", path, pv_name)
+        return None
+
+    def _cleanup_image(self, suggestion: Suggestion) -> tuple[str, str | None]:
+        """(image, pull policy) of the cleanup Pod, from the algorithm's katib-config entry;
+        kubetune's algorithm image when the entry is gone (a finalizer must not wait on it)."""
+        try:
+            entry = self.config.suggestion(composing.algorithm_of(suggestion))
+        except ConfigError:
+            return SUGGESTION_IMAGE, None
+        return self.config.cleanup_image(entry), entry.image_pull_policy
+
+    def _report_failed(
+        self, ctx: Context, raw: Obj, path: str, attempt: int, failed: list[tuple[str, Obj]]
+    ) -> None:
+        """Each failed cleanup Pod as a Warning Event on the Suggestion (once per Pod)."""
+        namespace = self.cleanup_namespace
+        if attempt >= cleaning.MAX_ATTEMPTS:
+            then = "the directory is left: remove it on the node by hand"
+        else:
+            then = f"retrying in {int(cleaning.backoff(attempt).total_seconds())} s"
+        for pod_name, pod in failed:
+            node = (pod.get("spec") or {}).get("nodeName") or "(unscheduled)"
+            message = (
+                f"attempt {attempt}/{cleaning.MAX_ATTEMPTS} to remove host directory {path} "
+                f"failed: Pod {namespace}/{pod_name} on node {node}: "
+                f"{cleaning.failure(pod)}; {then}"
+            )
+            ctx.log.warning("suggestion %s", message)
+            events.record(
+                ctx.kube, SUGGESTIONS, raw, type_="Warning", reason="HostPathCleanupFailed",
+                message=message, component=COMPONENT, cause=pod_name, clock=ctx.clock,
+            )  # fmt: skip
