@@ -45,6 +45,7 @@ import itertools
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -83,6 +84,7 @@ SIDE = [
     ("observed", "job_done"),
     ("job_done", "succeeded"),
 ]
+TRAINING_FILE = "bench_training.py"
 TRAINING = (
     "import sys, time\n"
     "print(f't_start={time.time():.6f}', flush=True)\n"
@@ -92,9 +94,20 @@ TRAINING = (
 )
 
 
-def experiment(name: str, namespace: str, trials: int, seconds: float, parallel: int) -> Obj:
+def training_script(directory: Path) -> Path:
+    """TRAINING as a file: Katib's StdOut collector joins the command with spaces into
+    `sh -c`, so the command must not carry the program's text."""
+    path = directory / TRAINING_FILE
+    path.write_text(TRAINING)
+    path.chmod(0o644)
+    return path
+
+
+def experiment(
+    name: str, namespace: str, trials: int, seconds: float, parallel: int, script: Path
+) -> Obj:
     """A random search over `lr`; each trial is a Job that runs TRAINING for `seconds`."""
-    command = [sys.executable, "-c", TRAINING, str(seconds), "${trialParameters.lr}"]
+    command = [sys.executable, str(script), str(seconds), "${trialParameters.lr}"]
     return builders.experiment(
         name,
         namespace,
@@ -373,9 +386,11 @@ def measure(
     cpu_before = cpu_times()
     counted = sample() if sample else {}
     t0 = time.time()
+    script = training_script(Path(tempfile.mkdtemp(prefix="kubetune-bench-training-")))
+    os.chmod(script.parent, 0o755)
     kube.create(
         EXPERIMENTS,
-        experiment(name, namespace, args.trials, args.seconds, args.parallel),
+        experiment(name, namespace, args.trials, args.seconds, args.parallel, script),
         namespace,
     )
     deadline = time.monotonic() + args.timeout
@@ -400,6 +415,7 @@ def measure(
     stop.set()
     result = report(stamps, args, wall, (before, after), t0)
     result.update(counted=counted, busy=busy, namespace=namespace, started=t0, finished=t0 + wall)
+    shutil.rmtree(script.parent, ignore_errors=True)
     if not args.keep_namespace:
         kube.delete(NAMESPACES, namespace)
     return result

@@ -38,16 +38,16 @@ from typing import Any
 
 import psutil
 from cpuacct import RUNTIME, CpuGroups, PodSorter
-from e2e_throughput import kubetune_cluster, measure
+from e2e_throughput import TRAINING_FILE, kubetune_cluster, measure
 
 from kubetune.kube import NAMESPACES, Kube, connect
 from localcluster import katibinstall
 
 Obj = dict[str, Any]
 SYSTEMS = ("katib", "kubetune")
-# Command-line substring -> component; the trial's own processes first (their command lines
-# carry the training script, whose output `t_start=` no other process's has).
-TRIAL = ("t_start=", "trial")
+# Command-line substring -> component; the trial's own processes first (their command lines,
+# Katib's `sh -c` wrapper's too, name the training script).
+TRIAL = (TRAINING_FILE, "trial")
 RULES = {
     "katib": [
         TRIAL,

@@ -81,11 +81,15 @@ def experiment(name: str, trials: int) -> Obj:
                                 "containers": [
                                     {
                                         "name": "training",
-                                        "image": "python:3.12",
+                                        "image": "busybox",
+                                        # Katib's StdOut collector joins the command with
+                                        # spaces into `sh -c`; the sidecar must find it alive.
                                         "command": [
-                                            "python3",
-                                            "-c",
-                                            "print('loss=${trialParameters.lr}')",
+                                            "sleep",
+                                            "2",
+                                            "&&",
+                                            "echo",
+                                            "loss=${trialParameters.lr}",
                                         ],
                                     }
                                 ],

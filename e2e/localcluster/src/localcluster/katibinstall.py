@@ -41,7 +41,7 @@ from typing import Any
 
 import yaml
 
-from localcluster import build, gotool, katib
+from localcluster import build, gotool, katib, katibpostgres
 from localcluster import cluster as lc
 
 Obj = dict[str, Any]
@@ -129,7 +129,8 @@ def image_map_entries(bin_dir: Path | None = None) -> list[Obj]:
     entries.append(
         {
             "match": POSTGRES_IMAGE,
-            "entrypoint": [sys.executable, "-m", "localcluster.katibpostgres"],
+            # The file itself (stdlib only): the container's environment has no PYTHONPATH.
+            "entrypoint": [sys.executable, "-I", katibpostgres.__file__],
         }
     )
     return entries
@@ -303,6 +304,10 @@ def wait_ready(run: Kubectl, timeout: float = 300) -> None:
                     f"`kubectl logs -n {NAMESPACE} deploy/katib-controller`"
                 )
             time.sleep(0.5)
+    # The node agent refreshes Secret volumes once a minute, and the rotator's check for the
+    # mounted files backs off to a minute too: Available comes 1-2 minutes after the caBundle.
+    # (Restarting the pod instead deadlocks, as upstream would: the kubeflow namespace is
+    # labelled for injection, so the new pod's creation calls the webhook it serves.)
     left = max(1, int(deadline - time.monotonic()))
     out = run(
         "wait", "-n", NAMESPACE, "--for=condition=Available", f"--timeout={left}s",

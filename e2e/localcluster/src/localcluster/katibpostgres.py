@@ -2,7 +2,7 @@
 
 Katib's standalone install runs ``postgres:14.5-alpine`` with ``POSTGRES_USER``,
 ``POSTGRES_PASSWORD``, ``POSTGRES_DB`` and ``PGDATA`` from its manifests. On the node agent
-that image maps to this program (``python -m localcluster.katibpostgres``), which does the
+that image maps to this file, run by the agent's interpreter (stdlib only), which does the
 image's entrypoint's part: on an empty ``PGDATA`` it runs ``initdb`` with that user and
 password, creates the database and accepts password logins from any address; then it execs
 ``postgres`` on ``PGPORT`` (pods share the host network, so the port is the installer's pick).
