@@ -26,7 +26,7 @@ the load average before and after. `--trace FILE` writes one JSON line per stage
 
 `--audit` starts the cluster with the API server's audit log (`localcluster up --audit`, the
 Metadata level) and prints the requests per trial made during the run by client (user, and the
-user agent for the admin credentials, which the node agent uses), verb and resource; the bench
+user agent for users, e.g. the admin credentials the node agent uses), verb and resource; the bench
 itself talks as the ServiceAccount `default/kubetune-bench`, so its polling is counted apart.
 (`apiserver_request_total` has no client label.)
 
@@ -484,13 +484,12 @@ def bench_kubeconfig(state: Any) -> str:
 
 
 def client_of(event: Obj) -> str:
-    """Who made an audited request: the ServiceAccount, or the user (and its user agent)."""
+    """Who made an audited request: the ServiceAccount, or the user and its user agent (the
+    node agent and kubectl share the admin credentials)."""
     user = str((event.get("user") or {}).get("username", "?"))
     if user.startswith("system:serviceaccount:"):
         return "sa " + user.removeprefix("system:serviceaccount:").replace(":", "/")
-    if user == "admin":
-        return f"admin ({str(event.get('userAgent', '?')).split(' ')[0]})"
-    return user
+    return f"{user} ({str(event.get('userAgent', '?')).split(' ')[0]})"
 
 
 def audited_requests(state: Any, result: Obj) -> collections.Counter[tuple[str, str, str]]:
