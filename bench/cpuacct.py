@@ -70,10 +70,12 @@ class CpuGroups:
                     (ROOT / "cgroup.procs").write_text(str(pid))
             with contextlib.suppress(OSError):
                 path.rmdir()
-        for parent in sorted({p.parent for p in self.groups.values()}, key=lambda p: -len(str(p))):
-            if parent != ROOT and ROOT in parent.parents:
-                with contextlib.suppress(OSError):
-                    parent.rmdir()
+        subdirs = [p for p in self.base.rglob("*") if p.is_dir()]
+        for path in sorted(subdirs, key=lambda p: -len(str(p))):
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        with contextlib.suppress(OSError):
+            self.base.rmdir()
         self.groups.clear()
 
 

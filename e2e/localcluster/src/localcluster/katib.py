@@ -11,6 +11,7 @@ fetched through the module proxy only and checked against the pinned ``h1:`` sum
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import sys
@@ -30,6 +31,62 @@ BINARIES = {
     "file-metricscollector": "./cmd/metricscollector/v1beta1/file-metricscollector",
     "suggestion-goptuna": "./cmd/suggestion/goptuna/v1beta1",
 }
+# Katib's goptuna service, served by a main of ours that sets SO_REUSEPORT on 0.0.0.0:6789:
+# upstream's main binds that address without it, so on a host network where kubetune's
+# db-manager forwarder holds 6789 on a loopback address of its own (with SO_REUSEPORT) it
+# cannot start. The suggestion service itself is the module's, unchanged.
+SHARED_PORT_GOPTUNA = "suggestion-goptuna-shared-port"
+SHARED_PORT_PACKAGE = "./cmd/localcluster/suggestion-goptuna-shared-port"
+SHARED_PORT_MAIN = """\
+// Katib's goptuna suggestion service on 0.0.0.0:6789 with SO_REUSEPORT (written by localcluster).
+package main
+
+import (
+	"context"
+	"net"
+	"syscall"
+
+	health "github.com/kubeflow/katib/pkg/apis/manager/health"
+	api "github.com/kubeflow/katib/pkg/apis/manager/v1beta1"
+	goptuna "github.com/kubeflow/katib/pkg/suggestion/v1beta1/goptuna"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+	"k8s.io/klog/v2"
+)
+
+type serving struct{}
+
+func (serving) Check(
+	context.Context, *health.HealthCheckRequest,
+) (*health.HealthCheckResponse, error) {
+	return &health.HealthCheckResponse{Status: health.HealthCheckResponse_SERVING}, nil
+}
+
+func reusePort(_, _ string, conn syscall.RawConn) error {
+	var err error
+	if ctlErr := conn.Control(func(fd uintptr) {
+		err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+	}); ctlErr != nil {
+		return ctlErr
+	}
+	return err
+}
+
+func main() {
+	config := net.ListenConfig{Control: reusePort}
+	listener, err := config.Listen(context.Background(), "tcp", "0.0.0.0:6789")
+	if err != nil {
+		klog.Fatalf("listen on 0.0.0.0:6789: %v", err)
+	}
+	server := grpc.NewServer()
+	api.RegisterSuggestionServer(server, goptuna.NewSuggestionService())
+	health.RegisterHealthServer(server, serving{})
+	klog.Infof("goptuna suggestion service on %s (SO_REUSEPORT)", listener.Addr())
+	if err := server.Serve(listener); err != nil {
+		klog.Fatalf("serve: %v", err)
+	}
+}
+"""
 # The standalone PostgreSQL install and what its kustomization references.
 INSTALL = "manifests/v1beta1/installs/katib-standalone-postgres"
 STAMP = ".katib-stamp.json"
@@ -56,11 +113,13 @@ def _expected(go_version: str) -> dict[str, object]:
         "sum": SUM,
         "go": go_version,
         "binaries": BINARIES,
+        SHARED_PORT_GOPTUNA: hashlib.sha256(SHARED_PORT_MAIN.encode()).hexdigest(),
     }
 
 
 def _stamped_files() -> list[Path]:
-    return [binary(n) for n in BINARIES] + [install_dir() / "kustomization.yaml"]
+    names = [*BINARIES, SHARED_PORT_GOPTUNA]
+    return [binary(n) for n in names] + [install_dir() / "kustomization.yaml"]
 
 
 def is_built(go_version: str) -> bool:
@@ -102,7 +161,10 @@ def _build_locked(go: str, work: Path, force: bool) -> Path:
     bin_dir = work / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
     env = gotool.go_env(proxy_only_=True)
-    for name, package in BINARIES.items():
+    main = src / SHARED_PORT_PACKAGE / "main.go"
+    main.parent.mkdir(parents=True)
+    main.write_text(SHARED_PORT_MAIN)
+    for name, package in [*BINARIES.items(), (SHARED_PORT_GOPTUNA, SHARED_PORT_PACKAGE)]:
         _progress(f"go build {package} -> bin/{name}")
         gotool.go_build(go, src, str(bin_dir / name), [package], env=env)
     (work / STAMP).write_text(json.dumps(_expected(go_version)))

@@ -15,7 +15,10 @@ The manifests (``localcluster build-katib``) are rendered with the cluster's kub
 - ``postgres:14.5-alpine`` runs Debian's PostgreSQL (``localcluster.katibpostgres``), its PVC
   bound to a hostPath PersistentVolume in a temporary directory;
 - katib-config's ``random`` runs ``suggestion-goptuna`` (goptuna implements random search; the
-  Python hyperopt image is not built), and the UI Deployment is left out (not built).
+  Python hyperopt image is not built), and the UI Deployment is left out (not built);
+- the goptuna image runs the module's suggestion service under a main that sets SO_REUSEPORT
+  on 0.0.0.0:6789 (``katib.SHARED_PORT_MAIN``): Katib dials every suggestion at 6789, and
+  kubetune's db-manager forwarder may hold that port on a loopback address of its own.
 
 The controller provisions its own webhook certificate (cert-generator): ``install`` waits
 until the webhooks' ``caBundle`` is set and every Deployment is Available. Not needed on a
@@ -54,7 +57,7 @@ IMAGE_BINARIES = {
     "katib-controller": "katib-controller",
     "katib-db-manager": "katib-db-manager",
     "file-metrics-collector": "file-metricscollector",
-    "suggestion-goptuna": "suggestion-goptuna",
+    "suggestion-goptuna": katib.SHARED_PORT_GOPTUNA,
 }
 DEPLOYMENTS = ("katib-controller", "katib-db-manager", "katib-postgres")
 WEBHOOKS = ("validatingwebhookconfiguration", "mutatingwebhookconfiguration")
@@ -106,7 +109,7 @@ def runtime_bin_dir() -> Path:
     run = Path(tempfile.gettempdir()) / f"kubetune-katib-{katib.VERSION}-{os.getuid()}"
     run.mkdir(mode=0o755, exist_ok=True)
     os.chmod(run, 0o755)
-    for name in katib.BINARIES:
+    for name in set(IMAGE_BINARIES.values()):
         src, dst = cached / name, run / name
         if (
             not dst.exists()
