@@ -452,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 BENCH_ACCOUNT = "kubetune-bench"
+BENCH_CLIENT = f"sa default/{BENCH_ACCOUNT}"
 
 
 def bench_kubeconfig(state: Any) -> str:
@@ -522,7 +523,7 @@ def print_requests(counts: collections.Counter[tuple[str, str, str]], trials: in
         f"API requests per trial by client (audit log; total {sum(counts.values()) / trials:.1f})"
     )
     for client, total in by_client.most_common():
-        mark = "  (the bench)" if client == f"sa default/{BENCH_ACCOUNT}" else ""
+        mark = "  (the bench)" if client == BENCH_CLIENT else ""
         print(f"  {client:<52}{total / trials:>8.2f}{mark}")
         rows = sorted(
             ((n, verb, res) for (c, verb, res), n in counts.items() if c == client), reverse=True

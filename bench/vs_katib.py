@@ -14,7 +14,8 @@ processes included: kube-apiserver + etcd, KCM + scheduler, the node agent, and 
 sorted by component (controllers, db-manager, PostgreSQL, collector, algorithm, trial). "Own
 CPU" is the sum of the system's pods, trials' own processes included; the node agent's
 per-container machinery (sandbox, nsenter, launcher) is shown apart as `runtime`. Counters
-are read when the Experiment is created and when it is Succeeded.
+are read when the Experiment is created and when it is Succeeded. `--audit` also prints the
+API requests per trial by client (e2e_throughput's audit-log count).
 
     python bench/vs_katib.py --trials 40 --seconds 3 --parallel 8 --repeat 3
     python bench/vs_katib.py --trials 20 --seconds 1 --parallel 1 --repeat 3
@@ -38,46 +39,55 @@ from typing import Any
 
 import psutil
 from cpuacct import RUNTIME, CpuGroups, PodSorter
-from e2e_throughput import TRAINING_FILE, kubetune_cluster, measure
+from e2e_throughput import (
+    BENCH_CLIENT,
+    TRAINING_FILE,
+    audited_requests,
+    bench_kubeconfig,
+    kubetune_cluster,
+    measure,
+    print_requests,
+)
 
 from kubetune.kube import NAMESPACES, Kube, connect
 from localcluster import katibinstall
 
 Obj = dict[str, Any]
 SYSTEMS = ("katib", "kubetune")
-# Command-line substring -> component; the trial's own processes first (their command lines,
-# Katib's `sh -c` wrapper's too, name the training script).
+# Command-line substring -> component, first match wins: the trial's own processes first (their
+# command lines, Katib's `sh -c` wrapper's too, name the training script), then the sidecar
+# collector and the algorithm (their arguments name the db-manager's Service).
 TRIAL = (TRAINING_FILE, "trial")
 RULES = {
     "katib": [
         TRIAL,
+        ("file-metricscollector", "collector"),
+        ("suggestion-goptuna", "algorithm"),
         ("katib-controller", "controllers"),
         ("katib-db-manager", "db-manager"),
         ("postgres", "postgresql"),
-        ("file-metricscollector", "collector"),
-        ("suggestion-goptuna", "algorithm"),
     ],
     "kubetune": [
         TRIAL,
+        ("pns-collector", "collector"),
+        ("suggestion-algorithm", "algorithm"),
         ("experiment-controller", "controllers"),
         ("suggestion-controller", "controllers"),
         ("trial-controller", "controllers"),
         ("bin/webhook", "controllers"),
         ("db-manager", "db-manager"),
-        ("pns-collector", "collector"),
-        ("suggestion-algorithm", "algorithm"),
     ],
 }
 POD = "pod-"
 
 
 @contextlib.contextmanager
-def katib_cluster(state_dir: Path) -> Iterator[Any]:
-    with katibinstall.running(state_dir) as (state, _):
+def katib_cluster(state_dir: Path, audit: bool = False) -> Iterator[Any]:
+    with katibinstall.running(state_dir, audit=audit) as (state, _):
         yield state
 
 
-CLUSTERS: dict[str, Callable[[Path], contextlib.AbstractContextManager[Any]]] = {
+CLUSTERS: dict[str, Callable[[Path, bool], contextlib.AbstractContextManager[Any]]] = {
     "katib": katib_cluster,
     "kubetune": kubetune_cluster,
 }
@@ -163,12 +173,18 @@ def table(runs: dict[str, list[Obj]]) -> None:
 
 def run_once(system: str, args: argparse.Namespace, groups: CpuGroups, work: Path) -> Obj:
     state_dir = Path(tempfile.mkdtemp(prefix=f"{system}-", dir=work))
-    with CLUSTERS[system](state_dir) as state, accounted(groups, system, state):
-        kube = Kube(connect(state.kubeconfig))
+    with CLUSTERS[system](state_dir, args.audit) as state, accounted(groups, system, state):
+        kube = Kube(connect(bench_kubeconfig(state) if args.audit else state.kubeconfig))
         print(f"\n== {system} ==", flush=True)
         result = measure(kube, args, sample=groups.seconds)
+        requests = audited_requests(state, result) if args.audit else None
         _wait_gone(kube, result["namespace"])
-    return figures(system, result, args.trials)
+    out = figures(system, result, args.trials)
+    if requests is not None:
+        print_requests(requests, args.trials)
+        own = sum(n for (client, _, _), n in requests.items() if client != BENCH_CLIENT)
+        out["API requests / trial (not the bench's)"] = own / args.trials
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -178,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallel", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=1, help="interleaved runs per system")
     parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument(
+        "--audit", action="store_true", help="also count API requests per trial by client"
+    )
     args = parser.parse_args(argv)
     # measure()'s options that this bench does not offer.
     args.trace, args.keep_namespace = None, False

@@ -323,11 +323,16 @@ def wait_ready(run: Kubectl, timeout: float = 300) -> None:
 
 @contextlib.contextmanager
 def running(
-    state_dir: Path, extra_image_map: list[Obj] | None = None, *, timeout: float = 300
+    state_dir: Path,
+    extra_image_map: list[Obj] | None = None,
+    *,
+    timeout: float = 300,
+    audit: bool = False,
 ) -> Iterator[tuple[lc.State, Installed]]:
     """A local cluster of its own with Katib installed, stopped and removed on exit.
 
-    ``extra_image_map`` adds node-agent entries (kubetune's images, for a take-over)."""
+    ``extra_image_map`` adds node-agent entries (kubetune's images, for a take-over);
+    ``audit`` starts the API server with its audit log (``up --audit``)."""
     katib.build()
     state_dir.mkdir(parents=True, exist_ok=True)
     image_map = state_dir.parent / f"{state_dir.name}-image-map.yaml"
@@ -336,7 +341,12 @@ def running(
     installed: Installed | None = None
     try:
         state = lc.up(
-            state_dir, image_map=image_map, with_nodeagent=True, bind_to_parent=True, quiet=True
+            state_dir,
+            image_map=image_map,
+            with_nodeagent=True,
+            bind_to_parent=True,
+            quiet=True,
+            audit=audit,
         )
         installed = install(state.kubectl, state.kubeconfig, timeout=timeout)
         yield state, installed
