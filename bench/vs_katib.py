@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -87,7 +88,7 @@ def katib_cluster(state_dir: Path, audit: bool = False) -> Iterator[Any]:
         yield state
 
 
-CLUSTERS: dict[str, Callable[[Path, bool], contextlib.AbstractContextManager[Any]]] = {
+CLUSTERS: dict[str, Callable[..., contextlib.AbstractContextManager[Any]]] = {
     "katib": katib_cluster,
     "kubetune": kubetune_cluster,
 }
@@ -173,7 +174,7 @@ def table(runs: dict[str, list[Obj]]) -> None:
 
 def run_once(system: str, args: argparse.Namespace, groups: CpuGroups, work: Path) -> Obj:
     state_dir = Path(tempfile.mkdtemp(prefix=f"{system}-", dir=work))
-    with CLUSTERS[system](state_dir, args.audit) as state, accounted(groups, system, state):
+    with CLUSTERS[system](state_dir, audit=args.audit) as state, accounted(groups, system, state):
         kube = Kube(connect(bench_kubeconfig(state) if args.audit else state.kubeconfig))
         print(f"\n== {system} ==", flush=True)
         result = measure(kube, args, sample=groups.seconds)
@@ -211,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs[system].append(run_once(system, args, groups, work))
     finally:
         groups.close()
+        shutil.rmtree(work, ignore_errors=True)
     print(
         f"\ntrials={args.trials} seconds={args.seconds} parallel={args.parallel} "
         f"repeat={args.repeat}; CPU from cgroup v1 cpuacct"
