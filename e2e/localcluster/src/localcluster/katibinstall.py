@@ -116,8 +116,11 @@ def runtime_bin_dir() -> Path:
             or dst.stat().st_size != src.stat().st_size
             or (dst.stat().st_mtime < src.stat().st_mtime)
         ):
-            shutil.copy2(src, dst)
-            os.chmod(dst, 0o755)
+            # A new file renamed over the old: a running pod may be executing the old one.
+            tmp = run / f".{name}.{os.getpid()}"
+            shutil.copy2(src, tmp)
+            os.chmod(tmp, 0o755)
+            os.replace(tmp, dst)
     return run
 
 
