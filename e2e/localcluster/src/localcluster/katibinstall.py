@@ -254,16 +254,19 @@ Kubectl = Callable[..., "subprocess.CompletedProcess[str]"]
 
 
 def kubectl_runner(kubectl: str, kubeconfig: str) -> Kubectl:
-    """``run(*args, stdin=None)``: the cluster's kubectl, output captured, never raising."""
+    """``run(*args, stdin=None, timeout=120)``: the cluster's kubectl, output captured, not
+    raising on failure."""
 
-    def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        *args: str, stdin: str | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [kubectl, "--kubeconfig", kubeconfig, *args],
             input=stdin,
             capture_output=True,
             text=True,
             check=False,
-            timeout=120,
+            timeout=timeout,
         )
 
     return run
@@ -317,7 +320,7 @@ def wait_ready(run: Kubectl, timeout: float = 300) -> None:
     left = max(1, int(deadline - time.monotonic()))
     out = run(
         "wait", "-n", NAMESPACE, "--for=condition=Available", f"--timeout={left}s",
-        *(f"deployment/{d}" for d in DEPLOYMENTS),
+        *(f"deployment/{d}" for d in DEPLOYMENTS), timeout=left + 30,
     )  # fmt: skip
     if out.returncode != 0:
         pods = run("get", "pods", "-n", NAMESPACE, "-o", "wide").stdout
