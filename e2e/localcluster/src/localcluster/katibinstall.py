@@ -273,7 +273,7 @@ def kubectl_runner(kubectl: str, kubeconfig: str) -> Kubectl:
 
 
 def install(
-    kubectl: str, kubeconfig: str, *, ports: Ports | None = None, timeout: float = 300
+    kubectl: str, kubeconfig: str, *, ports: Ports | None = None, timeout: float = 420
 ) -> Installed:
     """Apply Katib (built first when needed) and wait until it serves."""
     katib.build()
@@ -297,7 +297,7 @@ def install(
     return installed
 
 
-def wait_ready(run: Kubectl, timeout: float = 300) -> None:
+def wait_ready(run: Kubectl, timeout: float = 420) -> None:
     """Every Deployment Available and both webhooks carrying the controller's CA."""
     deadline = time.monotonic() + timeout
     for kind in WEBHOOKS:
@@ -314,7 +314,8 @@ def wait_ready(run: Kubectl, timeout: float = 300) -> None:
                 )
             time.sleep(0.5)
     # The node agent refreshes Secret volumes once a minute, and the rotator's check for the
-    # mounted files backs off to a minute too: Available comes 1-2 minutes after the caBundle.
+    # mounted files backs off exponentially (1 s doubling, jittered): Available comes 1-4 minutes
+    # after the caBundle.
     # (Restarting the pod instead deadlocks, as upstream would: the kubeflow namespace is
     # labelled for injection, so the new pod's creation calls the webhook it serves.)
     left = max(1, int(deadline - time.monotonic()))
@@ -332,7 +333,7 @@ def running(
     state_dir: Path,
     extra_image_map: list[Obj] | None = None,
     *,
-    timeout: float = 300,
+    timeout: float = 420,
     audit: bool = False,
 ) -> Iterator[tuple[lc.State, Installed]]:
     """A local cluster of its own with Katib installed, stopped and removed on exit.
@@ -371,7 +372,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="only build and write the image map `localcluster up --image-map FILE` needs",
     )
-    parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--timeout", type=float, default=420)
 
 
 def main(args: argparse.Namespace) -> int:
