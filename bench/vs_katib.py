@@ -159,14 +159,14 @@ def table(runs: dict[str, list[Obj]]) -> None:
     for system in SYSTEMS:
         for run in runs[system]:
             keys += [k for k in run if k not in keys]
-    print(f"\n{'figure (median)':<34}{'Katib':>10}{'kubetune':>10}{'kt/Katib':>10}")
+    print(f"\n{'figure (median)':<40}{'Katib':>10}{'kubetune':>10}{'kt/Katib':>10}")
     for key in keys:
         if key.startswith("load"):
             continue
         values = {s: [r[key] for r in runs[s] if isinstance(r.get(key), float)] for s in SYSTEMS}
         med = {s: statistics.median(v) if v else float("nan") for s, v in values.items()}
         ratio = med["kubetune"] / med["katib"] if med["katib"] else float("nan")
-        print(f"{key:<34}{med['katib']:>10.3f}{med['kubetune']:>10.3f}{ratio:>10.2f}")
+        print(f"{key:<40}{med['katib']:>10.3f}{med['kubetune']:>10.3f}{ratio:>10.2f}")
     for system in SYSTEMS:
         loads = "; ".join(f"{r['load before']} -> {r['load after']}" for r in runs[system])
         print(f"load average ({system}, per run): {loads}")
