@@ -1,4 +1,5 @@
-"""`kubetune`: run, get, best, logs, plot, metrics and uninstall, on the kubeconfig's cluster."""
+"""`kubetune`: run, get, best, logs, plot, metrics, uninstall and import-katib, on the kubeconfig's
+cluster."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from kubetune import api, errors, metrichistory
 from kubetune.api.experiment import Experiment
 from kubetune.api.trial import Trial
 from kubetune.kube import EXPERIMENTS, PODS, TRIALS, Kube, connect
-from kubetune_cli import overview, tables, uninstalling
+from kubetune_cli import importing, katibdb, overview, tables, uninstalling
 from kubetune_cli.plotting import plot, plot_history
 from kubetune_cli.reading import (
     UserError,
@@ -351,6 +352,58 @@ def _uninstall_parser(sub: Any) -> None:
     uninstall.set_defaults(func=cmd_uninstall, delete_experiments=False)
 
 
+def cmd_import_katib(args: argparse.Namespace) -> int:
+    if not args.experiment and not args.all:
+        raise UserError(
+            "name an EXPERIMENT whose trials to import, or pass --all for the namespace"
+        )
+    if args.experiment and args.all:
+        raise UserError("pass an EXPERIMENT or --all, not both")
+    kube = _kube(args)
+    try:
+        source = katibdb.connect(args.db_url)
+    except katibdb.SourceError as e:
+        raise UserError(str(e)) from e
+    try:
+        importing.run(
+            kube,
+            source,
+            _namespace(args),
+            args.experiment,
+            dry_run=args.dry_run,
+            out=sys.stdout,
+            batch=args.batch_size,
+        )
+    finally:
+        source.close()
+    return 0
+
+
+def _import_katib_parser(sub: Any) -> None:
+    command = sub.add_parser(
+        "import-katib",
+        help="copy Katib's metric logs (its MySQL or PostgreSQL) into the Trials' histories",
+        description=importing.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    command.add_argument("experiment", nargs="?", help="the Experiment whose Trials to import")
+    command.add_argument("--all", action="store_true", help="every Trial of the namespace")
+    command.add_argument(
+        "--db-url",
+        required=True,
+        help="Katib's database: postgres://USER@HOST[:PORT]/DATABASE[?sslmode=require] or "
+        f"mysql://USER@HOST[:PORT]/DATABASE; the password from ${katibdb.PASSWORD_ENV}",
+    )
+    command.add_argument("--dry-run", action="store_true", help="print what would change")
+    command.add_argument(
+        "--batch-size",
+        type=_positive,
+        default=importing.BATCH,
+        help=f"rows read from the database at once (default {importing.BATCH})",
+    )
+    command.set_defaults(func=cmd_import_katib)
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="kubetune", description=__doc__)
     root.add_argument("--kubeconfig", help="kubeconfig path (default: $KUBECONFIG, ~/.kube/config)")
@@ -409,6 +462,7 @@ def parser() -> argparse.ArgumentParser:
     metrics.add_argument("--plot", metavar="FILE.png", help="also plot each metric by step")
     metrics.set_defaults(func=cmd_metrics)
     _uninstall_parser(sub)
+    _import_katib_parser(sub)
     return root
 
 
