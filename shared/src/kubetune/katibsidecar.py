@@ -35,3 +35,11 @@ def katib_sidecar(pod: Mapping[str, Any]) -> str | None:
         if isinstance(args, list) and DB_MANAGER_FLAG in args:
             return SIDECAR_NAME
     return None
+
+
+def slim_spec(pod: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What a cache that drops pod specs keeps so `katib_sidecar` still answers: the sidecar's
+    name and Katib's flag (None for any other pod: nothing to keep)."""
+    if katib_sidecar(pod) is None:
+        return None
+    return {"containers": [{"name": SIDECAR_NAME, "args": [DB_MANAGER_FLAG]}]}

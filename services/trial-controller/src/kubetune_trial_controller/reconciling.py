@@ -27,7 +27,7 @@ from kubetune.conditions import TrialCondition
 from kubetune.jobstatus import JobPhase
 from kubetune.kube import EVENTS, PODS, ROLE_BINDINGS, TRIALS, Kube, Obj, Resource
 from kubetune.runtime import Context, Key, OnDemand, Result, owner_keys
-from kubetune_trial_controller import building, deciding, kinds, podverdict, refusals
+from kubetune_trial_controller import building, deciding, katibpods, kinds, podverdict, refusals
 from kubetune_trial_controller.kinds import JobKind
 
 JOB_PROPAGATION = "Foreground"
@@ -182,9 +182,11 @@ class TrialReconciler:
             )
             message = f"{named}: {e}" if named else str(e)
             return deciding.Seen(problem=INVALID_CONDITION, message=message)
-        if state.phase is JobPhase.RUNNING and self._reads_pods(kind, rules):
+        if state.phase is JobPhase.RUNNING and self.pods:
             pods = ctx.list(PODS, namespace, {naming.LABEL_TRIAL: naming.label_value(name)})
-            state = podverdict.success(job, pods, ctx.clock.now().timestamp())
+            katibpods.report(ctx, raw, pods)
+            if self._reads_pods(kind, rules):
+                state = podverdict.success(job, pods, ctx.clock.now().timestamp())
         if state.phase is JobPhase.RUNNING:
             refused = refusals.find(ctx.list(EVENTS), job["metadata"].get("uid") or "")
             if refused is not None and refused.persistent:
