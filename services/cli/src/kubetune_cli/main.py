@@ -1,5 +1,5 @@
-"""`kubetune`: run, get, best, logs, plot, metrics, uninstall and import-katib, on the kubeconfig's
-cluster."""
+"""`kubetune`: run, get, best, logs, plot, metrics, uninstall, katib-check and import-katib, on the
+kubeconfig's cluster."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from kubetune import api, errors, metrichistory
 from kubetune.api.experiment import Experiment
 from kubetune.api.trial import Trial
 from kubetune.kube import EXPERIMENTS, PODS, TRIALS, Kube, connect
-from kubetune_cli import importing, katibdb, overview, tables, uninstalling
+from kubetune_cli import importing, katibcheck, katibdb, overview, tables, uninstalling
 from kubetune_cli.plotting import plot, plot_history
 from kubetune_cli.reading import (
     UserError,
@@ -379,6 +379,12 @@ def cmd_import_katib(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_katib_check(args: argparse.Namespace) -> int:
+    findings = katibcheck.check(_kube(args), None if args.all_namespaces else _namespace(args))
+    print(findings.text())
+    return 1 if findings.blocking else 0
+
+
 def _import_katib_parser(sub: Any) -> None:
     command = sub.add_parser(
         "import-katib",
@@ -463,6 +469,16 @@ def parser() -> argparse.ArgumentParser:
     metrics.set_defaults(func=cmd_metrics)
     _uninstall_parser(sub)
     _import_katib_parser(sub)
+    check = sub.add_parser(
+        "katib-check",
+        help="whether Katib still runs here (exit 1: remove what it names before kubetune runs)",
+        description=katibcheck.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    check.add_argument(
+        "-A", "--all-namespaces", action="store_true", help="Trials of every namespace"
+    )
+    check.set_defaults(func=cmd_katib_check)
     return root
 
 
