@@ -13,14 +13,17 @@ from kubetune_cli import main
 from kubetune import errors
 from kubetune.kube import (
     DEPLOYMENTS,
+    EXPERIMENTS,
     MUTATING_WEBHOOK_CONFIGURATIONS,
     PODS,
     TRIALS,
     VALIDATING_WEBHOOK_CONFIGURATIONS,
     Kube,
 )
+from kubetune_testkit import builders
 from kubetune_testkit.builders import trial
 from kubetune_testkit.standins.services import trial_status
+from kubetune_testkit.waiting import wait_for
 from localcluster.pytest_plugin import ClusterHandle
 
 pytestmark = pytest.mark.integration
@@ -147,3 +150,63 @@ def test_katib_components_are_refused_by_name_and_katib_trials_listed(
     out = capsys.readouterr().out
     assert out.startswith("no Katib controller, db-manager or webhook configuration found\n")
     assert f"trial {namespace}/mnist-x7k2pq9d cannot be taken over" in out
+
+
+def test_katibs_finalizers_are_named_then_released_once_katib_is_gone(
+    crds: None,
+    cluster: ClusterHandle,
+    kube: Kube,
+    namespace: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Katib's controller adds `update-prometheus-metrics` to Experiments and
+    `clean-metrics-in-db` to Trials; without it, deleting them would hang for ever."""
+    experiment = builders.experiment("mnist", namespace)
+    experiment["metadata"]["finalizers"] = ["update-prometheus-metrics"]
+    kube.create(EXPERIMENTS, experiment, namespace)
+    held = trial("mnist-x7k2pq9d", experiment="mnist")
+    held["metadata"]["finalizers"] = ["clean-metrics-in-db", "example.com/keep"]
+    kube.create(TRIALS, held, namespace)
+    kube.create(TRIALS, trial("mnist-free0001", experiment="mnist"), namespace)
+    args = ["--kubeconfig", cluster.kubeconfig, "-n", namespace, "katib-check"]
+
+    assert main.main(args) == 0
+    out = capsys.readouterr().out
+    assert (
+        "2 objects hold a finalizer only Katib's controller removes (deleting them would hang): "
+        f"Experiment {namespace}/mnist, Trial {namespace}/mnist-x7k2pq9d; run "
+        "`kubetune katib-check --release-finalizers` once Katib is removed" in out
+    )
+
+    assert main.main([*args, "--release-finalizers"]) == 0
+    out = capsys.readouterr().out
+    assert "released Katib's finalizer from 2 objects" in out
+    assert "finalizer" not in out.split("\n", 1)[1]
+    assert "finalizers" not in kube.get(EXPERIMENTS, "mnist", namespace)["metadata"]
+    assert kube.get(TRIALS, "mnist-x7k2pq9d", namespace)["metadata"]["finalizers"] == [
+        "example.com/keep"
+    ]
+    kube.delete(EXPERIMENTS, "mnist", namespace)
+    wait_for(
+        "the Experiment gone", lambda: kube.get_or_none(EXPERIMENTS, "mnist", namespace) is None
+    )
+
+
+def test_releasing_finalizers_is_refused_while_katib_runs(
+    crds: None,
+    cluster: ClusterHandle,
+    kube: Kube,
+    namespace: str,
+    katib_installed: None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    held = trial("mnist-x7k2pq9d", experiment="mnist")
+    held["metadata"]["finalizers"] = ["clean-metrics-in-db"]
+    kube.create(TRIALS, held, namespace)
+    args = ["--kubeconfig", cluster.kubeconfig, "-n", namespace, "katib-check"]
+    assert main.main([*args, "--release-finalizers"]) == 1
+    assert "--release-finalizers refused while Katib runs" in capsys.readouterr().err
+    assert kube.get(TRIALS, "mnist-x7k2pq9d", namespace)["metadata"]["finalizers"] == [
+        "clean-metrics-in-db"
+    ]
+    kube.patch(TRIALS, "mnist-x7k2pq9d", {"metadata": {"finalizers": None}}, namespace)

@@ -26,15 +26,21 @@ from kubetune.kube import (
     Obj,
     Resource,
 )
+from kubetune_cli import katibfinalizers
 
 KATIB_DEPLOYMENTS = ("katib-controller", "katib-db-manager")
 """Katib's Deployments that contend with kubetune's (its UI and database may stay)."""
+
+
+SHOWN = 20
+"""Objects named per kind of finding; the rest are counted."""
 
 
 @dataclass
 class Findings:
     blocking: list[tuple[str, str]] = field(default_factory=list)  # (what, the command)
     katib_trials: list[tuple[str, list[str]]] = field(default_factory=list)  # (trial, pods)
+    finalizers: list[katibfinalizers.Held] = field(default_factory=list)
 
     def text(self) -> str:
         lines = []
@@ -51,6 +57,15 @@ class Findings:
             lines.append(
                 f"trial {trial} cannot be taken over: its pod(s) {', '.join(pods)} carry "
                 f"Katib's metrics collector; {katibsidecar.WHAT_TO_DO}"
+            )
+        if self.finalizers:
+            named = ", ".join(str(h) for h in self.finalizers[:SHOWN])
+            more = len(self.finalizers) - SHOWN
+            lines.append(
+                f"{len(self.finalizers)} objects hold a finalizer only Katib's controller removes "
+                f"(deleting them would hang): {named}"
+                + (f" and {more} more" if more > 0 else "")
+                + "; run `kubetune katib-check --release-finalizers` once Katib is removed"
             )
         return "\n".join(lines)
 
@@ -101,5 +116,10 @@ def _katib_trials(kube: Kube, namespace: str | None) -> Iterator[tuple[str, list
 
 
 def check(kube: Kube, namespace: str | None) -> Findings:
-    """Katib's components anywhere; Katib-injected Trials in `namespace` (None: all)."""
-    return Findings(list(_katib_components(kube)), list(_katib_trials(kube, namespace)))
+    """Katib's components anywhere; Katib-injected Trials and Katib's finalizers in
+    `namespace` (None: all)."""
+    return Findings(
+        list(_katib_components(kube)),
+        list(_katib_trials(kube, namespace)),
+        list(katibfinalizers.held(kube, namespace)),
+    )

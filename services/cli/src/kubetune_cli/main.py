@@ -18,7 +18,15 @@ from kubetune import api, errors, metrichistory
 from kubetune.api.experiment import Experiment
 from kubetune.api.trial import Trial
 from kubetune.kube import EXPERIMENTS, PODS, TRIALS, Kube, connect
-from kubetune_cli import importing, katibcheck, katibdb, overview, tables, uninstalling
+from kubetune_cli import (
+    importing,
+    katibcheck,
+    katibdb,
+    katibfinalizers,
+    overview,
+    tables,
+    uninstalling,
+)
 from kubetune_cli.plotting import plot, plot_history
 from kubetune_cli.reading import (
     UserError,
@@ -380,7 +388,17 @@ def cmd_import_katib(args: argparse.Namespace) -> int:
 
 
 def cmd_katib_check(args: argparse.Namespace) -> int:
-    findings = katibcheck.check(_kube(args), None if args.all_namespaces else _namespace(args))
+    kube = _kube(args)
+    findings = katibcheck.check(kube, None if args.all_namespaces else _namespace(args))
+    if args.release_finalizers and findings.finalizers:
+        if findings.blocking:
+            raise UserError(
+                "--release-finalizers refused while Katib runs (its controller adds them back):\n"
+                + findings.text()
+            )
+        released = sum(katibfinalizers.release(kube, held) for held in findings.finalizers)
+        print(f"released Katib's finalizer from {released} objects")
+        findings.finalizers = []
     print(findings.text())
     return 1 if findings.blocking else 0
 
@@ -477,6 +495,11 @@ def parser() -> argparse.ArgumentParser:
     )
     check.add_argument(
         "-A", "--all-namespaces", action="store_true", help="Trials of every namespace"
+    )
+    check.add_argument(
+        "--release-finalizers",
+        action="store_true",
+        help="remove Katib's finalizers from Experiments and Trials (refused while Katib runs)",
     )
     check.set_defaults(func=cmd_katib_check)
     return root
