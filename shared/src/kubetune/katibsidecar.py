@@ -18,9 +18,9 @@ KATIB_WEBHOOK = "katib.kubeflow.org"
 """The name of Katib's MutatingWebhookConfiguration and ValidatingWebhookConfiguration."""
 
 WHAT_TO_DO = (
-    "delete the Trial (kubetune's experiment-controller counts it no more and runs a new "
-    "Trial in its place, with kubetune's collector), or let it finish: its metrics then reach "
-    "only Katib's database (import them with `kubetune import-katib`)"
+    "delete the Trial (after `kubetune katib-check --release-finalizers`: Katib's finalizer "
+    "would hold it), kubetune then runs a new Trial in its place with its own collector; or "
+    "let it finish: its metrics then reach only Katib's database"
 )
 
 
