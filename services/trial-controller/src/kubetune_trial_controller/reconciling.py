@@ -48,6 +48,16 @@ JOBS = OnDemand(owner_keys("Trial", "kubeflow.org/v1beta1"), naming.LABEL_TRIAL)
 BATCH_JOB = JobKind("Job", "v1", "batch")
 
 
+EARLIER_JOB_RECHECK = 5.0
+"""Seconds between looks at a job an earlier Trial of the same name left (besides the watch)."""
+
+
+class _EarlierTrialsJob(Exception):
+    """The Trial's job name is taken by the job of a deleted Trial of the same name (another
+    uid): the garbage collector deletes it, then this Trial's job is created. Nothing is written
+    meanwhile, so the Trial is not yet `Created` and its job's absence then is no deletion."""
+
+
 class TrialReconciler:
     """Reconciles Trials of the allowed job kinds."""
 
@@ -163,6 +173,8 @@ class TrialReconciler:
                     problem=JOB_REJECTED,
                     message=f"the API server rejected {kind.kind} {name}: {e.message}",
                 )
+        if building.of_earlier_trial(job, raw):
+            raise _EarlierTrialsJob(f"{kind.kind} {name}")
         if not building.is_owned_by(job, raw):
             return deciding.Seen(
                 problem=JOB_NOT_OWNED,
@@ -249,7 +261,12 @@ class TrialReconciler:
         except ValidationError as e:
             raise errors.TerminalError(f"Trial {key} does not match the v1beta1 schema: {e}") from e
         if deciding.needs_job(trial):
-            seen = self.observe(ctx, raw, trial)
+            try:
+                seen = self.observe(ctx, raw, trial)
+            except _EarlierTrialsJob as e:
+                # Its deletion wakes this key (the jobs' watch maps a job to its Trial's name).
+                ctx.log.info("waiting until %s of an earlier Trial of this name is deleted", e)
+                return Result.after(EARLIER_JOB_RECHECK)
         elif deciding.awaiting_observation(trial):
             seen = deciding.Seen()
         else:
