@@ -22,6 +22,13 @@ the load average before and after. `--trace FILE` writes one JSON line per stage
     python bench/e2e_throughput.py --trials 60 --seconds 3 --parallel 8 [--trace t.jsonl]
     python bench/e2e_throughput.py --keep ...        # leave the cluster up, print KUBECONFIG
     python bench/e2e_throughput.py --kubeconfig K    # reuse a cluster with kubetune deployed
+    python bench/e2e_throughput.py --audit ...       # + API requests per trial by client
+
+`--audit` starts the cluster with the API server's audit log (`localcluster up --audit`, the
+Metadata level) and prints the requests per trial made during the run by client (user, and the
+user agent for users, e.g. the admin credentials the node agent uses), verb and resource; the bench
+itself talks as the ServiceAccount `default/kubetune-bench`, so its polling is counted apart.
+(`apiserver_request_total` has no client label.)
 
 Run it from an environment with every service installed (e.g. `.tox/type/bin/python`): the
 node agent runs each service's console script from this interpreter's bin directory. Targets
@@ -32,16 +39,22 @@ P=1 ratio <= 2.0. Prints figures; no asserts.
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
 import itertools
 import json
 import math
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +84,7 @@ SIDE = [
     ("observed", "job_done"),
     ("job_done", "succeeded"),
 ]
+TRAINING_FILE = "bench_training.py"
 TRAINING = (
     "import sys, time\n"
     "print(f't_start={time.time():.6f}', flush=True)\n"
@@ -80,9 +94,20 @@ TRAINING = (
 )
 
 
-def experiment(name: str, namespace: str, trials: int, seconds: float, parallel: int) -> Obj:
+def training_script(directory: Path) -> Path:
+    """TRAINING as a file: Katib's StdOut collector joins the command with spaces into
+    `sh -c`, so the command must not carry the program's text."""
+    path = directory / TRAINING_FILE
+    path.write_text(TRAINING)
+    path.chmod(0o644)
+    return path
+
+
+def experiment(
+    name: str, namespace: str, trials: int, seconds: float, parallel: int, script: Path
+) -> Obj:
     """A random search over `lr`; each trial is a Job that runs TRAINING for `seconds`."""
-    command = [sys.executable, "-c", TRAINING, str(seconds), "${trialParameters.lr}"]
+    command = [sys.executable, str(script), str(seconds), "${trialParameters.lr}"]
     return builders.experiment(
         name,
         namespace,
@@ -301,6 +326,7 @@ def report(
         "ideal": ideal,
         "ratio": wall / ideal,
         "overhead_p50": quantile(overheads, 0.5),
+        "first_trial": created[0][0] - started if started is not None and created else None,
         "load": load,
     }
 
@@ -323,7 +349,12 @@ def busy_share(before: tuple[float, float], after: tuple[float, float]) -> float
     return (after[0] - before[0]) / total if total else 0.0
 
 
-def measure(kube: Kube, args: argparse.Namespace) -> Obj:
+def measure(
+    kube: Kube, args: argparse.Namespace, sample: Callable[[], dict[str, float]] | None = None
+) -> Obj:
+    """One Experiment in a fresh namespace; `sample` (counters by name, e.g. CPU-s per process
+    group) is read when the Experiment is created and when it finishes: the result's `counted`
+    holds the differences."""
     namespace = f"bench-e2e-{uuid.uuid4().hex[:6]}"
     kube.create(
         NAMESPACES,
@@ -353,10 +384,13 @@ def measure(kube: Kube, args: argparse.Namespace) -> Obj:
     name = "bench"
     before = loadavg()
     cpu_before = cpu_times()
+    counted = sample() if sample else {}
     t0 = time.time()
+    script = training_script(Path(tempfile.mkdtemp(prefix="kubetune-bench-training-")))
+    os.chmod(script.parent, 0o755)
     kube.create(
         EXPERIMENTS,
-        experiment(name, namespace, args.trials, args.seconds, args.parallel),
+        experiment(name, namespace, args.trials, args.seconds, args.parallel, script),
         namespace,
     )
     deadline = time.monotonic() + args.timeout
@@ -373,12 +407,15 @@ def measure(kube: Kube, args: argparse.Namespace) -> Obj:
     else:
         raise SystemExit(f"the Experiment did not finish within {args.timeout} s")
     wall = time.time() - t0
+    counted = {k: v - counted[k] for k, v in sample().items()} if sample else {}
     after = loadavg()
     busy = busy_share(cpu_before, cpu_times())
     print(f"machine CPU busy during the run: {busy:.0%} of {os.cpu_count()} cores")
     time.sleep(0.5)
     stop.set()
     result = report(stamps, args, wall, (before, after), t0)
+    result.update(counted=counted, busy=busy, namespace=namespace, started=t0, finished=t0 + wall)
+    shutil.rmtree(script.parent, ignore_errors=True)
     if not args.keep_namespace:
         kube.delete(NAMESPACES, namespace)
     return result
@@ -395,33 +432,131 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="leave the cluster it starts up")
     parser.add_argument("--keep-namespace", action="store_true")
     parser.add_argument("--state-dir", help="where the started cluster keeps its state")
+    parser.add_argument(
+        "--audit", action="store_true", help="count API requests per trial by client (audit log)"
+    )
     args = parser.parse_args(argv)
+    if args.kubeconfig and args.audit:
+        parser.error("--audit needs the cluster this bench starts (leave out --kubeconfig)")
     if args.kubeconfig:
         measure(Kube(connect(args.kubeconfig)), args)
         return 0
 
+    state_dir = Path(args.state_dir or tempfile.mkdtemp(prefix="kubetune-bench-e2e-"))
+    with kubetune_cluster(state_dir, keep=args.keep, audit=args.audit) as state:
+        kubeconfig = bench_kubeconfig(state) if args.audit else state.kubeconfig
+        result = measure(Kube(connect(kubeconfig)), args)
+        if args.audit:
+            print_requests(audited_requests(state, result), args.trials)
+    return 0
+
+
+BENCH_ACCOUNT = "kubetune-bench"
+BENCH_CLIENT = f"sa default/{BENCH_ACCOUNT}"
+
+
+def bench_kubeconfig(state: Any) -> str:
+    """A kubeconfig for the ServiceAccount `default/kubetune-bench` (cluster-admin), so the
+    audit log tells the bench's own requests from the node agent's (both would be `admin`)."""
+    import yaml
+
+    def kubectl(*args: str) -> str:
+        return subprocess.run(
+            [state.kubectl, "--kubeconfig", state.kubeconfig, *args],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+
+    kubectl("create", "serviceaccount", "-n", "default", BENCH_ACCOUNT)
+    kubectl(
+        "create", "clusterrolebinding", BENCH_ACCOUNT, "--clusterrole=cluster-admin",
+        f"--serviceaccount=default:{BENCH_ACCOUNT}",
+    )  # fmt: skip
+    token = kubectl("create", "token", "-n", "default", BENCH_ACCOUNT, "--duration=24h").strip()
+    config = yaml.safe_load(Path(state.kubeconfig).read_text())
+    config["users"] = [{"name": BENCH_ACCOUNT, "user": {"token": token}}]
+    for ctx in config["contexts"]:
+        ctx["context"]["user"] = BENCH_ACCOUNT
+    path = Path(state.state_dir) / f"{BENCH_ACCOUNT}.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return str(path)
+
+
+def client_of(event: Obj) -> str:
+    """Who made an audited request: the ServiceAccount, or the user and its user agent (the
+    node agent and kubectl share the admin credentials)."""
+    user = str((event.get("user") or {}).get("username", "?"))
+    if user.startswith("system:serviceaccount:"):
+        return "sa " + user.removeprefix("system:serviceaccount:").replace(":", "/")
+    return f"{user} ({str(event.get('userAgent', '?')).split(' ')[0]})"
+
+
+def audited_requests(state: Any, result: Obj) -> collections.Counter[tuple[str, str, str]]:
+    """Requests received during the run, by (client, verb, resource[/subresource])."""
+    time.sleep(1.0)  # the last responses' events are written when they complete
+    since, until = result["started"], result["finished"]
+    counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
+    with open(state.audit_log, encoding="utf-8") as log:
+        for line in log:
+            event = json.loads(line)
+            received = datetime.fromisoformat(
+                event["requestReceivedTimestamp"].replace("Z", "+00:00")
+            ).timestamp()
+            if not since <= received <= until:
+                continue
+            ref = event.get("objectRef") or {}
+            resource = ref.get("resource") or event.get("requestURI", "?").split("?")[0]
+            if ref.get("subresource"):
+                resource += "/" + ref["subresource"]
+            counts[(client_of(event), event.get("verb", "?"), resource)] += 1
+    return counts
+
+
+def print_requests(counts: collections.Counter[tuple[str, str, str]], trials: int) -> None:
+    """Requests per trial by client, then by verb and resource within each client."""
+    by_client: collections.Counter[str] = collections.Counter()
+    for (client, _, _), n in counts.items():
+        by_client[client] += n
+    print(
+        f"API requests per trial by client (audit log; total {sum(counts.values()) / trials:.1f})"
+    )
+    for client, total in by_client.most_common():
+        mark = "  (the bench)" if client == BENCH_CLIENT else ""
+        print(f"  {client:<52}{total / trials:>8.2f}{mark}")
+        rows = sorted(
+            ((n, verb, res) for (c, verb, res), n in counts.items() if c == client), reverse=True
+        )
+        for n, verb, res in rows:
+            print(f"      {verb:<8}{res:<40}{n / trials:>8.2f}")
+
+
+@contextlib.contextmanager
+def kubetune_cluster(state_dir: Path, keep: bool = False, audit: bool = False) -> Iterator[Any]:
+    """A local cluster (built first when needed) with the `local` overlay Available; stopped on
+    exit unless `keep`. Yields localcluster's State."""
     from kubetune_testkit.deploying import apply_overlay, render_image_map, wait_available
     from localcluster import build
     from localcluster import cluster as localcluster
     from localcluster.pytest_plugin import ClusterHandle
 
     build.build_all()
-    state_dir = Path(args.state_dir or tempfile.mkdtemp(prefix="kubetune-bench-e2e-"))
-    image_map = Path(tempfile.mkdtemp(prefix="kubetune-bench-map-")) / "image-map.yaml"
+    image_map = state_dir.parent / f"{state_dir.name}-image-map.yaml"
     image_map.write_text(render_image_map())
-    state = localcluster.up(state_dir, image_map=image_map, with_nodeagent=True)
+    state = localcluster.up(state_dir, image_map=image_map, with_nodeagent=True, audit=audit)
     handle = ClusterHandle(state.kubeconfig, state.kubectl, state.server, state)
     try:
         apply_overlay(handle)
         wait_available(handle)
-        measure(Kube(connect(state.kubeconfig)), args)
+        yield state
     finally:
-        if args.keep:
+        if keep:
             print(f"cluster kept: export KUBECONFIG={state.kubeconfig}")
             print(f"stop it with: localcluster --state-dir {state_dir} down")
         else:
             localcluster.down(state_dir, quiet=True)
-    return 0
+            image_map.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

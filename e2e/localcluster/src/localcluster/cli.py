@@ -1,5 +1,5 @@
-"""``localcluster`` command: build, build-node, build-operators, thirdparty-crds, up, load, down,
-status, env."""
+"""``localcluster`` command: build, build-node, build-operators, build-katib, install-katib,
+thirdparty-crds, up, load, down, status, env."""
 
 from __future__ import annotations
 
@@ -10,7 +10,17 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from localcluster import build, cluster, gotool, node, nodebuild, operators, thirdparty
+from localcluster import (
+    build,
+    cluster,
+    gotool,
+    katib,
+    katibinstall,
+    node,
+    nodebuild,
+    operators,
+    thirdparty,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,6 +53,11 @@ def main(argv: list[str] | None = None) -> int:
         help="run a real node (containerd, kubelet, kube-proxy, CNI, CoreDNS; root, one per "
         "machine; `build-node` first) instead of the node agent",
     )
+    u.add_argument(
+        "--audit",
+        action="store_true",
+        help="log every API request at the Metadata level to <state>/logs/audit.log",
+    )
     u.add_argument("--timeout", type=float, default=cluster.READY_TIMEOUT)
     n = sub.add_parser(
         "build-node",
@@ -60,6 +75,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     o.add_argument("names", nargs="*", help="operators to build (default: all)")
     o.add_argument("--force", action="store_true", help="rebuild even when cached")
+    k = sub.add_parser(
+        "build-katib",
+        help=f"build upstream Katib {katib.VERSION}'s binaries and take its manifests (once)",
+    )
+    k.add_argument("--force", action="store_true", help="rebuild even when cached")
+    katibinstall.add_arguments(
+        sub.add_parser(
+            "install-katib",
+            help=f"install upstream Katib {katib.VERSION} (standalone PostgreSQL) on the running "
+            "cluster; prints the image-map entries `up --image-map` needs",
+        )
+    )
     t = sub.add_parser(
         "thirdparty-crds",
         help="fetch the operators' CRDs for tests from their Go modules (part of build); "
@@ -80,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
         return _load(args.archives)
     if args.command == "build-operators":
         return operators.main(args.names, force=args.force)
+    if args.command == "build-katib":
+        return katib.main(force=args.force)
+    if args.command == "install-katib":
+        return katibinstall.main(args)
     if args.command == "thirdparty-crds":
         return _thirdparty_crds(args.force)
     if args.command == "up":
@@ -92,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                 image_map=args.image_map,
                 timeout=args.timeout,
                 node_mode=args.node,
+                audit=args.audit,
             )
         except cluster.ClusterError as exc:
             print(f"[localcluster] up FAILED: {exc}", file=sys.stderr)

@@ -88,6 +88,8 @@ class State:
     node_mode: str = ""
     node_ip: str = ""
     sysctls: dict[str, str] = field(default_factory=dict)
+    # ``up(audit=True)``: the API server's audit log (one JSON line per request).
+    audit_log: str = ""
 
     @property
     def node_dir(self) -> Path:
@@ -395,6 +397,32 @@ def _apiserver_args(
     return args
 
 
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+# One event per request, when it completes: who asked, the verb and the resource, no bodies.
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+  - level: Metadata
+"""
+
+
+def _audit_args(state: State) -> list[str]:
+    """The API server's flags for ``up(audit=True)``: the Metadata policy, a JSON log file."""
+    if not state.audit_log:
+        return []
+    policy = Path(state.state_dir) / "audit-policy.yaml"
+    policy.write_text(AUDIT_POLICY)
+    Path(state.audit_log).parent.mkdir(parents=True, exist_ok=True)
+    return [
+        f"--audit-policy-file={policy}",
+        f"--audit-log-path={state.audit_log}",
+        "--audit-log-format=json",
+        "--audit-log-maxsize=2000",
+        "--audit-log-maxbackup=1",
+    ]
+
+
 def _kcm_args(
     bins: build.Binaries, pki: certs.Pki, kcfg: Path, port: int, cert_dir: Path
 ) -> list[str]:
@@ -486,10 +514,14 @@ def up(
     timeout: float = READY_TIMEOUT,
     quiet: bool = False,
     node_mode: str = "",
+    audit: bool = False,
 ) -> State:
     """Start etcd, kube-apiserver, KCM, scheduler (and the node agent) and wait for Ready.
 
     ``node_mode="kubelet"`` runs a real node instead of the node agent (see ``node``).
+    ``audit`` makes the API server log every request at the Metadata level (who, verb,
+    resource) to ``<state>/logs/audit.log`` (``State.audit_log``), for counting requests by
+    client: its own metrics have no client label.
     On any failure everything already started is stopped again before the error is raised.
     """
 
@@ -547,6 +579,7 @@ def up(
         node_mode=node_mode,
         node_ip=node_ip,
         sysctls=node.read_sysctls() if node_mode else {},
+        audit_log=str(state_dir / "logs" / "audit.log") if audit else "",
     )
     state.save()
     try:
@@ -602,7 +635,8 @@ def _start_all(
             ports["kube-apiserver"],
             state_dir / "certs" / "api",
             state.node_ip,
-        ),
+        )
+        + _audit_args(state),
     )
     ctx = _ssl_context(pki)
     _wait("kube-apiserver /readyz", lambda: _http_ok(f"{state.server}/readyz", ctx), deadline, api)

@@ -127,6 +127,16 @@ def one_at_a_time(lock_file: Path, tag: str, what: str) -> Iterator[None]:
         yield
 
 
+def writable_copy(module_dir: Path, dest: Path) -> None:
+    """A writable copy of a module from the read-only module cache (to patch or build in)."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(module_dir, dest)
+    for root, dirs, files in os.walk(dest):
+        for name in dirs + files:
+            os.chmod(os.path.join(root, name), 0o755 if name in dirs else 0o644)
+
+
 def go_version(go: str) -> str:
     return run([go, "env", "GOVERSION"], Path.cwd()).strip()
 

@@ -12,7 +12,6 @@ makes later runs a no-op. They live in ``<cache>/operators`` (see ``gotool.cache
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import sys
@@ -158,12 +157,7 @@ def wrapper_gomod(op: Operator, release_gomod: str, local_copy: bool) -> str:
 
 def _copy_module(op: Operator, module_dir: Path, dest: Path) -> None:
     """A writable copy of the module with the files its zip lost restored."""
-    if dest.exists():
-        shutil.rmtree(dest)
-    shutil.copytree(module_dir, dest)
-    for root, dirs, files in os.walk(dest):
-        for name in dirs + files:
-            os.chmod(os.path.join(root, name), 0o755 if name in dirs else 0o644)
+    gotool.writable_copy(module_dir, dest)
     for missing, original in op.restore.items():
         src, dst = dest / original, dest / missing
         if dst.exists():
