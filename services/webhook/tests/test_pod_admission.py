@@ -286,3 +286,43 @@ def test_pbt_trial_of_another_experiment_with_that_name_is_refused() -> None:
     response = _admit(cluster, pod())
     assert response["allowed"] is False
     assert "no Experiment owns it" in response["status"]["message"]
+
+
+def _katib_mutated_pod() -> dict[str, Any]:
+    """A trial pod as Katib v0.19.0's webhook leaves it: the command wrapped, its sidecar
+    (its collector's Go flags, `-s-db` naming Katib's db-manager) added."""
+    return pod(
+        {
+            "name": "training-container",
+            "image": "python:3.12",
+            "command": ["sh", "-c"],
+            "args": ["python3 train.py --lr=0.1 1>/var/log/katib/metrics.log 2>&1"],
+        },
+        {
+            "name": "metrics-logger-and-collector",
+            "image": "ghcr.io/kubeflow/katib/file-metrics-collector:v0.19.0",
+            "args": [
+                "-t",
+                "random-abc",
+                "-m",
+                "accuracy",
+                "-o-type",
+                "maximize",
+                "-s-db",
+                "katib-db-manager.kubeflow:6789",
+                "-path",
+                "/var/log/katib/metrics.log",
+                "-format",
+                "TEXT",
+            ],
+        },
+    )
+
+
+def test_a_pod_katibs_webhook_injected_is_admitted_unchanged_with_a_warning() -> None:
+    response = _admit(_owned(), _katib_mutated_pod())
+    assert response["allowed"] is True
+    assert "patch" not in response  # no second wrapper, no second sidecar
+    (warning,) = response["warnings"]
+    assert "already carries Katib's metrics collector" in warning
+    assert "MutatingWebhookConfiguration katib.kubeflow.org" in warning

@@ -1,4 +1,5 @@
-"""`kubetune`: run, get, best, logs, plot, metrics and uninstall, on the kubeconfig's cluster."""
+"""`kubetune`: run, get, best, logs, plot, metrics, uninstall, katib-check and import-katib, on the
+kubeconfig's cluster."""
 
 from __future__ import annotations
 
@@ -17,7 +18,17 @@ from kubetune import api, errors, metrichistory, multiobjective
 from kubetune.api.experiment import Experiment
 from kubetune.api.trial import Trial
 from kubetune.kube import EXPERIMENTS, PODS, TRIALS, Kube, connect
-from kubetune_cli import exporting, fronts, overview, tables, uninstalling
+from kubetune_cli import (
+    exporting,
+    fronts,
+    importing,
+    katibcheck,
+    katibdb,
+    katibfinalizers,
+    overview,
+    tables,
+    uninstalling,
+)
 from kubetune_cli.plotting import plot, plot_front, plot_history
 from kubetune_cli.reading import (
     UserError,
@@ -397,6 +408,74 @@ def _export_parser(sub: Any) -> None:
     export.set_defaults(func=cmd_export)
 
 
+def cmd_import_katib(args: argparse.Namespace) -> int:
+    if not args.experiment and not args.all:
+        raise UserError(
+            "name an EXPERIMENT whose trials to import, or pass --all for the namespace"
+        )
+    if args.experiment and args.all:
+        raise UserError("pass an EXPERIMENT or --all, not both")
+    kube = _kube(args)
+    try:
+        source = katibdb.connect(args.db_url)
+    except katibdb.SourceError as e:
+        raise UserError(str(e)) from e
+    try:
+        importing.run(
+            kube,
+            source,
+            _namespace(args),
+            args.experiment,
+            dry_run=args.dry_run,
+            out=sys.stdout,
+            batch=args.batch_size,
+        )
+    finally:
+        source.close()
+    return 0
+
+
+def cmd_katib_check(args: argparse.Namespace) -> int:
+    kube = _kube(args)
+    findings = katibcheck.check(kube, None if args.all_namespaces else _namespace(args))
+    if args.release_finalizers and findings.finalizers:
+        if findings.blocking:
+            raise UserError(
+                "--release-finalizers refused while Katib runs (its controller adds them back):\n"
+                + findings.text()
+            )
+        released = sum(katibfinalizers.release(kube, held) for held in findings.finalizers)
+        print(f"released Katib's finalizer from {released} objects")
+        findings.finalizers = []
+    print(findings.text())
+    return 1 if findings.blocking else 0
+
+
+def _import_katib_parser(sub: Any) -> None:
+    command = sub.add_parser(
+        "import-katib",
+        help="copy Katib's metric logs (its MySQL or PostgreSQL) into the Trials' histories",
+        description=importing.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    command.add_argument("experiment", nargs="?", help="the Experiment whose Trials to import")
+    command.add_argument("--all", action="store_true", help="every Trial of the namespace")
+    command.add_argument(
+        "--db-url",
+        required=True,
+        help="Katib's database: postgres://USER@HOST[:PORT]/DATABASE[?sslmode=require] or "
+        f"mysql://USER@HOST[:PORT]/DATABASE; the password from ${katibdb.PASSWORD_ENV}",
+    )
+    command.add_argument("--dry-run", action="store_true", help="print what would change")
+    command.add_argument(
+        "--batch-size",
+        type=_positive,
+        default=importing.BATCH,
+        help=f"rows read from the database at once (default {importing.BATCH})",
+    )
+    command.set_defaults(func=cmd_import_katib)
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="kubetune", description=__doc__)
     root.add_argument("--kubeconfig", help="kubeconfig path (default: $KUBECONFIG, ~/.kube/config)")
@@ -461,6 +540,22 @@ def parser() -> argparse.ArgumentParser:
     metrics.set_defaults(func=cmd_metrics)
     _export_parser(sub)
     _uninstall_parser(sub)
+    _import_katib_parser(sub)
+    check = sub.add_parser(
+        "katib-check",
+        help="whether Katib still runs here (exit 1: remove what it names before kubetune runs)",
+        description=katibcheck.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    check.add_argument(
+        "-A", "--all-namespaces", action="store_true", help="Trials of every namespace"
+    )
+    check.add_argument(
+        "--release-finalizers",
+        action="store_true",
+        help="remove Katib's finalizers from Experiments and Trials (refused while Katib runs)",
+    )
+    check.set_defaults(func=cmd_katib_check)
     return root
 
 

@@ -124,6 +124,24 @@ def is_owned_by(job: Mapping[str, Any], trial: Mapping[str, Any]) -> bool:
     return any(r.get("uid") == uid and r.get("kind") == "Trial" for r in refs)
 
 
+def of_earlier_trial(job: Mapping[str, Any], trial: Mapping[str, Any]) -> bool:
+    """Whether the job's controller is a Trial of this Trial's name with another uid: one that
+    was deleted (two Trials of one name cannot exist at once), whose job the garbage collector
+    has yet to delete. Seen when an Experiment recreates a deleted Trial under its name, e.g.
+    after a take-over from Katib, whose Suggestion keeps every assignment."""
+    meta = trial.get("metadata") or {}
+    refs = (job.get("metadata") or {}).get("ownerReferences") or []
+    return any(
+        isinstance(r, Mapping)
+        and r.get("controller")
+        and r.get("kind") == "Trial"
+        and str(r.get("apiVersion", "")).startswith("kubeflow.org/")
+        and r.get("name") == meta.get("name")
+        and r.get("uid") != meta.get("uid")
+        for r in refs
+    )
+
+
 def _pod_specs(node: Any) -> Iterator[Mapping[str, Any]]:
     """Every pod spec (a mapping with a `containers` list) anywhere in an object."""
     if isinstance(node, Mapping):

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kubetune import katibsidecar
 from kubetune.jobstatus import JobPhase, JobStatus
 from kubetune.kube import Obj
 from kubetune_trial_controller import deciding
@@ -44,10 +45,14 @@ def slim(pod: Obj) -> Obj:
     """A pod as the trial-controller caches it: its owner, labels and phase (a pod spec with
     the collector sidecar is a few KiB, times every running Trial)."""
     meta = pod.get("metadata") or {}
-    return {
+    kept: Obj = {
         "metadata": {k: meta[k] for k in KEPT_POD_METADATA if k in meta},
         "status": {"phase": (pod.get("status") or {}).get("phase")},
     }
+    katib = katibsidecar.slim_spec(pod)  # a pod Katib's webhook injected is reported (katibpods)
+    if katib is not None:
+        kept["spec"] = katib
+    return kept
 
 
 def _owned_by(pod: Mapping[str, Any], uid: str) -> bool:

@@ -27,7 +27,7 @@ from kubetune.conditions import TrialCondition
 from kubetune.jobstatus import JobPhase
 from kubetune.kube import EVENTS, PODS, ROLE_BINDINGS, TRIALS, Kube, Obj, Resource
 from kubetune.runtime import Context, Key, OnDemand, Result, owner_keys
-from kubetune_trial_controller import building, deciding, kinds, podverdict, refusals
+from kubetune_trial_controller import building, deciding, katibpods, kinds, podverdict, refusals
 from kubetune_trial_controller.kinds import JobKind
 
 JOB_PROPAGATION = "Foreground"
@@ -46,6 +46,16 @@ JOB_REJECTED = "JobRejected"
 # A job kind is watched from the first Trial that uses it, only the jobs this controller made.
 JOBS = OnDemand(owner_keys("Trial", "kubeflow.org/v1beta1"), naming.LABEL_TRIAL)
 BATCH_JOB = JobKind("Job", "v1", "batch")
+
+
+EARLIER_JOB_RECHECK = 5.0
+"""Seconds between looks at a job an earlier Trial of the same name left (besides the watch)."""
+
+
+class _EarlierTrialsJob(Exception):
+    """The Trial's job name is taken by the job of a deleted Trial of the same name (another
+    uid): the garbage collector deletes it, then this Trial's job is created. Nothing is written
+    meanwhile, so the Trial is not yet `Created` and its job's absence then is no deletion."""
 
 
 class TrialReconciler:
@@ -163,6 +173,8 @@ class TrialReconciler:
                     problem=JOB_REJECTED,
                     message=f"the API server rejected {kind.kind} {name}: {e.message}",
                 )
+        if building.of_earlier_trial(job, raw):
+            raise _EarlierTrialsJob(f"{kind.kind} {name}")
         if not building.is_owned_by(job, raw):
             return deciding.Seen(
                 problem=JOB_NOT_OWNED,
@@ -182,9 +194,11 @@ class TrialReconciler:
             )
             message = f"{named}: {e}" if named else str(e)
             return deciding.Seen(problem=INVALID_CONDITION, message=message)
-        if state.phase is JobPhase.RUNNING and self._reads_pods(kind, rules):
+        if state.phase is JobPhase.RUNNING and self.pods:
             pods = ctx.list(PODS, namespace, {naming.LABEL_TRIAL: naming.label_value(name)})
-            state = podverdict.success(job, pods, ctx.clock.now().timestamp())
+            katibpods.report(ctx, raw, pods)
+            if self._reads_pods(kind, rules):
+                state = podverdict.success(job, pods, ctx.clock.now().timestamp())
         if state.phase is JobPhase.RUNNING:
             refused = refusals.find(ctx.list(EVENTS), job["metadata"].get("uid") or "")
             if refused is not None and refused.persistent:
@@ -247,7 +261,12 @@ class TrialReconciler:
         except ValidationError as e:
             raise errors.TerminalError(f"Trial {key} does not match the v1beta1 schema: {e}") from e
         if deciding.needs_job(trial):
-            seen = self.observe(ctx, raw, trial)
+            try:
+                seen = self.observe(ctx, raw, trial)
+            except _EarlierTrialsJob as e:
+                # Its deletion wakes this key (the jobs' watch maps a job to its Trial's name).
+                ctx.log.info("waiting until %s of an earlier Trial of this name is deleted", e)
+                return Result.after(EARLIER_JOB_RECHECK)
         elif deciding.awaiting_observation(trial):
             seen = deciding.Seen()
         else:

@@ -21,7 +21,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kubetune import admission, naming
+from kubetune import admission, katibsidecar, naming
 from kubetune.config import KatibConfig
 from kubetune_webhook import (
     authorizing,
@@ -286,6 +286,17 @@ class Admission:
                 allowed=False,
                 message="spec.containers: a pod needs at least one container",
             )
+        katib = katibsidecar.katib_sidecar(pod)
+        if katib is not None:
+            # Katib's webhook mutated it first: a second wrapper and sidecar would break it.
+            warning = (
+                f"pod of Trial {_name(trial)} already carries Katib's metrics collector "
+                f"(container {katib}), admitted without kubetune's: Katib's webhook "
+                f"(MutatingWebhookConfiguration {katibsidecar.KATIB_WEBHOOK}) still runs; "
+                "remove it, kubetune replaces it"
+            )
+            log.warning("%s", warning)
+            return respond(review.uid, allowed=True, warnings=[warning])
         experiment = suggestion = None
         if injecting.needs_experiment(trial):
             try:
