@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +21,17 @@ from starlette.routing import Route
 
 from kubetune import errors, naming
 from kubetune.kube import PODS, Kube
-from kubetune_ui import views
+from kubetune_ui import insight, views
 from kubetune_ui.cache import Cluster
+from kubetune_ui.importance import ImportanceCache
 from kubetune_ui.streams import Limits, Streams, client_of
 from kubetune_ui.writing import Refused, Writer
 
 STATIC = Path(__file__).with_name("static")
 WRITE_HEADER = "X-Kubetune-UI"
 """Writes must carry it: a custom header a cross-site form or image cannot send (CSRF)."""
+STUDY_ENTRIES = 32
+"""Experiments whose study charts JSON is kept (each at most a few hundred KiB: bounded)."""
 TRIAL_POD_SELECTORS = (
     "katib.kubeflow.org/trial={}",
     "batch.kubernetes.io/job-name={}",
@@ -55,6 +59,10 @@ def build(cluster: Cluster, kube: Kube, writer: Writer, limits: Limits | None = 
     streams = Streams(cluster.hub, limits or Limits())
     pages: dict[tuple[str, str], tuple[tuple[str, int], bytes]] = {}
     """The last experiment page JSON per experiment, while neither it nor a trial changed."""
+    charts = insight.Limits()
+    studies: OrderedDict[tuple[str, str], tuple[tuple[str, int], bytes]] = OrderedDict()
+    """The last study charts JSON of at most STUDY_ENTRIES experiments, like `pages`."""
+    importances = ImportanceCache()
 
     async def page(request: Request) -> Response:
         name = request.scope["endpoint_page"]
@@ -85,6 +93,50 @@ def build(cluster: Cluster, kube: Kube, writer: Writer, limits: Limits | None = 
             body = json.dumps(data, separators=(",", ":")).encode()
             cached = pages[(ns, name)] = (version, body)
         return Response(cached[1], media_type="application/json")
+
+    async def study(request: Request) -> insight.Study | JSONResponse:
+        ns, name = request.path_params["namespace"], request.path_params["name"]
+        obj = cluster.experiments.get(ns, name)
+        if obj is None:
+            return _error(404, f"no experiment {name!r} in namespace {ns!r}")
+        return await asyncio.to_thread(insight.study_of, obj, cluster.trials_of(ns, name))
+
+    async def study_charts(request: Request) -> Response:
+        ns, name = request.path_params["namespace"], request.path_params["name"]
+        obj = cluster.experiments.get(ns, name)
+        if obj is None:
+            studies.pop((ns, name), None)
+            return _error(404, f"no experiment {name!r} in namespace {ns!r}")
+        version = (str(obj["metadata"].get("resourceVersion")), cluster.trials_version(ns, name))
+        cached = studies.get((ns, name))
+        if cached is None or cached[0] != version:
+            trials = cluster.trials_of(ns, name)
+            body = await asyncio.to_thread(_charts_json, obj, trials, charts)
+            cached = studies[(ns, name)] = (version, body)
+            while len(studies) > STUDY_ENTRIES:
+                studies.popitem(last=False)
+        studies.move_to_end((ns, name))
+        return Response(cached[1], media_type="application/json")
+
+    async def importance(request: Request) -> Response:
+        found = await study(request)
+        if isinstance(found, Response):
+            return found
+        key = (request.path_params["namespace"], request.path_params["name"])
+        return JSONResponse(await asyncio.to_thread(importances.get, key, found))
+
+    async def contour(request: Request) -> Response:
+        x, y = request.query_params.get("x"), request.query_params.get("y")
+        if not x or not y:
+            return _error(400, "x and y: give two parameter names, e.g. ?x=lr&y=momentum")
+        found = await study(request)
+        if isinstance(found, Response):
+            return found
+        try:
+            data = await asyncio.to_thread(insight.contour, found, x, y, charts)
+        except insight.BadQuery as e:
+            return _error(400, str(e))
+        return JSONResponse(data)
 
     async def trial(request: Request) -> Response:
         ns, name = request.path_params["namespace"], request.path_params["name"]
@@ -176,6 +228,9 @@ def build(cluster: Cluster, kube: Kube, writer: Writer, limits: Limits | None = 
         Route("/api/experiments/{namespace}/{name}", experiment),
         Route("/api/experiments/{namespace}/{name}", delete, methods=["DELETE"]),
         Route("/api/experiments/{namespace}/{name}/max-trials", restart, methods=["POST"]),
+        Route("/api/experiments/{namespace}/{name}/study", study_charts),
+        Route("/api/experiments/{namespace}/{name}/importance", importance),
+        Route("/api/experiments/{namespace}/{name}/contour", contour),
         Route("/api/trials/{namespace}/{name}", trial),
         Route("/api/trials/{namespace}/{name}/logs", trial_logs),
         Route("/api/events", events),
@@ -183,6 +238,13 @@ def build(cluster: Cluster, kube: Kube, writer: Writer, limits: Limits | None = 
         Route("/readyz", readyz),
     ]
     return Starlette(routes=routes)
+
+
+def _charts_json(
+    experiment: dict[str, Any], trials: list[dict[str, Any]], limits: insight.Limits
+) -> bytes:
+    data = insight.insight(experiment, insight.study_of(experiment, trials), limits)
+    return json.dumps(data, separators=(",", ":")).encode()
 
 
 def _check_write(request: Request) -> None:

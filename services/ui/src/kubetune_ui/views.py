@@ -149,6 +149,9 @@ def experiment_page(experiment: Mapping[str, Any], trials: Iterable[Mapping[str,
     return {
         "experiment": experiment_summary(experiment),
         "parameters": [p.get("name", "") for p in spec.get("parameters") or []],
+        "parameterTypes": {
+            p.get("name", ""): p.get("parameterType", "") for p in spec.get("parameters") or []
+        },
         "metrics": _metric_names(objective, rows),
         "trials": rows,
         "bestSoFar": best_so_far(objective, (r["objective"] for r in rows)),
