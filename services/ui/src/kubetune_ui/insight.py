@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from pydantic import ValidationError
+
 from kubetune import conditions, observations
 from kubetune.api.common import ObjectiveSpec
 from kubetune_ui.views import Ranker, objective_spec
@@ -295,16 +297,17 @@ def objectives_of(experiment: Mapping[str, Any]) -> list[ObjectiveSpec]:
         return []
     out = []
     for entry in listed:
-        if isinstance(entry, Mapping) and entry.get("metricName"):
-            out.append(
-                ObjectiveSpec.model_validate(
-                    {
-                        "type": entry.get("type"),
-                        "objectiveMetricName": entry["metricName"],
-                        "metricStrategies": objective.get("metricStrategies"),
-                    }
-                )
-            )
+        if not isinstance(entry, Mapping) or not entry.get("metricName"):
+            continue
+        raw = {
+            "type": entry.get("type"),
+            "objectiveMetricName": entry["metricName"],
+            "metricStrategies": objective.get("metricStrategies"),
+        }
+        try:
+            out.append(ObjectiveSpec.model_validate(raw))
+        except ValidationError:
+            continue  # admission refuses it; the page draws what it can
     return out
 
 
