@@ -49,16 +49,34 @@ def put_trial(
     status: dict[str, Any] = {
         "startTime": NOW,
         "completionTime": NOW,
-        "conditions": [{"type": state, "status": "True", "reason": f"Trial{state}",
-                        "lastTransitionTime": NOW, "lastUpdateTime": NOW}],
-        "observation": {"metrics": [
-            {"name": m, "min": str(v), "max": str(v), "latest": str(v)} for m, v in metrics.items()
-        ]},
-    }  # fmt: skip
+        "conditions": [
+            {
+                "type": state,
+                "status": "True",
+                "reason": f"Trial{state}",
+                "lastTransitionTime": NOW,
+                "lastUpdateTime": NOW,
+            }
+        ],
+        "observation": {
+            "metrics": [
+                {"name": m, "min": str(v), "max": str(v), "latest": str(v)}
+                for m, v in metrics.items()
+            ]
+        },
+    }
     if history is not None:
-        status["metricHistory"] = {"metrics": [{
-            "name": "accuracy", "reports": len(history), "steps": list(range(len(history))),
-            "values": [str(v) for v in history], "times": [NOW] * len(history)}]}  # fmt: skip
+        status["metricHistory"] = {
+            "metrics": [
+                {
+                    "name": "accuracy",
+                    "reports": len(history),
+                    "steps": list(range(len(history))),
+                    "values": [str(v) for v in history],
+                    "times": [NOW] * len(history),
+                }
+            ]
+        }
     kube.patch(TRIALS, name, {"status": status}, namespace, subresource="status")
 
 
@@ -109,17 +127,37 @@ def test_study_charts_draw_the_importance_slices_contour_distribution_and_interm
         params = {"x": str(x), "n": str(rng.randint(1, 9)), "c": rng.choice("abc")}
         accuracies.append(x)
         put_trial(kube, ns, "study", f"study-{i:02d}", params, {"accuracy": x})
-    put_trial(kube, ns, "study", "study-curve", {"x": "0.5", "n": "3", "c": "a"},
-              {"accuracy": 0.5}, history=[0.1, 0.3, 0.5])  # fmt: skip
-    put_trial(kube, ns, "study", "study-stopped", {"x": "0.2", "n": "2", "c": "b"},
-              {"accuracy": 0.05}, state="EarlyStopped", history=[0.01, 0.05])  # fmt: skip
+    put_trial(
+        kube,
+        ns,
+        "study",
+        "study-curve",
+        {"x": "0.5", "n": "3", "c": "a"},
+        {"accuracy": 0.5},
+        history=[0.1, 0.3, 0.5],
+    )
+    put_trial(
+        kube,
+        ns,
+        "study",
+        "study-stopped",
+        {"x": "0.2", "n": "2", "c": "b"},
+        {"accuracy": 0.05},
+        state="EarlyStopped",
+        history=[0.01, 0.05],
+    )
     accuracies.append(0.5)
 
     browser.get(url + uipaths.object_path("/experiments", ns, "study"))
-    wait_for("42 trials in the table", lambda: len(
-        browser.find_elements(By.CSS_SELECTOR, "#trials tbody tr")) == 42)  # fmt: skip
-    wait_for("the importance drawn", lambda: browser.execute_script(
-        "return document.body.dataset.importanceMs"), timeout=120)  # fmt: skip
+    wait_for(
+        "42 trials in the table",
+        lambda: len(browser.find_elements(By.CSS_SELECTOR, "#trials tbody tr")) == 42,
+    )
+    wait_for(
+        "the importance drawn",
+        lambda: browser.execute_script("return document.body.dataset.importanceMs"),
+        timeout=120,
+    )
 
     # Importance: x first (the bars are drawn bottom-up: the most important on top).
     bars = page_data(browser, "importance-chart")[0]
@@ -154,12 +192,16 @@ def test_study_charts_draw_the_importance_slices_contour_distribution_and_interm
     assert all(re.fullmatch(r"\d+", t) for t in tick_labels(browser, "intermediate-chart"))
 
     # Contour: x against n first; choosing c redraws it against the categories.
-    wait_for("the contour", lambda: browser.find_elements(
-        By.CSS_SELECTOR, "#contour-chart .contourlayer .contour"))  # fmt: skip
+    wait_for(
+        "the contour",
+        lambda: browser.find_elements(By.CSS_SELECTOR, "#contour-chart .contourlayer .contour"),
+    )
     assert "by x and n" in browser.find_element(By.ID, "contour-chart").text
     Select(browser.find_element(By.ID, "contour-y")).select_by_value("c")
-    wait_for("the contour against c", lambda: "by x and c" in browser.find_element(
-        By.ID, "contour-chart").text)  # fmt: skip
+    wait_for(
+        "the contour against c",
+        lambda: "by x and c" in browser.find_element(By.ID, "contour-chart").text,
+    )
     grid = page_data(browser, "contour-chart")[0]
     assert grid["y"] == [0, 1, 2] and len(grid["z"]) == 3
     assert "41 succeeded trials" in browser.find_element(By.ID, "study-note").text
@@ -188,8 +230,15 @@ def test_integer_axes_have_whole_number_ticks(
     url = start_ui(f"--watch-namespace={ns}")
     kube.create(EXPERIMENTS, builders.experiment("ticks", ns), ns)
     for i, accuracy in enumerate((0.7, 0.9, 0.8)):
-        put_trial(kube, ns, "ticks", f"ticks-{i}", {"lr": "0.05"}, {"accuracy": accuracy},
-                  history=[accuracy / 2, accuracy])  # fmt: skip
+        put_trial(
+            kube,
+            ns,
+            "ticks",
+            f"ticks-{i}",
+            {"lr": "0.05"},
+            {"accuracy": accuracy},
+            history=[accuracy / 2, accuracy],
+        )
     browser.get(url + uipaths.object_path("/experiments", ns, "ticks"))
     wait_for("the trial axis", lambda: len(tick_labels(browser, "objective-chart")) >= 3)
     assert tick_labels(browser, "objective-chart") == ["1", "2", "3"]
@@ -223,32 +272,49 @@ def with_multiobjective_fields(kube: Kube, namespace: str) -> None:
         kube.replace(CUSTOM_RESOURCE_DEFINITIONS, crd)
     probe = builders.experiment("probe", namespace)
     probe["spec"]["objective"]["objectives"] = [{"metricName": "accuracy", "type": "maximize"}]
-    wait_for("spec.objective.objectives kept", lambda: kube.create(
-        EXPERIMENTS, probe, namespace, dry_run=True)["spec"]["objective"].get("objectives"))  # fmt: skip
+    wait_for(
+        "spec.objective.objectives kept",
+        lambda: kube.create(EXPERIMENTS, probe, namespace, dry_run=True)["spec"]["objective"].get(
+            "objectives"
+        ),
+    )
 
 
 def multiobjective_experiment(kube: Kube, ns: str, name: str, metrics: list[str]) -> None:
     body = builders.experiment(name, ns)
-    objectives = [{"metricName": m, "type": "maximize" if m == "accuracy" else "minimize"}
-                  for m in metrics]  # fmt: skip
+    objectives = [
+        {"metricName": m, "type": "maximize" if m == "accuracy" else "minimize"} for m in metrics
+    ]
     body["spec"]["objective"]["additionalMetricNames"] = metrics[1:]
     kube.create(EXPERIMENTS, body, ns)
     patch = {"spec": {"objective": {"objectives": objectives}}}
-    wait_for("spec.objective.objectives kept", lambda: kube.patch(
-        EXPERIMENTS, name, patch, ns)["spec"]["objective"].get("objectives"))  # fmt: skip
+    wait_for(
+        "spec.objective.objectives kept",
+        lambda: kube.patch(EXPERIMENTS, name, patch, ns)["spec"]["objective"].get("objectives"),
+    )
 
 
 def write_front(kube: Kube, ns: str, name: str, front: list[tuple[str, dict[str, float]]]) -> None:
     entries = [
-        {"trialName": trial, "parameterAssignments": [{"name": "lr", "value": "0.05"}],
-         "observation": {"metrics": [
-             {"name": m, "min": str(v), "max": str(v), "latest": str(v)} for m, v in values.items()
-         ]}}
+        {
+            "trialName": trial,
+            "parameterAssignments": [{"name": "lr", "value": "0.05"}],
+            "observation": {
+                "metrics": [
+                    {"name": m, "min": str(v), "max": str(v), "latest": str(v)}
+                    for m, v in values.items()
+                ]
+            },
+        }
         for trial, values in front
-    ]  # fmt: skip
+    ]
     patch = {"status": {"paretoFront": entries, "paretoFrontSize": len(entries)}}
-    wait_for("status.paretoFront kept", lambda: kube.patch(
-        EXPERIMENTS, name, patch, ns, subresource="status")["status"].get("paretoFront"))  # fmt: skip
+    wait_for(
+        "status.paretoFront kept",
+        lambda: kube.patch(EXPERIMENTS, name, patch, ns, subresource="status")["status"].get(
+            "paretoFront"
+        ),
+    )
 
 
 def test_two_objectives_draw_every_trial_with_the_front_highlighted(
@@ -260,14 +326,29 @@ def test_two_objectives_draw_every_trial_with_the_front_highlighted(
     with_multiobjective_fields(kube, ns)
     url = start_ui(f"--watch-namespace={ns}")
     multiobjective_experiment(kube, ns, "pair", ["accuracy", "latency"])
-    results = {"pair-a": (0.9, 5.0), "pair-b": (0.6, 1.0), "pair-c": (0.5, 4.0), "pair-d": (0.8, 2.0)}  # fmt: skip
+    results = {
+        "pair-a": (0.9, 5.0),
+        "pair-b": (0.6, 1.0),
+        "pair-c": (0.5, 4.0),
+        "pair-d": (0.8, 2.0),
+    }
     for trial, (accuracy, latency) in results.items():
-        put_trial(kube, ns, "pair", trial, {"lr": "0.05"}, {"accuracy": accuracy, "latency": latency})  # fmt: skip
+        put_trial(
+            kube, ns, "pair", trial, {"lr": "0.05"}, {"accuracy": accuracy, "latency": latency}
+        )
     front = ["pair-a", "pair-d", "pair-b"]  # pair-c is dominated by pair-d
-    write_front(kube, ns, "pair", [(t, dict(zip(("accuracy", "latency"), results[t], strict=True))) for t in front])  # fmt: skip
+    write_front(
+        kube,
+        ns,
+        "pair",
+        [(t, dict(zip(("accuracy", "latency"), results[t], strict=True))) for t in front],
+    )
 
     browser.get(url + uipaths.object_path("/experiments", ns, "pair"))
-    wait_for("the Pareto front drawn", lambda: (page_data(browser, "pareto-chart") or [{}, {}])[1].get("text"))  # fmt: skip
+    wait_for(
+        "the Pareto front drawn",
+        lambda: (page_data(browser, "pareto-chart") or [{}, {}])[1].get("text"),
+    )
     others, drawn = page_data(browser, "pareto-chart")
     assert drawn["text"] == ["pair-b", "pair-d", "pair-a"]  # along the first objective
     assert (drawn["x"], drawn["y"]) == ([0.6, 0.8, 0.9], [1.0, 2.0, 5.0])
@@ -288,18 +369,39 @@ def test_three_objectives_draw_parallel_coordinates_with_the_front_highlighted(
     url = start_ui(f"--watch-namespace={ns}")
     metrics = ["accuracy", "latency", "memory"]
     multiobjective_experiment(kube, ns, "triple", metrics)
-    results = {"triple-a": (0.9, 5.0, 3.0), "triple-b": (0.6, 1.0, 2.0), "triple-c": (0.5, 6.0, 4.0)}  # fmt: skip
+    results = {
+        "triple-a": (0.9, 5.0, 3.0),
+        "triple-b": (0.6, 1.0, 2.0),
+        "triple-c": (0.5, 6.0, 4.0),
+    }
     for trial, values in results.items():
-        put_trial(kube, ns, "triple", trial, {"lr": "0.05"}, dict(zip(metrics, values, strict=True)))  # fmt: skip
-    write_front(kube, ns, "triple", [(t, dict(zip(metrics, results[t], strict=True))) for t in ("triple-a", "triple-b")])  # fmt: skip
+        put_trial(
+            kube, ns, "triple", trial, {"lr": "0.05"}, dict(zip(metrics, values, strict=True))
+        )
+    write_front(
+        kube,
+        ns,
+        "triple",
+        [(t, dict(zip(metrics, results[t], strict=True))) for t in ("triple-a", "triple-b")],
+    )
 
     browser.get(url + uipaths.object_path("/experiments", ns, "triple"))
-    wait_for("the parallel coordinates", lambda: browser.find_elements(
-        By.CSS_SELECTOR, "#pareto-chart .parcoords"), timeout=120)  # fmt: skip
+    wait_for(
+        "the parallel coordinates",
+        lambda: browser.find_elements(By.CSS_SELECTOR, "#pareto-chart .parcoords"),
+        timeout=120,
+    )
     (lines,) = page_data(browser, "pareto-chart")
     assert [d["label"] for d in lines["dimensions"]] == [
-        "accuracy (maximize)", "latency (minimize)", "memory (minimize)"]  # fmt: skip
+        "accuracy (maximize)",
+        "latency (minimize)",
+        "memory (minimize)",
+    ]
     # The others first, then the front; the front's lines are the highlighted colour (1).
-    assert [d["values"] for d in lines["dimensions"]] == [[0.5, 0.9, 0.6], [6.0, 5.0, 1.0], [4.0, 3.0, 2.0]]  # fmt: skip
+    assert [d["values"] for d in lines["dimensions"]] == [
+        [0.5, 0.9, 0.6],
+        [6.0, 5.0, 1.0],
+        [4.0, 3.0, 2.0],
+    ]
     assert lines["line"]["color"] == [0, 1, 1]
     shot(browser, artifacts, "8-pareto-3")

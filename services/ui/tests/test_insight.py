@@ -24,7 +24,9 @@ def state(kind: str) -> list[dict[str, str]]:
 
 def trial(i: int, x: float, n: int, c: str, value: float | None, kind: str = "Succeeded") -> Any:
     body = builders.trial(f"t{i:05d}", assignments={"x": str(x), "n": str(n), "c": c})
-    body["metadata"]["creationTimestamp"] = f"2026-01-01T{i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}Z"  # fmt: skip
+    body["metadata"]["creationTimestamp"] = (
+        f"2026-01-01T{i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}Z"
+    )
     body["status"] = {"conditions": state(kind)}
     if value is not None:
         body["status"]["observation"] = builders.observation(value)
@@ -143,7 +145,7 @@ def test_contour_cells_hold_the_best_value_and_bad_names_are_refused() -> None:
 
 def test_intermediate_values_mark_early_stopped_trials() -> None:
     experiment = builders.experiment("exp", "ns", parameters=PARAMETERS)
-    history = {"metrics": [{"name": "accuracy", "steps": [1, 2, 3], "values": ["0.1", "0.2", "x"]}]}  # fmt: skip
+    history = {"metrics": [{"name": "accuracy", "steps": [1, 2, 3], "values": ["0.1", "0.2", "x"]}]}
     stopped = trial(1, 0.1, 1, "a", 0.2, kind="EarlyStopped")
     done = trial(2, 0.2, 1, "a", 0.4)
     for t in (stopped, done):
@@ -165,7 +167,12 @@ def test_the_pareto_front_is_read_from_the_raw_experiment() -> None:
     ]
 
     def observed(accuracy: float, latency: float) -> Any:
-        return {"metrics": [*builders.observation(accuracy)["metrics"], *builders.observation(latency, "latency")["metrics"]]}  # fmt: skip
+        return {
+            "metrics": [
+                *builders.observation(accuracy)["metrics"],
+                *builders.observation(latency, "latency")["metrics"],
+            ]
+        }
 
     trials = [trial(i, 0.1, 1, "a", None) for i in range(3)]
     for t, (a, lat) in zip(trials, [(0.9, 5.0), (0.5, 1.0), (0.4, 4.0)], strict=True):

@@ -320,7 +320,9 @@ def pareto(experiment: Mapping[str, Any], study: Study, limits: Limits) -> Obj:
     ranks = [Ranker(o) for o in objectives]
     status = experiment.get("status") or {}
     raw_front = status.get("paretoFront")
-    front_entries = [e for e in raw_front if isinstance(e, Mapping)] if isinstance(raw_front, list) else []  # fmt: skip
+    front_entries = (
+        [e for e in raw_front if isinstance(e, Mapping)] if isinstance(raw_front, list) else []
+    )
     front = []
     for entry in front_entries[: limits.front]:
         values = [rank(entry.get("observation")) for rank in ranks]
