@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from kubetune import naming
-from kubetune.kube import CUSTOM_RESOURCE_DEFINITIONS, EXPERIMENTS, TRIALS, Kube
+from kubetune.kube import EXPERIMENTS, TRIALS, Kube
 from kubetune_testkit import builders, uipaths
+from kubetune_testkit.multiobjective import ensure_experiment_fields
 from kubetune_testkit.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -248,38 +249,6 @@ def test_integer_axes_have_whole_number_ticks(
     assert tick_labels(browser, "metric-chart") == ["0", "1"]
 
 
-def with_multiobjective_fields(kube: Kube, namespace: str) -> None:
-    """A stand-in for the multi-objective API's schema while it is not in this checkout's CRD:
-    adds `spec.objective.objectives` and `status.paretoFront`/`paretoFrontSize` to the
-    installed Experiment CRD when they are missing (additive: nothing else changes). Called
-    before the UI starts: a watch opened before a CRD changes may still see the old schema."""
-    crd = kube.get(CUSTOM_RESOURCE_DEFINITIONS, "experiments.kubeflow.org")
-    free = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-    changed = False
-    for version in crd["spec"]["versions"]:
-        root = version["schema"]["openAPIV3Schema"]["properties"]
-        objective = root["spec"]["properties"]["objective"].setdefault("properties", {})
-        status = root["status"].setdefault("properties", {})
-        for where, field, schema in (
-            (objective, "objectives", {"type": "array", "items": free}),
-            (status, "paretoFront", {"type": "array", "items": free}),
-            (status, "paretoFrontSize", {"type": "integer"}),
-        ):
-            if field not in where:
-                where[field] = schema
-                changed = True
-    if changed:
-        kube.replace(CUSTOM_RESOURCE_DEFINITIONS, crd)
-    probe = builders.experiment("probe", namespace)
-    probe["spec"]["objective"]["objectives"] = [{"metricName": "accuracy", "type": "maximize"}]
-    wait_for(
-        "spec.objective.objectives kept",
-        lambda: kube.create(EXPERIMENTS, probe, namespace, dry_run=True)["spec"]["objective"].get(
-            "objectives"
-        ),
-    )
-
-
 def multiobjective_experiment(kube: Kube, ns: str, name: str, metrics: list[str]) -> None:
     body = builders.experiment(name, ns)
     objectives = [
@@ -323,7 +292,7 @@ def test_two_objectives_draw_every_trial_with_the_front_highlighted(
     from selenium.webdriver.common.by import By
 
     ns = namespace
-    with_multiobjective_fields(kube, ns)
+    ensure_experiment_fields(kube, ns)  # before the UI watches
     url = start_ui(f"--watch-namespace={ns}")
     multiobjective_experiment(kube, ns, "pair", ["accuracy", "latency"])
     results = {
@@ -365,7 +334,7 @@ def test_three_objectives_draw_parallel_coordinates_with_the_front_highlighted(
     from selenium.webdriver.common.by import By
 
     ns = namespace
-    with_multiobjective_fields(kube, ns)
+    ensure_experiment_fields(kube, ns)  # before the UI watches
     url = start_ui(f"--watch-namespace={ns}")
     metrics = ["accuracy", "latency", "memory"]
     multiobjective_experiment(kube, ns, "triple", metrics)
