@@ -221,20 +221,19 @@ def intermediate(study: Study, limits: Limits) -> Obj:
     others = [c for c in curves if c[0].state != EARLY_STOPPED]
     chosen = evenly(stopped, limits.curves)
     chosen += evenly(others, limits.curves - len(chosen)) if len(chosen) < limits.curves else []
-    return {
-        "of": len(curves),
-        "earlyStopped": len(stopped),
-        "trials": [
+    drawn = []
+    for point, pairs in chosen:
+        kept = evenly(pairs, limits.curve_points)
+        drawn.append(
             {
                 "name": point.name,
                 "state": point.state,
                 "earlyStopped": point.state == EARLY_STOPPED,
-                "steps": [s for s, _ in evenly(pairs, limits.curve_points)],
-                "values": [v for _, v in evenly(pairs, limits.curve_points)],
+                "steps": [s for s, _ in kept],
+                "values": [v for _, v in kept],
             }
-            for point, pairs in chosen
-        ],
-    }
+        )
+    return {"of": len(curves), "earlyStopped": len(stopped), "trials": drawn}
 
 
 def _bins(parameter: Parameter, values: list[float | str], limit: int) -> tuple[list[Any], Any]:
