@@ -196,14 +196,7 @@ def measure(kubeconfig: str, trials: int, repeat: int) -> None:
             for _ in range(repeat + 1):  # the first load fills the browser's cache of plotly.js
                 driver.get(base + object_path("/experiments", namespace, "big"))
                 for what, key in CHARTS:
-                    value = wait_for(
-                        what,
-                        lambda key=key: driver.execute_script(
-                            "return document.body.dataset[arguments[0]]", key
-                        ),
-                        timeout=300,
-                        interval=0.05,
-                    )
+                    value = wait_for(what, page_figure(driver, key), timeout=300, interval=0.05)
                     figures[key].append(float(value) / 1000)
                 rows = driver.execute_script(
                     "return document.querySelectorAll('#trials tbody tr').length"
@@ -228,6 +221,16 @@ def measure(kubeconfig: str, trials: int, repeat: int) -> None:
             ui.wait(20)
         with contextlib.suppress(Exception):
             kube.delete(NAMESPACES, namespace)
+
+
+def page_figure(driver: Any, key: str) -> Callable[[], str | None]:
+    """Reads the page's `data-<key>` figure on <body> (None until the page has set it)."""
+
+    def read() -> str | None:
+        value = driver.execute_script("return document.body.dataset[arguments[0]]", key)
+        return None if value is None else str(value)
+
+    return read
 
 
 def http_status(url: str) -> int:

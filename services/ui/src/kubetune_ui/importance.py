@@ -21,6 +21,7 @@ from optuna.distributions import (
     FloatDistribution,
     IntDistribution,
 )
+from optuna.study import StudyDirection
 
 from kubetune_ui.insight import Parameter, Point, Study, evenly, finished_key
 
@@ -59,7 +60,7 @@ def importance(study: Study, limit: int) -> Obj:
                 distributions[parameter.name] = made
     if len(chosen) < 2 or not distributions:
         return {**answer, "importances": [], "message": _why_none(len(chosen), distributions)}
-    direction = "maximize" if study.maximize else "minimize"
+    direction = StudyDirection.MAXIMIZE if study.maximize else StudyDirection.MINIMIZE
     rebuilt = optuna.create_study(direction=direction)
     rebuilt.add_trials(
         optuna.trial.create_trial(
