@@ -12,29 +12,25 @@ import hashlib
 import threading
 import warnings
 from collections import OrderedDict
-from typing import Any
-
-import optuna
-from optuna.distributions import (
-    BaseDistribution,
-    CategoricalDistribution,
-    FloatDistribution,
-    IntDistribution,
-)
-from optuna.study import StudyDirection
+from typing import TYPE_CHECKING, Any
 
 from kubetune_ui.insight import Parameter, Point, Study, evenly, finished_key
+
+if TYPE_CHECKING:
+    from optuna.distributions import BaseDistribution
 
 Obj = dict[str, Any]
 Key = tuple[str, str]
 EVALUATOR = "PED-ANOVA (Optuna's default importance evaluator)"
-
-optuna.logging.set_verbosity(optuna.logging.WARNING)
+# Optuna is imported on the first importance asked for, not when the UI starts: it takes about
+# a second to import, and most page views never ask for an importance.
 
 
 def _distribution(parameter: Parameter, values: list[float | str]) -> BaseDistribution | None:
     """The parameter's distribution spanning the values the trials were given (a trial outside
     the current search space still counts); None when it took a single value."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
     if len(set(values)) < 2:
         return None
     if not parameter.numeric or parameter.type == "discrete":
@@ -48,6 +44,10 @@ def _distribution(parameter: Parameter, values: list[float | str]) -> BaseDistri
 
 def importance(study: Study, limit: int) -> Obj:
     """Each parameter's share of the objective's variation, most important first."""
+    import optuna
+    from optuna.study import StudyDirection
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     done = study.succeeded()
     chosen: list[Point] = evenly(done, limit)
     answer: Obj = {"of": len(done), "used": len(chosen), "limit": limit, "evaluator": EVALUATOR}
