@@ -30,8 +30,9 @@ from kubetune_ui.writing import Refused, Writer
 STATIC = Path(__file__).with_name("static")
 WRITE_HEADER = "X-Kubetune-UI"
 """Writes must carry it: a custom header a cross-site form or image cannot send (CSRF)."""
-STUDY_ENTRIES = 32
-"""Experiments whose study charts JSON is kept (each at most a few hundred KiB: bounded)."""
+STUDY_ENTRIES = 8
+"""Experiments whose study is kept: its trials' values (about 5 MB at 10,000 trials) and its
+charts JSON (at most a few hundred KiB)."""
 TRIAL_POD_SELECTORS = (
     "katib.kubeflow.org/trial={}",
     "batch.kubernetes.io/job-name={}",
@@ -60,8 +61,9 @@ def build(cluster: Cluster, kube: Kube, writer: Writer, limits: Limits | None = 
     pages: dict[tuple[str, str], tuple[tuple[str, int], bytes]] = {}
     """The last experiment page JSON per experiment, while neither it nor a trial changed."""
     charts = insight.Limits()
-    studies: OrderedDict[tuple[str, str], tuple[tuple[str, int], bytes]] = OrderedDict()
-    """The last study charts JSON of at most STUDY_ENTRIES experiments, like `pages`."""
+    studies: OrderedDict[tuple[str, str], tuple[tuple[str, int], insight.Study, bytes]]
+    studies = OrderedDict()
+    """The last study and its charts JSON of at most STUDY_ENTRIES experiments, like `pages`."""
     importances = ImportanceCache()
 
     async def page(request: Request) -> Response:
@@ -94,14 +96,9 @@ def build(cluster: Cluster, kube: Kube, writer: Writer, limits: Limits | None = 
             cached = pages[(ns, name)] = (version, body)
         return Response(cached[1], media_type="application/json")
 
-    async def study(request: Request) -> insight.Study | JSONResponse:
-        ns, name = request.path_params["namespace"], request.path_params["name"]
-        obj = cluster.experiments.get(ns, name)
-        if obj is None:
-            return _error(404, f"no experiment {name!r} in namespace {ns!r}")
-        return await asyncio.to_thread(insight.study_of, obj, cluster.trials_of(ns, name))
-
-    async def study_charts(request: Request) -> Response:
+    async def study(request: Request) -> tuple[insight.Study, bytes] | JSONResponse:
+        """The experiment's study and its charts JSON, rebuilt only after it or a trial
+        changed (shared by the charts, the importance and the contour)."""
         ns, name = request.path_params["namespace"], request.path_params["name"]
         obj = cluster.experiments.get(ns, name)
         if obj is None:
@@ -111,19 +108,25 @@ def build(cluster: Cluster, kube: Kube, writer: Writer, limits: Limits | None = 
         cached = studies.get((ns, name))
         if cached is None or cached[0] != version:
             trials = cluster.trials_of(ns, name)
-            body = await asyncio.to_thread(_charts_json, obj, trials, charts)
-            cached = studies[(ns, name)] = (version, body)
+            built = await asyncio.to_thread(_study_and_json, obj, trials, charts)
+            cached = studies[(ns, name)] = (version, *built)
             while len(studies) > STUDY_ENTRIES:
                 studies.popitem(last=False)
         studies.move_to_end((ns, name))
-        return Response(cached[1], media_type="application/json")
+        return cached[1], cached[2]
+
+    async def study_charts(request: Request) -> Response:
+        found = await study(request)
+        if isinstance(found, Response):
+            return found
+        return Response(found[1], media_type="application/json")
 
     async def importance(request: Request) -> Response:
         found = await study(request)
         if isinstance(found, Response):
             return found
         key = (request.path_params["namespace"], request.path_params["name"])
-        return JSONResponse(await asyncio.to_thread(importances.get, key, found))
+        return JSONResponse(await asyncio.to_thread(importances.get, key, found[0]))
 
     async def contour(request: Request) -> Response:
         x, y = request.query_params.get("x"), request.query_params.get("y")
@@ -133,7 +136,7 @@ def build(cluster: Cluster, kube: Kube, writer: Writer, limits: Limits | None = 
         if isinstance(found, Response):
             return found
         try:
-            data = await asyncio.to_thread(insight.contour, found, x, y, charts)
+            data = await asyncio.to_thread(insight.contour, found[0], x, y, charts)
         except insight.BadQuery as e:
             return _error(400, str(e))
         return JSONResponse(data)
@@ -240,11 +243,12 @@ def build(cluster: Cluster, kube: Kube, writer: Writer, limits: Limits | None = 
     return Starlette(routes=routes)
 
 
-def _charts_json(
+def _study_and_json(
     experiment: dict[str, Any], trials: list[dict[str, Any]], limits: insight.Limits
-) -> bytes:
-    data = insight.insight(experiment, insight.study_of(experiment, trials), limits)
-    return json.dumps(data, separators=(",", ":")).encode()
+) -> tuple[insight.Study, bytes]:
+    study = insight.study_of(experiment, trials)
+    data = insight.insight(experiment, study, limits)
+    return study, json.dumps(data, separators=(",", ":")).encode()
 
 
 def _check_write(request: Request) -> None:
