@@ -132,7 +132,12 @@ def browser() -> Any:
     for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
         options.add_argument(flag)
     options.add_argument("--window-size=1400,1100")
-    return webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+    # The page times itself from navigation start: `get` need not wait for the load event,
+    # which the charts' first draws can hold back on a busy machine.
+    options.page_load_strategy = "eager"
+    driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+    driver.command_executor.client_config.timeout = 600
+    return driver
 
 
 def measure(kubeconfig: str, trials: int, repeat: int) -> None:
