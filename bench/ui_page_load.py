@@ -136,7 +136,9 @@ def browser() -> Any:
     # which the charts' first draws can hold back on a busy machine.
     options.page_load_strategy = "eager"
     driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
-    driver.command_executor.client_config.timeout = 600
+    executor = driver.command_executor
+    if not isinstance(executor, str):
+        executor.client_config.timeout = 600
     return driver
 
 
