@@ -26,10 +26,12 @@ from kubetune_testkit.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 NOW = "2026-01-01T00:00:00Z"
+CATEGORIES = ["a", "b", "<b>c</b>"]
+"""One category looks like markup: the charts must show it as written."""
 PARAMETERS = [
     {"name": "x", "parameterType": "double", "feasibleSpace": {"min": "0", "max": "1"}},
     {"name": "n", "parameterType": "int", "feasibleSpace": {"min": "1", "max": "9"}},
-    {"name": "c", "parameterType": "categorical", "feasibleSpace": {"list": ["a", "b", "c"]}},
+    {"name": "c", "parameterType": "categorical", "feasibleSpace": {"list": CATEGORIES}},
 ]
 
 
@@ -125,7 +127,7 @@ def test_study_charts_draw_the_importance_slices_contour_distribution_and_interm
     accuracies = []
     for i in range(40):  # x alone decides the accuracy; n and c are noise
         x = round(rng.random(), 4)
-        params = {"x": str(x), "n": str(rng.randint(1, 9)), "c": rng.choice("abc")}
+        params = {"x": str(x), "n": str(rng.randint(1, 9)), "c": rng.choice(CATEGORIES)}
         accuracies.append(x)
         put_trial(kube, ns, "study", f"study-{i:02d}", params, {"accuracy": x})
     put_trial(
@@ -181,6 +183,7 @@ def test_study_charts_draw_the_importance_slices_contour_distribution_and_interm
     assert [s.get_attribute("data-parameter") for s in slices] == ["x", "n", "c"]
     for s in ("x", "n", "c"):
         assert len(page_data(browser, f"slice-{s}")[0]["x"]) == 41
+    assert "<b>c</b>" in tick_labels(browser, "slice-c"), tick_labels(browser, "slice-c")
     assert all(re.fullmatch(r"\d+", t) for t in tick_labels(browser, "slice-n")), tick_labels(
         browser, "slice-n"
     )

@@ -25,6 +25,9 @@ function readable(v) {
   }
   return trim(x.toFixed(3 - exponent));
 }
+// Plotly reads a few HTML tags in titles, labels and ticks (<b>, <br>, <a href>): names from
+// an Experiment (parameters, metrics, categories) are shown as written, never as markup.
+const plain = (s) => String(s ?? "").replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 const numCell = (v) => `<td class="num" title="${esc(v)}">${esc(readable(v))}</td>`;
 // plotly.js loads async (4.8 MB to parse): tables are drawn first, charts once it is there.
 const plotlyReady = new Promise((resolve) => {
@@ -233,7 +236,7 @@ function drawObjective(data) {
   Plotly.react("objective-chart", [
     {x: xs, y: data.trials.map((r) => r.objective), text: data.trials.map((r) => r.name), mode: "markers", name: e.objectiveMetric || "objective"},
     {x: xs, y: data.bestSoFar, mode: "lines", line: {shape: "hv"}, name: "best so far"},
-  ], {title: {text: `${e.objectiveMetric} per trial (${e.objectiveType})`}, xaxis: {title: {text: "trial"}, ...integerAxis([1, xs.length])}, margin: {t: 40}}, {responsive: true, displaylogo: false});
+  ], {title: {text: `${plain(e.objectiveMetric)} per trial (${e.objectiveType})`}, xaxis: {title: {text: "trial"}, ...integerAxis([1, xs.length])}, margin: {t: 40}}, {responsive: true, displaylogo: false});
   keepIntegerTicks("objective-chart", ["xaxis"]);
 }
 
@@ -248,16 +251,16 @@ function drawParcoords(data) {
     const raw = done.map((r) => r.parameters[p]);
     if (raw.every((v) => v !== undefined && v !== "" && !isNaN(Number(v)))) {
       const values = raw.map(Number);
-      if ((data.parameterTypes || {})[p] !== "int" || !values.length) return {label: p, values};
+      if ((data.parameterTypes || {})[p] !== "int" || !values.length) return {label: plain(p), values};
       const lo = Math.min(...values), hi = Math.max(...values), step = integerStep(lo, hi);
       const ticks = [];
       for (let v = Math.ceil(lo / step) * step; v <= hi; v += step) ticks.push(v);
-      return {label: p, values, tickvals: ticks, ticktext: ticks.map(String)};
+      return {label: plain(p), values, tickvals: ticks, ticktext: ticks.map(String)};
     }
     const cats = [...new Set(raw)].sort();
-    return {label: p, values: raw.map((v) => cats.indexOf(v)), tickvals: cats.map((_, i) => i), ticktext: cats};
+    return {label: plain(p), values: raw.map((v) => cats.indexOf(v)), tickvals: cats.map((_, i) => i), ticktext: cats.map(plain)};
   });
-  dims.push({label: e.objectiveMetric || "objective", values: done.map((r) => r.objective)});
+  dims.push({label: plain(e.objectiveMetric || "objective"), values: done.map((r) => r.objective)});
   return Plotly.react("parcoords", [{type: "parcoords", dimensions: dims,
     line: {color: done.map((r) => r.objective), colorscale: "Viridis", showscale: true, reversescale: e.objectiveType === "minimize"}}],
     {title: {text: "parameters against the objective"}, margin: {t: 60, l: 60, r: 60}}, {displaylogo: false});
@@ -284,7 +287,7 @@ async function drawImportance() {
   const rows = data.importances.slice().reverse();  // the most important on top
   $("importance-note").textContent = data.message ||
     `${data.evaluator}, on ${count(data.used)} of ${count(data.of)} succeeded trials (at most ${count(data.limit)}, evenly spaced)`;
-  return Plotly.react("importance-chart", [{type: "bar", orientation: "h", x: rows.map((r) => r.importance), y: rows.map((r) => r.name),
+  return Plotly.react("importance-chart", [{type: "bar", orientation: "h", x: rows.map((r) => r.importance), y: rows.map((r) => plain(r.name)),
     text: rows.map((r) => readable(r.importance)), textposition: "auto"}],
     {title: {text: "hyperparameter importance"}, xaxis: {range: [0, 1]}, yaxis: {automargin: true}, margin: {t: 40}}, chartConfig);
 }
@@ -301,10 +304,10 @@ function drawSlices(data) {
       el.dataset.parameter = p.name;
       box.appendChild(el);
     }
-    const xs = s.params[p.name];
+    const xs = p.type === "categorical" ? s.params[p.name].map(plain) : s.params[p.name];
     Plotly.react(el, [{x: xs, y: s.values, text: s.trials, mode: "markers", type: "scatter",
       marker: {size: 5, color: s.index, colorscale: "Blues", showscale: false}}],
-      {title: {text: p.name}, xaxis: {title: {text: p.name}, ...axisOf(p, xs)}, yaxis: {title: {text: data.objective.metric}},
+      {title: {text: plain(p.name)}, xaxis: {title: {text: plain(p.name)}, ...axisOf(p, xs)}, yaxis: {title: {text: plain(data.objective.metric)}},
         margin: {t: 40}, showlegend: false}, chartConfig);
     if (p.type === "int") keepIntegerTicks(id, ["xaxis"]);
   }
@@ -313,8 +316,8 @@ function drawSlices(data) {
 function drawEdf(data) {
   const d = data.edf;
   return Plotly.react("edf-chart", [{x: d.x, y: d.y, mode: "lines+markers", line: {shape: "hv"}, marker: {size: 3}, name: "EDF"}],
-    {title: {text: `empirical distribution of ${data.objective.metric} (${count(d.of)} trials)`},
-      xaxis: {title: {text: data.objective.metric}}, yaxis: {title: {text: "share of trials ≤ value"}, range: [0, 1.02]}, margin: {t: 40}}, chartConfig);
+    {title: {text: `empirical distribution of ${plain(data.objective.metric)} (${count(d.of)} trials)`},
+      xaxis: {title: {text: plain(data.objective.metric)}}, yaxis: {title: {text: "share of trials ≤ value"}, range: [0, 1.02]}, margin: {t: 40}}, chartConfig);
 }
 
 function drawIntermediate(data) {
@@ -335,7 +338,7 @@ function drawIntermediate(data) {
     {...b, mode: "lines", name: "early stopped", line: {width: 1, color: "#d62728", dash: "dot"}, connectgaps: false},
     {x: stopped.map((t) => t.steps[t.steps.length - 1]), y: stopped.map((t) => t.values[t.values.length - 1]),
       text: stopped.map((t) => t.name), mode: "markers", name: "stopped here", marker: {symbol: "x", size: 8, color: "#d62728"}},
-  ], {title: {text: `intermediate ${data.objective.metric} (${count(d.trials.length)} of ${count(d.of)} trials; ${count(d.earlyStopped)} early stopped)`},
+  ], {title: {text: `intermediate ${plain(data.objective.metric)} (${count(d.trials.length)} of ${count(d.of)} trials; ${count(d.earlyStopped)} early stopped)`},
     xaxis: {title: {text: "step"}, ...integerAxis(steps)}, margin: {t: 40}}, chartConfig);
   keepIntegerTicks("intermediate-chart", ["xaxis"]);
 }
@@ -344,7 +347,7 @@ function drawPareto(data) {
   const d = data.pareto, el = $("pareto-chart");
   el.hidden = d.objectives.length < 2;
   if (el.hidden) return;
-  const names = d.objectives.map((o) => `${o.metric} (${o.type})`);
+  const names = d.objectives.map((o) => `${plain(o.metric)} (${plain(o.type)})`);
   const title = {text: `Pareto front: ${count(d.front.length)} trials (of ${count(d.frontSize)}); ${count(d.trials.length)} of ${count(d.of)} others`};
   if (d.objectives.length === 2) {
     const front = d.front.slice().sort((p, q) => p.values[0] - q.values[0]);
@@ -386,14 +389,14 @@ async function drawContour() {
   // Categories are drawn at their index, labelled with their name.
   const place = (axis, values) => (axis.type === "categorical" ? values.map((v) => d.grid[axis === d.x ? "x" : "y"].indexOf(v)) : values);
   const layoutOf = (axis, values) => (axis.type === "categorical"
-    ? {tickvals: values.map((_, i) => i), ticktext: values} : axisOf(axis, values));
+    ? {tickvals: values.map((_, i) => i), ticktext: values.map(plain)} : axisOf(axis, values));
   return Plotly.react("contour-chart", [
     {type: "contour", x: place(d.x, d.grid.x), y: place(d.y, d.grid.y), z: d.grid.z, connectgaps: true,
-      colorscale: "Viridis", reversescale: !study.objective.maximize, colorbar: {title: {text: study.objective.metric}}},
+      colorscale: "Viridis", reversescale: !study.objective.maximize, colorbar: {title: {text: plain(study.objective.metric)}}},
     {x: place(d.x, d.points.x), y: place(d.y, d.points.y), text: d.points.trials, mode: "markers",
       marker: {size: 4, color: "#222"}, name: "trials", showlegend: false},
-  ], {title: {text: `best ${study.objective.metric} by ${d.x.name} and ${d.y.name} (${count(d.of)} trials)`},
-    xaxis: {title: {text: d.x.name}, ...layoutOf(d.x, d.grid.x)}, yaxis: {title: {text: d.y.name}, ...layoutOf(d.y, d.grid.y)}, margin: {t: 40}}, chartConfig);
+  ], {title: {text: `best ${plain(study.objective.metric)} by ${plain(d.x.name)} and ${plain(d.y.name)} (${count(d.of)} trials)`},
+    xaxis: {title: {text: plain(d.x.name)}, ...layoutOf(d.x, d.grid.x)}, yaxis: {title: {text: plain(d.y.name)}, ...layoutOf(d.y, d.grid.y)}, margin: {t: 40}}, chartConfig);
 }
 
 // The study charts cost more than the table (a model for the importance, WebGL for 3+
