@@ -28,6 +28,7 @@ function readable(v) {
 // Plotly reads a few HTML tags in titles, labels and ticks (<b>, <br>, <a href>): names from
 // an Experiment (parameters, metrics, categories) are shown as written, never as markup.
 const plain = (s) => String(s ?? "").replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+const count = (n) => Number(n).toLocaleString("en-US");
 const numCell = (v) => `<td class="num" title="${esc(v)}">${esc(readable(v))}</td>`;
 // plotly.js loads async (4.8 MB to parse): tables are drawn first, charts once it is there.
 const plotlyReady = new Promise((resolve) => {
@@ -230,13 +231,24 @@ function drawTrials(data) {
   }).join("");
 }
 
+// Charts of every trial draw at most CHART_POINTS of them, evenly spaced over the run (the
+// first and the last kept), so a page of 10,000 trials stays quick; the table keeps them all.
+const CHART_POINTS = 2000;
+function evenlySample(items, limit = CHART_POINTS) {
+  if (items.length <= limit) return items;
+  return Array.from({length: limit}, (_, i) => items[Math.round(i * (items.length - 1) / (limit - 1))]);
+}
+
 function drawObjective(data) {
   const e = data.experiment;
-  const xs = data.trials.map((_, i) => i + 1);
+  const shown = evenlySample(data.trials.map((r, i) => [i + 1, r]));
+  // The best-so-far line only changes at a new best: its steps (and the last trial) draw it.
+  const steps = data.bestSoFar.map((v, i) => [i + 1, v]).filter(([i, v]) => i === data.bestSoFar.length || v !== data.bestSoFar[i - 2]);
+  const sampled = shown.length < data.trials.length ? ` (${count(shown.length)} of ${count(data.trials.length)} trials drawn)` : "";
   Plotly.react("objective-chart", [
-    {x: xs, y: data.trials.map((r) => r.objective), text: data.trials.map((r) => r.name), mode: "markers", name: e.objectiveMetric || "objective"},
-    {x: xs, y: data.bestSoFar, mode: "lines", line: {shape: "hv"}, name: "best so far"},
-  ], {title: {text: `${plain(e.objectiveMetric)} per trial (${e.objectiveType})`}, xaxis: {title: {text: "trial"}, ...integerAxis([1, xs.length])}, margin: {t: 40}}, {responsive: true, displaylogo: false});
+    {x: shown.map(([i]) => i), y: shown.map(([, r]) => r.objective), text: shown.map(([, r]) => r.name), mode: "markers", name: plain(e.objectiveMetric || "objective")},
+    {x: steps.map(([i]) => i), y: steps.map(([, v]) => v), mode: "lines", line: {shape: "hv"}, name: "best so far"},
+  ], {title: {text: `${plain(e.objectiveMetric)} per trial (${e.objectiveType})${sampled}`}, xaxis: {title: {text: "trial"}, ...integerAxis([1, data.trials.length])}, margin: {t: 40}}, {responsive: true, displaylogo: false});
   keepIntegerTicks("objective-chart", ["xaxis"]);
 }
 
@@ -246,7 +258,7 @@ const scheduleParcoords = throttled(5000, (data) => timed("parcoords", () => dra
 
 function drawParcoords(data) {
   const e = data.experiment;
-  const done = data.trials.filter((r) => r.objective !== null);
+  const done = evenlySample(data.trials.filter((r) => r.objective !== null));
   const dims = data.parameters.map((p) => {
     const raw = done.map((r) => r.parameters[p]);
     if (raw.every((v) => v !== undefined && v !== "" && !isNaN(Number(v)))) {
@@ -271,7 +283,6 @@ function drawParcoords(data) {
 // whatever the number of trials); the page says how many of how many are drawn.
 const experimentUrl = () => `/api/experiments/${encodeURIComponent(parts[1])}/${encodeURIComponent(parts[2])}`;
 const chartConfig = {displaylogo: false};
-const count = (n) => Number(n).toLocaleString("en-US");
 let study = null;
 
 function axisOf(parameter, values) {
