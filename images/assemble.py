@@ -56,7 +56,8 @@ DYNLOAD_DROP_PREFIXES = (
     "_xx",
     "xx",
 )
-# Only the algorithm (Optuna's storages) may use sqlite.
+# Only the services that import Optuna (the algorithm; the UI, for the importance) keep
+# sqlite: Optuna's storages import it.
 SQLITE = ("sqlite3", "_sqlite3")
 
 # Installers are not run in the image.

@@ -68,8 +68,9 @@ SERVICES = {
         ),
         # In every trial pod: no sources either, to stay smallest.
         Service("pns-collector", ("--zip", "--sourceless")),
-        # plotly stays a directory (it ships plotly.js, which the UI serves).
-        Service("ui", ("--zip",)),
+        # plotly stays a directory (it ships plotly.js, which the UI serves); sqlite3 stays
+        # because Optuna (the importance) imports its storages, sqlite's among them.
+        Service("ui", ("--zip", "--keep-sqlite")),
     )
 }
 

@@ -145,3 +145,16 @@ def test_the_fast_ranking_is_the_controllers_rule(
     spec = views.objective_spec({"spec": {"objective": objective}})
     observation = {"metrics": [metric]}
     assert views.Ranker(spec)(observation) == views.objective_of(spec, observation)
+
+
+def test_an_experiment_with_several_objectives_still_draws() -> None:
+    """`spec.objective.objectives` (the multi-objective extension) is not a field of the
+    single-objective model: the page reads the first objective and ignores the list."""
+    experiment = builders.experiment("exp", "ns")
+    experiment["spec"]["objective"]["objectives"] = [
+        {"metricName": "accuracy", "type": "maximize"},
+        {"metricName": "latency", "type": "minimize"},
+    ]
+    page = views.experiment_page(experiment, [trial("a", "0.5", "2026-01-01T00:00:01Z")])
+    assert page["experiment"]["objectiveMetric"] == "accuracy"
+    assert page["trials"][0]["objective"] == 0.5

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +21,18 @@ from starlette.routing import Route
 
 from kubetune import errors, naming
 from kubetune.kube import PODS, Kube
-from kubetune_ui import views
+from kubetune_ui import insight, views
 from kubetune_ui.cache import Cluster
+from kubetune_ui.importance import ImportanceCache
 from kubetune_ui.streams import Limits, Streams, client_of
 from kubetune_ui.writing import Refused, Writer
 
 STATIC = Path(__file__).with_name("static")
 WRITE_HEADER = "X-Kubetune-UI"
 """Writes must carry it: a custom header a cross-site form or image cannot send (CSRF)."""
+STUDY_ENTRIES = 8
+"""Experiments whose study is kept: its trials' values (about 5 MB at 10,000 trials) and its
+charts JSON (at most a few hundred KiB)."""
 TRIAL_POD_SELECTORS = (
     "katib.kubeflow.org/trial={}",
     "batch.kubernetes.io/job-name={}",
@@ -55,6 +60,11 @@ def build(cluster: Cluster, kube: Kube, writer: Writer, limits: Limits | None = 
     streams = Streams(cluster.hub, limits or Limits())
     pages: dict[tuple[str, str], tuple[tuple[str, int], bytes]] = {}
     """The last experiment page JSON per experiment, while neither it nor a trial changed."""
+    charts = insight.Limits()
+    studies: OrderedDict[tuple[str, str], tuple[tuple[str, int], insight.Study, bytes]]
+    studies = OrderedDict()
+    """The last study and its charts JSON of at most STUDY_ENTRIES experiments, like `pages`."""
+    importances = ImportanceCache()
 
     async def page(request: Request) -> Response:
         name = request.scope["endpoint_page"]
@@ -85,6 +95,51 @@ def build(cluster: Cluster, kube: Kube, writer: Writer, limits: Limits | None = 
             body = json.dumps(data, separators=(",", ":")).encode()
             cached = pages[(ns, name)] = (version, body)
         return Response(cached[1], media_type="application/json")
+
+    async def study(request: Request) -> tuple[insight.Study, bytes] | JSONResponse:
+        """The experiment's study and its charts JSON, rebuilt only after it or a trial
+        changed (shared by the charts, the importance and the contour)."""
+        ns, name = request.path_params["namespace"], request.path_params["name"]
+        obj = cluster.experiments.get(ns, name)
+        if obj is None:
+            studies.pop((ns, name), None)
+            return _error(404, f"no experiment {name!r} in namespace {ns!r}")
+        version = (str(obj["metadata"].get("resourceVersion")), cluster.trials_version(ns, name))
+        cached = studies.get((ns, name))
+        if cached is None or cached[0] != version:
+            trials = cluster.trials_of(ns, name)
+            built = await asyncio.to_thread(_study_and_json, obj, trials, charts)
+            cached = studies[(ns, name)] = (version, *built)
+            while len(studies) > STUDY_ENTRIES:
+                studies.popitem(last=False)
+        studies.move_to_end((ns, name))
+        return cached[1], cached[2]
+
+    async def study_charts(request: Request) -> Response:
+        found = await study(request)
+        if isinstance(found, Response):
+            return found
+        return Response(found[1], media_type="application/json")
+
+    async def importance(request: Request) -> Response:
+        found = await study(request)
+        if isinstance(found, Response):
+            return found
+        key = (request.path_params["namespace"], request.path_params["name"])
+        return JSONResponse(await asyncio.to_thread(importances.get, key, found[0]))
+
+    async def contour(request: Request) -> Response:
+        x, y = request.query_params.get("x"), request.query_params.get("y")
+        if not x or not y:
+            return _error(400, "x and y: give two parameter names, e.g. ?x=lr&y=momentum")
+        found = await study(request)
+        if isinstance(found, Response):
+            return found
+        try:
+            data = await asyncio.to_thread(insight.contour, found[0], x, y, charts)
+        except insight.BadQuery as e:
+            return _error(400, str(e))
+        return JSONResponse(data)
 
     async def trial(request: Request) -> Response:
         ns, name = request.path_params["namespace"], request.path_params["name"]
@@ -176,6 +231,9 @@ def build(cluster: Cluster, kube: Kube, writer: Writer, limits: Limits | None = 
         Route("/api/experiments/{namespace}/{name}", experiment),
         Route("/api/experiments/{namespace}/{name}", delete, methods=["DELETE"]),
         Route("/api/experiments/{namespace}/{name}/max-trials", restart, methods=["POST"]),
+        Route("/api/experiments/{namespace}/{name}/study", study_charts),
+        Route("/api/experiments/{namespace}/{name}/importance", importance),
+        Route("/api/experiments/{namespace}/{name}/contour", contour),
         Route("/api/trials/{namespace}/{name}", trial),
         Route("/api/trials/{namespace}/{name}/logs", trial_logs),
         Route("/api/events", events),
@@ -183,6 +241,14 @@ def build(cluster: Cluster, kube: Kube, writer: Writer, limits: Limits | None = 
         Route("/readyz", readyz),
     ]
     return Starlette(routes=routes)
+
+
+def _study_and_json(
+    experiment: dict[str, Any], trials: list[dict[str, Any]], limits: insight.Limits
+) -> tuple[insight.Study, bytes]:
+    study = insight.study_of(experiment, trials)
+    data = insight.insight(experiment, study, limits)
+    return study, json.dumps(data, separators=(",", ":")).encode()
 
 
 def _check_write(request: Request) -> None:

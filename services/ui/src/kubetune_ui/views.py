@@ -34,10 +34,19 @@ def experiment_state(experiment: Mapping[str, Any]) -> str:
     return str(true[-1]) if true else "Pending"
 
 
+OBJECTIVE_FIELDS = frozenset(
+    field.alias or name for name, field in ObjectiveSpec.model_fields.items()
+)
+
+
 def objective_spec(obj: Mapping[str, Any]) -> ObjectiveSpec | None:
-    """`spec.objective` of an Experiment or a Trial (each Trial carries a copy)."""
+    """`spec.objective` of an Experiment or a Trial (each Trial carries a copy). Fields this
+    model does not know (a newer API's extensions, e.g. `objectives`) are left out: the pages
+    still draw an experiment that uses them."""
     raw = (obj.get("spec") or {}).get("objective")
-    return ObjectiveSpec.model_validate(raw) if raw else None
+    if not raw:
+        return None
+    return ObjectiveSpec.model_validate({k: v for k, v in raw.items() if k in OBJECTIVE_FIELDS})
 
 
 def objective_of(objective: ObjectiveSpec | None, observation: Any) -> float | None:
@@ -149,6 +158,9 @@ def experiment_page(experiment: Mapping[str, Any], trials: Iterable[Mapping[str,
     return {
         "experiment": experiment_summary(experiment),
         "parameters": [p.get("name", "") for p in spec.get("parameters") or []],
+        "parameterTypes": {
+            p.get("name", ""): p.get("parameterType", "") for p in spec.get("parameters") or []
+        },
         "metrics": _metric_names(objective, rows),
         "trials": rows,
         "bestSoFar": best_so_far(objective, (r["objective"] for r in rows)),

@@ -25,6 +25,10 @@ function readable(v) {
   }
   return trim(x.toFixed(3 - exponent));
 }
+// Plotly reads a few HTML tags in titles, labels and ticks (<b>, <br>, <a href>): names from
+// an Experiment (parameters, metrics, categories) are shown as written, never as markup.
+const plain = (s) => String(s ?? "").replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+const count = (n) => Number(n).toLocaleString("en-US");
 const numCell = (v) => `<td class="num" title="${esc(v)}">${esc(readable(v))}</td>`;
 // plotly.js loads async (4.8 MB to parse): tables are drawn first, charts once it is there.
 const plotlyReady = new Promise((resolve) => {
@@ -33,6 +37,60 @@ const plotlyReady = new Promise((resolve) => {
   if (tag) tag.addEventListener("load", () => resolve());
 });
 const parts = location.pathname.split("/").filter(Boolean).map(decodeURIComponent);
+
+// Integer axes (trial numbers, report steps, int parameters) get whole-number ticks only:
+// plotly's automatic ticks would put 1.5 and 2.5 between trials 1 to 3. The step is a 1-2-5
+// multiple near an eighth of the shown range, at least 1; it is recomputed on zoom.
+function integerStep(lo, hi) {
+  const raw = Math.max(1, hi - lo) / 8;
+  const base = Math.pow(10, Math.floor(Math.log10(raw)));
+  return Math.max(1, Math.round([1, 2, 5, 10].map((m) => m * base).find((s) => s >= raw)));
+}
+function integerAxis(values) {
+  const numbers = values.map(Number).filter(Number.isFinite);
+  const lo = numbers.length ? Math.min(...numbers) : 0, hi = numbers.length ? Math.max(...numbers) : 1;
+  return {tickmode: "linear", tick0: 0, dtick: integerStep(lo, hi), tickformat: "d"};
+}
+function keepIntegerTicks(id, axes) {
+  const el = $(id);
+  if (el.dataset.integerTicks) return;
+  el.dataset.integerTicks = "1";
+  el.on("plotly_relayout", (ev) => {
+    const update = {};
+    for (const axis of axes) {
+      const range = el.layout[axis] && el.layout[axis].range;
+      if (!el.layout[axis] || el.layout[axis].tickmode !== "linear" || !range) continue;
+      if (ev[`${axis}.range[0]`] === undefined && !ev[`${axis}.autorange`]) continue;
+      update[`${axis}.dtick`] = integerStep(range[0], range[1]);
+    }
+    if (Object.keys(update).length) Plotly.relayout(el, update);
+  });
+}
+
+// Each chart's draw is timed: `<name>Ms` on <body>, milliseconds from navigation start to its
+// first draw, and `<name>DrawMs`, how long its last fetch and draw took (the bench reads both).
+async function timed(name, draw) {
+  const start = performance.now();
+  await draw();
+  const data = document.body.dataset;
+  data[name + "DrawMs"] = String(Math.round(performance.now() - start));
+  if (!data[name + "Ms"]) data[name + "Ms"] = String(Math.round(performance.now()));
+}
+
+// At most one run every `ms` with the newest argument (the first one at once): for charts too
+// costly to redraw on every change notice of a running experiment.
+function throttled(ms, run) {
+  let latest = null, timer = null, at = -Infinity;
+  return (arg) => {
+    latest = arg;
+    if (timer) return;
+    timer = setTimeout(async () => {
+      timer = null;
+      at = Date.now();
+      await run(latest);
+    }, Math.max(0, at + ms - Date.now()));
+  };
+}
 
 function age(ts) {
   if (!ts) return "";
@@ -173,44 +231,200 @@ function drawTrials(data) {
   }).join("");
 }
 
+// Charts of every trial draw at most CHART_POINTS of them, evenly spaced over the run (the
+// first and the last kept), so a page of 10,000 trials stays quick; the table keeps them all.
+const CHART_POINTS = 2000;
+function evenlySample(items, limit = CHART_POINTS) {
+  if (items.length <= limit) return items;
+  return Array.from({length: limit}, (_, i) => items[Math.round(i * (items.length - 1) / (limit - 1))]);
+}
+
 function drawObjective(data) {
   const e = data.experiment;
-  const xs = data.trials.map((_, i) => i + 1);
+  const shown = evenlySample(data.trials.map((r, i) => [i + 1, r]));
+  // The best-so-far line only changes at a new best: its steps (and the last trial) draw it.
+  const steps = data.bestSoFar.map((v, i) => [i + 1, v]).filter(([i, v]) => i === data.bestSoFar.length || v !== data.bestSoFar[i - 2]);
+  const sampled = shown.length < data.trials.length ? ` (${count(shown.length)} of ${count(data.trials.length)} trials drawn)` : "";
   Plotly.react("objective-chart", [
-    {x: xs, y: data.trials.map((r) => r.objective), text: data.trials.map((r) => r.name), mode: "markers", name: e.objectiveMetric || "objective"},
-    {x: xs, y: data.bestSoFar, mode: "lines", line: {shape: "hv"}, name: "best so far"},
-  ], {title: {text: `${e.objectiveMetric} per trial (${e.objectiveType})`}, xaxis: {title: {text: "trial"}}, margin: {t: 40}}, {responsive: true, displaylogo: false});
+    {x: shown.map(([i]) => i), y: shown.map(([, r]) => r.objective), text: shown.map(([, r]) => r.name), mode: "markers", name: plain(e.objectiveMetric || "objective")},
+    {x: steps.map(([i]) => i), y: steps.map(([, v]) => v), mode: "lines", line: {shape: "hv"}, name: "best so far"},
+  ], {title: {text: `${plain(e.objectiveMetric)} per trial (${e.objectiveType})${sampled}`}, xaxis: {title: {text: "trial"}, ...integerAxis([1, data.trials.length])}, margin: {t: 40}}, {responsive: true, displaylogo: false});
+  keepIntegerTicks("objective-chart", ["xaxis"]);
 }
 
 // Parallel coordinates are WebGL: cheap on a GPU, seconds for 1,000 lines in software GL (a
 // headless or GPU-less browser). So they are drawn after the rest, at most once per 5 s.
-let parcoordsData = null, parcoordsTimer = null, parcoordsAt = 0;
-function scheduleParcoords(data) {
-  parcoordsData = data;
-  if (parcoordsTimer) return;
-  const wait = Math.max(0, parcoordsAt + 5000 - Date.now());
-  parcoordsTimer = setTimeout(() => {
-    parcoordsTimer = null;
-    parcoordsAt = Date.now();
-    drawParcoords(parcoordsData);
-    if (!document.body.dataset.parcoordsMs) document.body.dataset.parcoordsMs = String(Math.round(performance.now()));
-  }, wait);
-}
+const scheduleParcoords = throttled(5000, (data) => timed("parcoords", () => drawParcoords(data)));
 
 function drawParcoords(data) {
   const e = data.experiment;
-  const done = data.trials.filter((r) => r.objective !== null);
+  const done = evenlySample(data.trials.filter((r) => r.objective !== null));
   const dims = data.parameters.map((p) => {
     const raw = done.map((r) => r.parameters[p]);
-    if (raw.every((v) => v !== undefined && v !== "" && !isNaN(Number(v)))) return {label: p, values: raw.map(Number)};
+    if (raw.every((v) => v !== undefined && v !== "" && !isNaN(Number(v)))) {
+      const values = raw.map(Number);
+      if ((data.parameterTypes || {})[p] !== "int" || !values.length) return {label: plain(p), values};
+      const lo = Math.min(...values), hi = Math.max(...values), step = integerStep(lo, hi);
+      const ticks = [];
+      for (let v = Math.ceil(lo / step) * step; v <= hi; v += step) ticks.push(v);
+      return {label: plain(p), values, tickvals: ticks, ticktext: ticks.map(String)};
+    }
     const cats = [...new Set(raw)].sort();
-    return {label: p, values: raw.map((v) => cats.indexOf(v)), tickvals: cats.map((_, i) => i), ticktext: cats};
+    return {label: plain(p), values: raw.map((v) => cats.indexOf(v)), tickvals: cats.map((_, i) => i), ticktext: cats.map(plain)};
   });
-  dims.push({label: e.objectiveMetric || "objective", values: done.map((r) => r.objective)});
-  Plotly.react("parcoords", [{type: "parcoords", dimensions: dims,
+  dims.push({label: plain(e.objectiveMetric || "objective"), values: done.map((r) => r.objective)});
+  return Plotly.react("parcoords", [{type: "parcoords", dimensions: dims,
     line: {color: done.map((r) => r.objective), colorscale: "Viridis", showscale: true, reversescale: e.objectiveType === "minimize"}}],
     {title: {text: "parameters against the objective"}, margin: {t: 60, l: 60, r: 60}}, {displaylogo: false});
 }
+
+// ---- the study: importance, slices, contour, distribution, intermediate values, Pareto ----
+// The server sends bounded samples and aggregates (at most a few thousand points a chart,
+// whatever the number of trials); the page says how many of how many are drawn.
+const experimentUrl = () => `/api/experiments/${encodeURIComponent(parts[1])}/${encodeURIComponent(parts[2])}`;
+const chartConfig = {displaylogo: false};
+let study = null;
+
+function axisOf(parameter, values) {
+  if (!parameter) return {};
+  if (parameter.type === "int") return integerAxis(values);
+  if (parameter.log) return {type: "log"};
+  if (parameter.type === "categorical") return {type: "category"};
+  return {};
+}
+
+async function drawImportance() {
+  const data = await getJSON(experimentUrl() + "/importance");
+  const rows = data.importances.slice().reverse();  // the most important on top
+  $("importance-note").textContent = data.message ||
+    `${data.evaluator}, on ${count(data.used)} of ${count(data.of)} succeeded trials (at most ${count(data.limit)}, evenly spaced)`;
+  return Plotly.react("importance-chart", [{type: "bar", orientation: "h", x: rows.map((r) => r.importance), y: rows.map((r) => plain(r.name)),
+    text: rows.map((r) => readable(r.importance)), textposition: "auto"}],
+    {title: {text: "hyperparameter importance"}, xaxis: {range: [0, 1]}, yaxis: {automargin: true}, margin: {t: 40}}, chartConfig);
+}
+
+function drawSlices(data) {
+  const s = data.sample, box = $("slices");
+  for (const p of data.parameters) {
+    const id = "slice-" + p.name;
+    let el = document.getElementById(id);
+    if (!el) {
+      el = document.createElement("div");
+      el.id = id;
+      el.className = "chart small slice";
+      el.dataset.parameter = p.name;
+      box.appendChild(el);
+    }
+    const xs = p.type === "categorical" ? s.params[p.name].map(plain) : s.params[p.name];
+    Plotly.react(el, [{x: xs, y: s.values, text: s.trials, mode: "markers", type: "scatter",
+      marker: {size: 5, color: s.index, colorscale: "Blues", showscale: false}}],
+      {title: {text: plain(p.name)}, xaxis: {title: {text: plain(p.name)}, ...axisOf(p, xs)}, yaxis: {title: {text: plain(data.objective.metric)}},
+        margin: {t: 40}, showlegend: false}, chartConfig);
+    if (p.type === "int") keepIntegerTicks(id, ["xaxis"]);
+  }
+}
+
+function drawEdf(data) {
+  const d = data.edf;
+  return Plotly.react("edf-chart", [{x: d.x, y: d.y, mode: "lines+markers", line: {shape: "hv"}, marker: {size: 3}, name: "EDF"}],
+    {title: {text: `empirical distribution of ${plain(data.objective.metric)} (${count(d.of)} trials)`},
+      xaxis: {title: {text: plain(data.objective.metric)}}, yaxis: {title: {text: "share of trials ≤ value"}, range: [0, 1.02]}, margin: {t: 40}}, chartConfig);
+}
+
+function drawIntermediate(data) {
+  const d = data.intermediate;
+  // One trace per kind, curves separated by gaps: hundreds of traces would each cost a redraw.
+  const joined = (trials) => {
+    const out = {x: [], y: [], text: []};
+    for (const t of trials) {
+      out.x.push(...t.steps, null); out.y.push(...t.values, null); out.text.push(...t.steps.map(() => t.name), "");
+    }
+    return out;
+  };
+  const stopped = d.trials.filter((t) => t.earlyStopped), ran = d.trials.filter((t) => !t.earlyStopped);
+  const a = joined(ran), b = joined(stopped);
+  const steps = d.trials.flatMap((t) => t.steps);
+  Plotly.react("intermediate-chart", [
+    {...a, mode: "lines", name: "trials", line: {width: 1, color: "#1f77b4"}, connectgaps: false},
+    {...b, mode: "lines", name: "early stopped", line: {width: 1, color: "#d62728", dash: "dot"}, connectgaps: false},
+    {x: stopped.map((t) => t.steps[t.steps.length - 1]), y: stopped.map((t) => t.values[t.values.length - 1]),
+      text: stopped.map((t) => t.name), mode: "markers", name: "stopped here", marker: {symbol: "x", size: 8, color: "#d62728"}},
+  ], {title: {text: `intermediate ${plain(data.objective.metric)} (${count(d.trials.length)} of ${count(d.of)} trials; ${count(d.earlyStopped)} early stopped)`},
+    xaxis: {title: {text: "step"}, ...integerAxis(steps)}, margin: {t: 40}}, chartConfig);
+  keepIntegerTicks("intermediate-chart", ["xaxis"]);
+}
+
+function drawPareto(data) {
+  const d = data.pareto, el = $("pareto-chart");
+  el.hidden = d.objectives.length < 2;
+  if (el.hidden) return;
+  const names = d.objectives.map((o) => `${plain(o.metric)} (${plain(o.type)})`);
+  const title = {text: `Pareto front: ${count(d.front.length)} trials (of ${count(d.frontSize)}); ${count(d.trials.length)} of ${count(d.of)} others`};
+  if (d.objectives.length === 2) {
+    const front = d.front.slice().sort((p, q) => p.values[0] - q.values[0]);
+    return Plotly.react(el, [
+      {x: d.trials.map((t) => t.values[0]), y: d.trials.map((t) => t.values[1]), text: d.trials.map((t) => t.trial),
+        mode: "markers", name: "trials", marker: {color: "#bbb", size: 5}},
+      {x: front.map((t) => t.values[0]), y: front.map((t) => t.values[1]), text: front.map((t) => t.trial),
+        mode: "lines+markers", line: {shape: "hv"}, name: "Pareto front", marker: {color: "#d62728", size: 8}},
+    ], {title, xaxis: {title: {text: names[0]}}, yaxis: {title: {text: names[1]}}, margin: {t: 40}}, chartConfig);
+  }
+  const all = d.trials.concat(d.front);
+  return Plotly.react(el, [{type: "parcoords",
+    dimensions: names.map((label, i) => ({label, values: all.map((t) => t.values[i])})),
+    line: {color: all.map((_, i) => (i >= d.trials.length ? 1 : 0)), colorscale: [[0, "#ccc"], [1, "#d62728"]], cmin: 0, cmax: 1}}],
+    {title, margin: {t: 80, l: 60, r: 60}}, chartConfig);
+}
+
+function fillContourChoices(data) {
+  const names = data.parameters.map((p) => p.name);
+  for (const [id, at] of [["contour-x", 0], ["contour-y", 1]]) {
+    const select = $(id), chosen = select.value;
+    if (select.options.length === names.length) continue;
+    select.innerHTML = names.map((n) => `<option value="${esc(n)}">${esc(n)}</option>`).join("");
+    select.value = names.includes(chosen) ? chosen : (names[at] ?? names[0] ?? "");
+  }
+}
+
+async function drawContour() {
+  const x = $("contour-x").value, y = $("contour-y").value;
+  $("contour-error").textContent = "";
+  if (!x || !y || x === y) {
+    $("contour-error").textContent = x && x === y ? "choose two different parameters" : "the contour needs two parameters";
+    return Plotly.purge("contour-chart");
+  }
+  let d;
+  try {
+    d = await getJSON(`${experimentUrl()}/contour?x=${encodeURIComponent(x)}&y=${encodeURIComponent(y)}`);
+  } catch (e) { $("contour-error").textContent = e.message; return; }
+  // Categories are drawn at their index, labelled with their name.
+  const place = (axis, values) => (axis.type === "categorical" ? values.map((v) => d.grid[axis === d.x ? "x" : "y"].indexOf(v)) : values);
+  const layoutOf = (axis, values) => (axis.type === "categorical"
+    ? {tickvals: values.map((_, i) => i), ticktext: values.map(plain)} : axisOf(axis, values));
+  return Plotly.react("contour-chart", [
+    {type: "contour", x: place(d.x, d.grid.x), y: place(d.y, d.grid.y), z: d.grid.z, connectgaps: true,
+      colorscale: "Viridis", reversescale: !study.objective.maximize, colorbar: {title: {text: plain(study.objective.metric)}}},
+    {x: place(d.x, d.points.x), y: place(d.y, d.points.y), text: d.points.trials, mode: "markers",
+      marker: {size: 4, color: "#222"}, name: "trials", showlegend: false},
+  ], {title: {text: `best ${plain(study.objective.metric)} by ${plain(d.x.name)} and ${plain(d.y.name)} (${count(d.of)} trials)`},
+    xaxis: {title: {text: plain(d.x.name)}, ...layoutOf(d.x, d.grid.x)}, yaxis: {title: {text: plain(d.y.name)}, ...layoutOf(d.y, d.grid.y)}, margin: {t: 40}}, chartConfig);
+}
+
+// The study charts cost more than the table (a model for the importance, WebGL for 3+
+// objectives): redrawn at most once per 5 s while the experiment runs.
+const scheduleStudy = throttled(5000, async () => {
+  await timed("study", async () => { study = await getJSON(experimentUrl() + "/study"); });
+  const s = study.sample;
+  $("study-note").textContent = `Charts drawn from ${count(s.trials.length)} of ${count(s.of)} succeeded trials ` +
+    `(at most ${count(study.limits.points)}, evenly spaced over the run); contour cells hold the best value of every trial in them.`;
+  fillContourChoices(study);
+  await timed("slices", () => drawSlices(study));
+  await timed("edf", () => drawEdf(study));
+  await timed("intermediate", () => drawIntermediate(study));
+  await timed("pareto", () => drawPareto(study));
+  await timed("contour", drawContour);
+  try { await timed("importance", drawImportance); } catch (e) { $("importance-note").textContent = e.message; }
+});
 
 function experimentPage() {
   const [ns, name] = [parts[1], parts[2]];
@@ -231,7 +445,9 @@ function experimentPage() {
     await plotlyReady;
     drawObjective(data);
     scheduleParcoords(data);
+    scheduleStudy(data);
   });
+  for (const id of ["contour-x", "contour-y"]) $(id).addEventListener("change", () => timed("contour", drawContour));
   $("trials").tHead.addEventListener("click", (ev) => {
     const th = ev.target.closest("th");
     if (!th || !last) return;
@@ -271,7 +487,8 @@ function trialPage() {
         ? curves.map(([m, c]) => ({x: c.steps, y: c.values, mode: "lines+markers", name: m}))
         : Object.entries(h.summary).map(([m, s]) => ({x: ["min", "max", "latest"], y: [s.min, s.max, s.latest].map(Number), type: "bar", name: m}));
       Plotly.react("metric-chart", traces, {title: {text: curves.length ? "metric history" : "no history recorded: min / max / latest"},
-        xaxis: {title: {text: curves.length ? "report" : ""}}, margin: {t: 40}}, {displaylogo: false});
+        xaxis: curves.length ? {title: {text: "report"}, ...integerAxis(curves.flatMap(([, c]) => c.steps))} : {}, margin: {t: 40}}, {displaylogo: false});
+      if (curves.length) keepIntegerTicks("metric-chart", ["xaxis"]);
     }
     await logs();
   });
