@@ -21,7 +21,6 @@ import pytest
 from kubetune import naming
 from kubetune.kube import EXPERIMENTS, TRIALS, Kube
 from kubetune_testkit import builders, uipaths
-from kubetune_testkit.multiobjective import ensure_experiment_fields
 from kubetune_testkit.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -295,7 +294,6 @@ def test_two_objectives_draw_every_trial_with_the_front_highlighted(
     from selenium.webdriver.common.by import By
 
     ns = namespace
-    ensure_experiment_fields(kube, ns)  # before the UI watches
     url = start_ui(f"--watch-namespace={ns}")
     multiobjective_experiment(kube, ns, "pair", ["accuracy", "latency"])
     results = {
@@ -337,7 +335,6 @@ def test_three_objectives_draw_parallel_coordinates_with_the_front_highlighted(
     from selenium.webdriver.common.by import By
 
     ns = namespace
-    ensure_experiment_fields(kube, ns)  # before the UI watches
     url = start_ui(f"--watch-namespace={ns}")
     metrics = ["accuracy", "latency", "memory"]
     multiobjective_experiment(kube, ns, "triple", metrics)
