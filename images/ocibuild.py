@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from localcluster import ociimage
+from localcluster.gotool import one_at_a_time
 
 PYTHON = Path("/usr/bin/python3.11")
 IMAGE_VENV = "/opt/kubetune"
@@ -159,7 +160,9 @@ def assemble(ctx: Path, rootfs: Path, log: Path) -> None:
     if (ctx / "ca.pem").stat().st_size:
         env["PIP_CERT"] = str(ctx / "ca.pem")
     venv = ctx / "venv"
-    pip = [str(venv / "bin" / "pip"), "install", "--quiet", "-c", str(ctx / "constraints.txt")]
+    # --no-compile: assemble.py compiles what it keeps (pip's bytecode is never copied).
+    pip = [str(venv / "bin" / "pip"), "install", "--quiet", "--no-compile"]
+    pip += ["-c", str(ctx / "constraints.txt")]
     _run([str(PYTHON), "-m", "venv", str(venv)], log, ctx, env)
     _run([*pip, "--only-binary=:all:", "-r", str(ctx / "requirements.txt")], log, ctx, env)
     local = sorted(str(p) for p in (ctx / "src").glob("*")) if (ctx / "src").is_dir() else []
@@ -179,6 +182,29 @@ def _link_or_copy(source: Path, dest: Path) -> None:
         shutil.copyfile(source, dest)
 
 
+def _build(context: bytes, target: str, image: str, cached: Path, log: Path) -> None:
+    log.write_text("")
+    with tempfile.TemporaryDirectory(dir=cached.parent, prefix=f"{target}-") as tmp:
+        ctx = Path(tmp) / "ctx"
+        with tarfile.open(fileobj=io.BytesIO(context)) as tar:
+            tar.extractall(ctx, filter="data")
+        rootfs = Path(tmp) / "rootfs"
+        assemble(ctx, rootfs, log)
+        proc = process_of((ctx / "Dockerfile").read_text(), target)
+        spec = ociimage.Image(
+            image,
+            entrypoint=proc.entrypoint,
+            cmd=proc.cmd,
+            env=[f"{k}={v}" for k, v in proc.env.items()],
+            user=proc.user,
+            exposed_ports=proc.expose,
+            tree=rootfs,
+        )
+        partial = Path(tmp) / "image.tar"
+        ociimage.write(spec, partial)
+        partial.replace(cached)
+
+
 def build_archive(
     context: bytes, target: str, image: str, out: Path, cache: Path, log: Path
 ) -> tuple[Path, bool]:
@@ -186,32 +212,15 @@ def build_archive(
     False when the cache had it."""
     key = cache_key(context, image)
     cached = cache / f"{target}-{key[:24]}.tar"
-    built = not cached.is_file()
-    if built:
-        cache.mkdir(parents=True, exist_ok=True)
-        log.write_text("")
-        with tempfile.TemporaryDirectory(dir=cache, prefix=f"{target}-") as tmp:
-            ctx = Path(tmp) / "ctx"
-            with tarfile.open(fileobj=io.BytesIO(context)) as tar:
-                tar.extractall(ctx, filter="data")
-            rootfs = Path(tmp) / "rootfs"
-            assemble(ctx, rootfs, log)
-            proc = process_of((ctx / "Dockerfile").read_text(), target)
-            spec = ociimage.Image(
-                image,
-                entrypoint=proc.entrypoint,
-                cmd=proc.cmd,
-                env=[f"{k}={v}" for k, v in proc.env.items()],
-                user=proc.user,
-                exposed_ports=proc.expose,
-                tree=rootfs,
-            )
-            partial = Path(tmp) / "image.tar"
-            ociimage.write(spec, partial)
-            partial.replace(cached)
-        for stale in cache.glob(f"{target}-*.tar"):
-            if stale != cached:
-                stale.unlink()  # an older build of this image: only the newest is kept
+    cache.mkdir(parents=True, exist_ok=True)
+    # CI builds the images in the background too: a second run waits, then finds them cached.
+    with one_at_a_time(cache / f"{target}.lock", "images", f"{target} is being built"):
+        built = not cached.is_file()
+        if built:
+            _build(context, target, image, cached, log)
+    for stale in cache.glob(f"{target}-*.tar"):
+        if stale != cached:
+            stale.unlink(missing_ok=True)  # an older build of this image: only the newest stays
     out.parent.mkdir(parents=True, exist_ok=True)
     _link_or_copy(cached, out)
     print(f"{out}: {image}{'' if built else ' (cached)'}", file=sys.stderr)

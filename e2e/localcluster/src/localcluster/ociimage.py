@@ -119,10 +119,12 @@ def _blob(tar: tarfile.TarFile, data: bytes) -> str:
 
 def _file_digest(f: IO[bytes]) -> tuple[str, int]:
     f.seek(0)
-    digest = hashlib.file_digest(f, "sha256").hexdigest()
+    digest = hashlib.sha256()
+    while chunk := f.read(1 << 20):
+        digest.update(chunk)
     size = f.tell()
     f.seek(0)
-    return digest, size
+    return digest.hexdigest(), size
 
 
 def _json(obj: object) -> bytes:
