@@ -36,8 +36,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ocibuild import OCIBuildError, build_archive
-
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("KUBETUNE_CACHE", Path.home() / ".cache" / "kubetune"))
 DOCKER_DATA = CACHE / "docker"
@@ -363,6 +361,11 @@ def oci_image_name(service: str, tag: str) -> str:
 
 def build_oci(out_dir: Path, names: list[str], tag: str, logs: Path) -> int:
     """The docker-free path: one OCI archive per service in `out_dir`."""
+    # Here, not at the top: the docker path runs without localcluster (ocibuild's writer), and
+    # tests load this script by file, where its directory is not on sys.path.
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from ocibuild import OCIBuildError, build_archive
+
     everything = {**SERVICES, **TRAINERS}
     for name in names:
         started = time.monotonic()

@@ -5,8 +5,8 @@ directory its user's. Reads the archives the session loads (KUBETUNE_REALNODE_IM
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import sys
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -16,15 +16,27 @@ from conftest import ARCHIVES, image_archives
 
 from kubetune_testkit.deploying import ROOT
 
-sys.path.insert(0, str(ROOT / "images"))
-import ocibuild  # noqa: E402  (images/ is a directory of scripts, not a package)
+
+def load_ocibuild() -> Any:
+    """images/ocibuild.py as a module (images/ holds scripts, not an installed package)."""
+    spec = importlib.util.spec_from_file_location("ocibuild", ROOT / "images" / "ocibuild.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ocibuild = load_ocibuild()
 
 SERVICES = [name for name in ARCHIVES if name != "examples"]
 DOCKERFILE = (ROOT / "images" / "Dockerfile").read_text()
 
 
-def read_image(archive: Path) -> tuple[dict[str, Any], dict[str, tarfile.TarInfo]]:
-    """The image config, and the layer's entries by path."""
+Image = tuple[dict[str, Any], dict[str, tarfile.TarInfo], dict[str, bytes]]
+
+
+def read_image(archive: Path) -> Image:
+    """The image config, the layer's entries by path, and the scripts in /opt/kubetune/bin."""
     with tarfile.open(archive) as outer:
 
         def blob(digest: str) -> bytes:
@@ -40,7 +52,12 @@ def read_image(archive: Path) -> tuple[dict[str, Any], dict[str, tarfile.TarInfo
         assert member is not None
         with tarfile.open(fileobj=member) as inner:
             entries = {m.name: m for m in inner.getmembers()}
-    return config, entries
+            scripts = {
+                name: blob_of(inner, name)
+                for name, m in entries.items()
+                if name.startswith("opt/kubetune/bin/") and m.isfile() and m.size < 4096
+            }
+    return config, entries, scripts
 
 
 def blob_of(tar: tarfile.TarFile, name: str) -> bytes:
@@ -50,26 +67,25 @@ def blob_of(tar: tarfile.TarFile, name: str) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def images() -> dict[str, tuple[dict[str, Any], dict[str, tarfile.TarInfo]]]:
+def images() -> dict[str, Image]:
     return {path.stem: read_image(path) for path in image_archives()}
 
 
 @pytest.mark.parametrize("service", SERVICES)
 def test_a_service_image_runs_as_its_dockerfile_stage_says(
-    images: dict[str, tuple[dict[str, Any], dict[str, tarfile.TarInfo]]], service: str
+    images: dict[str, Image], service: str
 ) -> None:
-    config, entries = images[service]
+    config, entries, scripts = images[service]
     process = ocibuild.process_of(DOCKERFILE, service)
     assert config["config"]["User"] == "65532:65532" == process.user
     assert config["config"]["Entrypoint"] == process.entrypoint == [service]
     assert config["config"]["Env"] == [f"{k}={v}" for k, v in process.env.items()]
-    assert f"opt/kubetune/bin/{service}" in entries
+    # The virtualenv was made elsewhere: its scripts start the image's interpreter.
+    assert scripts[f"opt/kubetune/bin/{service}"].startswith(b"#!/opt/kubetune/bin/python")
     # No shell: a service image runs its one command.
     assert not {"usr/bin/sh", "usr/bin/bash", "usr/bin/dash", "usr/bin/busybox"} & set(entries)
     writable = [
-        name
-        for name, e in entries.items()
-        if not e.issym() and (e.mode & 0o002) and name != "tmp"
+        name for name, e in entries.items() if not e.issym() and (e.mode & 0o002) and name != "tmp"
     ]
     assert writable == [], "written by anyone"
     assert entries["tmp"].mode & 0o1777 == 0o1777
@@ -83,9 +99,9 @@ def test_the_webhook_serves_by_default() -> None:
 
 
 def test_the_trainer_image_has_a_shell_and_the_example(
-    images: dict[str, tuple[dict[str, Any], dict[str, tarfile.TarInfo]]],
+    images: dict[str, Image],
 ) -> None:
-    config, entries = images["examples"]
+    config, entries, _ = images["examples"]
     assert "opt/kubetune/examples/training/digits.py" in entries
     assert entries["usr/bin/sh"].linkname == "busybox"
     assert "PATH=/opt/kubetune/bin:/usr/bin" in config["config"]["Env"]
