@@ -164,10 +164,15 @@ def assemble(ctx: Path, rootfs: Path, log: Path) -> None:
     pip = [str(venv / "bin" / "pip"), "install", "--quiet", "--no-compile"]
     pip += ["-c", str(ctx / "constraints.txt")]
     _run([str(PYTHON), "-m", "venv", str(venv)], log, ctx, env)
-    _run([*pip, "--only-binary=:all:", "-r", str(ctx / "requirements.txt")], log, ctx, env)
+    # With the build backend the local packages need (assemble.py drops both from the image).
+    build_backend = ["setuptools>=68", "wheel"]
+    reqs = ["-r", str(ctx / "requirements.txt"), *build_backend]
+    _run([*pip, "--only-binary=:all:", *reqs], log, ctx, env)
     local = sorted(str(p) for p in (ctx / "src").glob("*")) if (ctx / "src").is_dir() else []
     if local:
-        _run([*pip, "--no-deps", *local], log, ctx, env)
+        # With the virtualenv's setuptools: an isolated build env per package would install
+        # setuptools again for each (minutes on a loaded machine).
+        _run([*pip, "--no-deps", "--no-build-isolation", *local], log, ctx, env)
     _run([str(venv / "bin" / "pip"), "check"], log, ctx, env)
     flags = shlex.split((ctx / "assemble-flags").read_text())
     cmd = [str(PYTHON), str(ctx / "assemble.py"), str(rootfs), "--venv", str(venv)]

@@ -44,6 +44,8 @@ ARCHIVES = (
     "examples",
 )
 TRAINER_IMAGE = "docker.io/kubetune/examples:dev"
+LOADED: dict[str, list[str]] = {}
+"""Archive name -> the image names `localcluster load` reported for it."""
 LOCKED = "already runs on this machine"
 
 
@@ -96,7 +98,7 @@ def cluster(cluster_state_dir: Path) -> Iterator[ClusterHandle]:
     try:
         state = up_when_free(cluster_state_dir)
         for archive in archives:
-            real_node.load(archive)
+            LOADED[archive.stem] = real_node.load(archive)
         yield ClusterHandle(
             kubeconfig=state.kubeconfig,
             kubectl_path=state.kubectl,

@@ -14,7 +14,7 @@ import shlex
 from typing import Any
 
 import pytest
-from conftest import TRAINER_IMAGE, describe
+from conftest import ARCHIVES, LOADED, TRAINER_IMAGE, describe
 
 from kubetune_testkit import builders, kubectl
 from kubetune_testkit.conditions import is_true
@@ -63,6 +63,11 @@ def succeeded(cluster: ClusterHandle, name: str, ns: str) -> Obj | None:
 def metric(observation: Obj, name: str) -> float:
     (found,) = [m for m in observation["metrics"] if m["name"] == name]
     return float(found["latest"])
+
+
+def test_every_image_is_loaded_under_its_name(cluster: ClusterHandle) -> None:
+    """`localcluster load` names what it imported (the overlay's images, the trainer)."""
+    assert {name: [f"docker.io/kubetune/{name}:dev"] for name in ARCHIVES} == LOADED
 
 
 def test_random_search_with_job_trials_and_the_stdout_collector(

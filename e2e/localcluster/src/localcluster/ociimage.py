@@ -17,7 +17,7 @@ import tarfile
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 LAYER_TYPE = "application/vnd.oci.image.layer.v1.tar"
 CONFIG_TYPE = "application/vnd.oci.image.config.v1+json"
@@ -195,3 +195,28 @@ def write(image: Image, archive: Path) -> Path:
         _file(tar, "oci-layout", _json({"imageLayoutVersion": "1.0.0"}))
         _file(tar, "index.json", index)
     return archive
+
+
+def names_in(archive: Path) -> list[str]:
+    """The image names an OCI layout or docker-save archive holds, as written in it.
+
+    ``ctr images import`` reports what it saved, but prints a name's ``-`` as a space
+    (``docker.io/kubetune/trial controller:dev``), so the archive is read instead."""
+    with tarfile.open(archive) as tar:
+
+        def document(name: str) -> Any:
+            try:
+                member = tar.extractfile(name)
+            except KeyError:
+                return None
+            return json.load(member) if member is not None else None
+
+        index = document("index.json")
+        if index is not None:
+            return [
+                str(m["annotations"]["io.containerd.image.name"])
+                for m in index.get("manifests") or []
+                if "io.containerd.image.name" in (m.get("annotations") or {})
+            ]
+        saved = document("manifest.json") or []
+        return [str(tag) for entry in saved for tag in entry.get("RepoTags") or []]
