@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ def load_ocibuild() -> Any:
     spec = importlib.util.spec_from_file_location("ocibuild", ROOT / "images" / "ocibuild.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules["ocibuild"] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
