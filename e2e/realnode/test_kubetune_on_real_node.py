@@ -30,8 +30,9 @@ SCORE = "print('score=' + str(1 - abs(0.3 - ${trialParameters.x})))"
 
 
 def score_experiment(ns: str, name: str, trials: int) -> Obj:
-    """Random search over x in [0, 1]; each trial prints score = 1 - |0.3 - x|."""
-    return builders.experiment(
+    """Random search over x in [0, 1]; each trial prints score = 1 - |0.3 - x|; the trials'
+    Jobs are kept (their pods show the images, their logs stay readable)."""
+    exp = builders.experiment(
         name,
         ns,
         objective_spec=builders.objective("score", strategies=False),
@@ -51,6 +52,8 @@ def score_experiment(ns: str, name: str, trials: int) -> Obj:
         parallelTrialCount=2,
         maxTrialCount=trials,
     )
+    exp["spec"]["trialTemplate"]["retain"] = True
+    return exp
 
 
 def succeeded(cluster: ClusterHandle, name: str, ns: str) -> Obj | None:
@@ -73,7 +76,7 @@ def test_every_image_is_loaded_under_its_name(cluster: ClusterHandle) -> None:
 def test_random_search_with_job_trials_and_the_stdout_collector(
     kubetune: ClusterHandle, ns: str
 ) -> None:
-    kubectl.apply(kubetune, score_experiment(ns, "score", trials=3))
+    kubectl.apply(kubetune, score_experiment(ns, "score", trials=3), check=True)
     try:
         exp = wait_for("Experiment score Succeeded", lambda: succeeded(kubetune, "score", ns), 600)
     except AssertionError as exc:
@@ -93,8 +96,13 @@ def test_random_search_with_job_trials_and_the_stdout_collector(
     assert metric(best["observation"], "score") == max(scores.values())
     # The collector ran as a sidecar from its own image in each trial pod.
     pods = get_json(kubetune, "pods", "-n", ns, "-l", "katib.kubeflow.org/experiment=score")
-    for pod in pods["items"]:
-        images = {c["name"]: c["image"] for c in pod["spec"]["containers"]}
+    trial_pods = [
+        {c["name"]: c["image"] for c in pod["spec"]["containers"]}
+        for pod in pods["items"]
+        if "katib.kubeflow.org/trial" in pod["metadata"]["labels"]
+    ]
+    assert len(trial_pods) == 3, [p["metadata"]["labels"] for p in pods["items"]]
+    for images in trial_pods:
         assert images["training"] == TRAINER_IMAGE
         assert "docker.io/kubetune/pns-collector:dev" in images.values(), images
 
@@ -102,9 +110,7 @@ def test_random_search_with_job_trials_and_the_stdout_collector(
 def test_the_ui_answers_through_its_service(kubetune: ClusterHandle, ns: str) -> None:
     """The API server's service proxy reaches the UI pod through the Service (the UI listens on
     the pod's own network, not the host's); the trial's log comes from the kubelet."""
-    experiment = score_experiment(ns, "shown", trials=1)
-    experiment["spec"]["trialTemplate"]["retain"] = True
-    kubectl.apply(kubetune, experiment)
+    kubectl.apply(kubetune, score_experiment(ns, "shown", trials=1), check=True)
     proxy = "/api/v1/namespaces/kubeflow/services/kubetune-ui:http/proxy"
 
     def get(path: str) -> Any:
