@@ -49,7 +49,7 @@ def score_experiment(ns: str, name: str, trials: int) -> Obj:
             backoff_limit=0,
         ),
         collector="StdOut",
-        parallelTrialCount=2,
+        parallelTrialCount=min(2, trials),
         maxTrialCount=trials,
     )
     exp["spec"]["trialTemplate"]["retain"] = True
