@@ -110,9 +110,13 @@ def copy_stdlib(root: Path, keep_sqlite: bool) -> None:
     shutil.copytree(STDLIB, target, ignore=ignore, symlinks=True)
 
 
-def copy_venv(venv: Path, root: Path, prune_async_client: bool) -> Path:
-    target = root / venv.relative_to("/")
+def copy_venv(venv: Path, root: Path, prune_async_client: bool, in_image: Path) -> Path:
+    """The virtualenv at `in_image` in the tree; made elsewhere (the host's docker-free build
+    keeps one per service), its scripts' `#!` lines are moved there too."""
+    target = root / in_image.relative_to("/")
     shutil.copytree(venv, target, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    if venv != in_image:
+        relocate_scripts(target / "bin", venv, in_image)
     site = target / "lib" / PYTHON / "site-packages"
     for name in INSTALLERS:
         drop_distribution(site, name)
@@ -132,6 +136,29 @@ def copy_venv(venv: Path, root: Path, prune_async_client: bool) -> Path:
     for record in site.glob("*.dist-info/RECORD"):
         record.unlink()  # only uninstalling reads it
     return site
+
+
+def relocate_scripts(bin_dir: Path, venv: Path, in_image: Path) -> None:
+    """Point the console scripts' `#!` at the interpreter's place in the image."""
+    old, new = f"#!{venv}/bin/".encode(), f"#!{in_image}/bin/".encode()
+    for script in bin_dir.iterdir():
+        if script.is_symlink() or not script.is_file():
+            continue
+        data = script.read_bytes()
+        if data.startswith(old):
+            script.write_bytes(new + data[len(old) :])
+
+
+def add_busybox(root: Path, busybox: Path) -> None:
+    """A static busybox as /usr/bin/sh and its other applets: only for the example trainer,
+    whose trial commands the collector's wrapper runs with `sh -c` (and mkdir, mv, head)."""
+    listed = subprocess.run([str(busybox), "--list"], capture_output=True, text=True, check=True)
+    bin_dir = root / "usr" / "bin"
+    shutil.copy2(busybox, bin_dir / "busybox")
+    for applet in listed.stdout.split():
+        link = bin_dir / applet
+        if applet != "busybox" and not link.exists() and not link.is_symlink():
+            link.symlink_to("busybox")
 
 
 # Inside a package: its own test suite (scipy's, numpy's and scikit-learn's are a third of
@@ -301,6 +328,21 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("root", type=Path, help="directory to fill (must not exist)")
     p.add_argument("--venv", type=Path, default=Path("/opt/kubetune"))
+    p.add_argument(
+        "--image-venv",
+        type=Path,
+        help="where the virtualenv is in the image (default: where --venv is)",
+    )
+    p.add_argument(
+        "--busybox", type=Path, help="a static busybox to add as sh (the example trainer only)"
+    )
+    p.add_argument(
+        "--add",
+        action="append",
+        default=[],
+        metavar="SOURCE=PATH",
+        help="copy a file or directory into the image at PATH (the example trainer's scripts)",
+    )
     p.add_argument("--keep-sqlite", action="store_true", help="keep sqlite3 (Optuna)")
     p.add_argument("--sourceless", action="store_true", help="only .pyc, no .py")
     p.add_argument("--zip", action="store_true", help="pure-Python packages in one zip")
@@ -325,7 +367,19 @@ def main(argv: list[str] | None = None) -> int:
     shutil.copy2(Path("/usr/bin") / PYTHON, root / "usr/bin" / PYTHON)
     (root / "usr/bin/python3").symlink_to(PYTHON)
     copy_stdlib(root, args.keep_sqlite)
-    site = copy_venv(args.venv, root, not args.keep_async_client)
+    site = copy_venv(args.venv, root, not args.keep_async_client, args.image_venv or args.venv)
+    if args.busybox:
+        add_busybox(root, args.busybox)
+    for spec in args.add:
+        source, _, inner = spec.partition("=")
+        if not inner.startswith("/"):
+            p.error(f"--add {spec}: write SOURCE=PATH with an absolute PATH in the image")
+        dest = root / inner.lstrip("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if Path(source).is_dir():
+            shutil.copytree(source, dest, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, dest)
     libraries = copy_libraries(root)
     write_users(root)
     # The standard library as bytecode only; the service's packages keep their sources

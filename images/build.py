@@ -10,6 +10,13 @@
 3. Services: `images/Dockerfile --target <service>` on a context made here (the Dockerfile,
    assemble.py, constraints.txt, the service's requirements, the sources of `shared` and the
    service), tagged `kubetune/<service>:<tag>`. Prints each image's size.
+
+Without docker (`--oci-dir DIR`; CI and the real node's e2e use it): on a Debian bookworm host
+with Debian's python3.11 (what the build stage is), images/ocibuild.py runs the same build
+context's steps here and writes DIR/<service>.tar, an OCI archive of
+`docker.io/kubetune/<service>:<tag>` (what `kubetune/<service>:<tag>` means to a kubelet), for
+`localcluster load`; cached by input hash in ~/.cache/kubetune/images/oci/. This path also
+builds `examples`, the example trainer (examples/training) that trials on a real node run.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ SUITE = "bookworm"
 MIRROR = os.environ.get("KUBETUNE_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 BASE_IMAGE = f"kubetune/base:{SUITE}"
 REPOSITORY = "kubetune"
+OCI_REGISTRY = "docker.io"  # what a bare `kubetune/<service>` names, to containerd too
 BUILD_LABEL = "io.kubetune.images=build"  # on the base, so on every build-stage layer
 SERVICE_LABEL = "io.kubetune.images=service"  # on the images (see images/Dockerfile)
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
@@ -48,6 +56,8 @@ class Service:
 
     name: str
     flags: tuple[str, ...] = ()
+    # Not a package (the example trainer): these requirements, and no local sources.
+    requirements: tuple[str, ...] | None = None
 
     @property
     def source(self) -> Path:
@@ -71,6 +81,19 @@ SERVICES = {
         # plotly stays a directory (it ships plotly.js, which the UI serves); sqlite3 stays
         # because Optuna (the importance) imports its storages, sqlite's among them.
         Service("ui", ("--zip", "--keep-sqlite")),
+    )
+}
+# Built by the docker-free path only (`--oci-dir`): examples/Dockerfile is the docker recipe.
+# The trainer keeps its sources in place (it runs digits.py by path) and has a shell: the
+# collector's wrapper runs trial commands with `sh -c` (the host's static busybox).
+TRAINERS = {
+    s.name: s
+    for s in (
+        Service(
+            "examples",
+            ("--busybox", "/bin/busybox", "--add", "training=/opt/kubetune/examples/training"),
+            requirements=("numpy", "scikit-learn"),
+        ),
     )
 }
 
@@ -246,11 +269,18 @@ def context(service: Service) -> bytes:
         add_bytes("assemble.py", (ROOT / "images" / "assemble.py").read_bytes())
         add_bytes("assemble-flags", " ".join(service.flags).encode())
         add_bytes("constraints.txt", (ROOT / "constraints.txt").read_bytes())
-        reqs = requirements(ROOT / "shared") + requirements(service.source)
+        if service.requirements is None:
+            reqs = requirements(ROOT / "shared") + requirements(service.source)
+        else:
+            reqs = list(service.requirements)
         add_bytes("requirements.txt", "".join(f"{r}\n" for r in reqs).encode())
         add_bytes("ca.pem", _ca_bundle())
-        tar.add(ROOT / "shared", "src/shared", filter=_source_filter)
-        tar.add(service.source, f"src/{service.name}", filter=_source_filter)
+        if service.requirements is None:
+            tar.add(ROOT / "shared", "src/shared", filter=_source_filter)
+            tar.add(service.source, f"src/{service.name}", filter=_source_filter)
+        else:
+            training = ROOT / service.name / "training"
+            tar.add(training, "training", filter=_source_filter)
     return buf.getvalue()
 
 
@@ -295,12 +325,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--tag", default=os.environ.get("IMAGE_TAG", "dev"), help="image tag (default: dev)"
     )
     p.add_argument("--rebuild-base", action="store_true", help="debootstrap the base again")
+    p.add_argument(
+        "--oci-dir",
+        type=Path,
+        help="no docker: build on this host (Debian bookworm, its python3.11) and write "
+        "DIR/<service>.tar, OCI archives for `localcluster load` (also: examples)",
+    )
     args = p.parse_args(argv)
-    unknown = [s for s in args.services if s not in SERVICES]
+    known = {**SERVICES, **TRAINERS} if args.oci_dir else SERVICES
+    unknown = [s for s in args.services if s not in known]
     if unknown:
-        p.error(f"unknown service {', '.join(unknown)}: choose from {', '.join(SERVICES)}")
+        p.error(f"unknown service {', '.join(unknown)}: choose from {', '.join(known)}")
     logs = BASE_CACHE / "logs"
     logs.mkdir(parents=True, exist_ok=True)
+    if args.oci_dir:
+        return build_oci(args.oci_dir, args.services or list(known), args.tag, logs)
     try:
         ensure_docker(logs / "dockerd.log")
         started = time.monotonic()
@@ -314,6 +353,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BuildError as e:
         print(f"images/build.py: {e}", file=sys.stderr)
         return 1
+    return 0
+
+
+def oci_image_name(service: str, tag: str) -> str:
+    return f"{OCI_REGISTRY}/{REPOSITORY}/{service}:{tag}"
+
+
+def build_oci(out_dir: Path, names: list[str], tag: str, logs: Path) -> int:
+    """The docker-free path: one OCI archive per service in `out_dir`."""
+    # Here, not at the top: the docker path runs without localcluster (ocibuild's writer), and
+    # tests load this script by file, where its directory is not on sys.path.
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from ocibuild import OCIBuildError, build_archive
+
+    everything = {**SERVICES, **TRAINERS}
+    for name in names:
+        started = time.monotonic()
+        try:
+            archive, _ = build_archive(
+                context(everything[name]),
+                name,
+                oci_image_name(name, tag),
+                out_dir / f"{name}.tar",
+                BASE_CACHE / "oci",
+                logs / f"{name}-oci.log",
+            )
+        except (BuildError, OCIBuildError) as e:
+            print(f"images/build.py: {e}", file=sys.stderr)
+            return 1
+        size = archive.stat().st_size / 1e6
+        print(f"{oci_image_name(name, tag)}\t{size:.1f} MB\t{time.monotonic() - started:.0f} s")
     return 0
 
 

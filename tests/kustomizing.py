@@ -21,7 +21,7 @@ from localcluster import build
 ROOT = Path(__file__).resolve().parents[1]
 KUSTOMIZE = ROOT / "kustomize"
 BASE = KUSTOMIZE / "base"
-OVERLAYS = ("standalone", "kind", "local")
+OVERLAYS = ("standalone", "kind", "local", "real")
 SERVICES = ROOT / "services"
 IMAGE_MAP = ROOT / "e2e" / "localcluster" / "images" / "kubetune.yaml"
 IMAGE_REPO = "ghcr.io/kubetune/"

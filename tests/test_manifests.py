@@ -71,7 +71,7 @@ def test_every_base_builds_alone(path: Path) -> None:
     assert render(path), f"{path} renders nothing"
 
 
-@pytest.mark.parametrize("overlay", ["standalone", "kind", "local"])
+@pytest.mark.parametrize("overlay", ["standalone", "kind", "local", "real"])
 def test_every_overlay_builds(overlay: str) -> None:
     assert render(KUSTOMIZE / "overlays" / overlay)
 
@@ -189,7 +189,7 @@ def test_images_are_kubetune_images(deployment: Obj) -> None:
 # ---- overlays ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("overlay", ["standalone", "kind"])
+@pytest.mark.parametrize("overlay", ["standalone", "kind", "real"])
 def test_overlay_rewrites_every_image(overlay: str) -> None:
     objs = render(KUSTOMIZE / "overlays" / overlay)
     left = [
@@ -199,6 +199,32 @@ def test_overlay_rewrites_every_image(overlay: str) -> None:
         if c["image"].startswith(IMAGE_REPO)
     ]
     assert left == [], f"images the {overlay} overlay does not map: {left}"
+
+
+def test_the_real_overlay_deploys_as_a_cluster_would() -> None:
+    """kustomize/overlays/real: the images `images/build.py --oci-dir` tags, no host ports or
+    host network, nothing for the node agent, and the webhook called through its Service."""
+    objs = render(KUSTOMIZE / "overlays" / "real")
+    for dep in _deployments(objs):
+        spec = pod_spec(dep)
+        assert not spec.get("hostNetwork"), _name(dep)
+        for c in containers(dep):
+            name = c["image"].removeprefix("docker.io/kubetune/").removesuffix(":dev")
+            assert c["image"] == f"docker.io/kubetune/{name}:dev" and "/" not in name, c
+            assert c.get("imagePullPolicy") in (None, "IfNotPresent", "Never"), c
+            assert all("hostPort" not in p for p in c.get("ports") or []), _name(dep)
+    for obj in objs:
+        annotations = obj["metadata"].get("annotations") or {}
+        assert not [a for a in annotations if a.startswith("localcluster.")], obj["metadata"]
+    hooks = [
+        h
+        for cfg in of_kind(objs, "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+        for h in cfg["webhooks"]
+    ]
+    assert hooks
+    for hook in hooks:
+        assert "url" not in hook["clientConfig"], hook["name"]
+        assert hook["clientConfig"]["service"]["name"] == "kubetune-webhook", hook["name"]
 
 
 @pytest.fixture(scope="module")
@@ -289,7 +315,7 @@ def test_cert_manager_serves_the_webhook() -> None:
     assert of_kind(objs, "Secret") == [], "cert-manager creates the Secret (type kubernetes.io/tls)"
 
 
-SELF_PROVISIONED = ["standalone", "local"]
+SELF_PROVISIONED = ["standalone", "local", "real"]
 
 
 @pytest.mark.parametrize("overlay", SELF_PROVISIONED)
@@ -343,7 +369,7 @@ def test_the_webhook_writes_only_its_own_certificate(overlay: str) -> None:
     )
 
 
-@pytest.mark.parametrize("overlay", ["standalone", "kind", "local"])
+@pytest.mark.parametrize("overlay", ["standalone", "kind", "local", "real"])
 def test_trial_status_writes_are_authorized_by_the_webhook(overlay: str) -> None:
     """Issue 13: a trial pod may write its own Trial's status only; the webhook checks who."""
     objs = render(KUSTOMIZE / "overlays" / overlay)

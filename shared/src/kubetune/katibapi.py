@@ -22,25 +22,34 @@ from typing import Any
 PACKAGE = "kubeflow.katib"
 
 
-def _installed_dir() -> str:
+MISSING = "kubeflow-katib is not installed: its katib_api_pb2 module is needed"
+
+
+def _installed_dirs() -> list[str]:
+    """Where `kubeflow/katib` may be: directories, or places inside a zip on sys.path (the
+    images keep pure-Python packages in one zip), so they are not checked as files here."""
     spec = importlib.util.find_spec("kubeflow")
-    for base in (spec.submodule_search_locations or []) if spec else []:
-        path = os.path.join(base, "katib")
-        if os.path.isfile(os.path.join(path, "katib_api_pb2.py")):
-            return str(path)
-    raise ImportError("kubeflow-katib is not installed: its katib_api_pb2 module is needed")
+    bases = (spec.submodule_search_locations or []) if spec else []
+    if not bases:
+        raise ImportError(MISSING)
+    return [os.path.join(base, "katib") for base in bases]
 
 
 def load() -> tuple[Any, Any]:
     """(katib_api_pb2, katib_api_pb2_grpc)."""
     if PACKAGE not in sys.modules:
         package = types.ModuleType(PACKAGE)
-        package.__path__ = [_installed_dir()]
+        package.__path__ = _installed_dirs()
         sys.modules[PACKAGE] = package
-    return (
-        importlib.import_module(f"{PACKAGE}.katib_api_pb2"),
-        importlib.import_module(f"{PACKAGE}.katib_api_pb2_grpc"),
-    )
+    try:
+        return (
+            importlib.import_module(f"{PACKAGE}.katib_api_pb2"),
+            importlib.import_module(f"{PACKAGE}.katib_api_pb2_grpc"),
+        )
+    except ModuleNotFoundError as e:
+        if e.name not in (f"{PACKAGE}.katib_api_pb2", f"{PACKAGE}.katib_api_pb2_grpc"):
+            raise
+        raise ImportError(MISSING) from e
 
 
 pb, pb_grpc = load()

@@ -380,9 +380,8 @@ def load(archive: Path) -> list[str]:
             "no real node runs (no containerd socket at "
             f"{CONTAINERD_SOCKET}): `localcluster up --node kubelet` first"
         )
-    out = ctr(["images", "import", str(archive)], timeout=600)
-    # ctr prints "<name> saved" per image it imported.
-    return [ln.split()[0] for ln in out.splitlines() if ln.split()[1:2] == ["saved"]]
+    ctr(["images", "import", str(archive)], timeout=600)
+    return ociimage.names_in(archive)
 
 
 def _node_images(bins: nodebuild.NodeBinaries, directory: Path) -> list[Path]:

@@ -1,9 +1,10 @@
-"""Write small OCI image archives from local files, for the real node's containerd.
+"""Write OCI image archives from local files, for the real node's containerd.
 
-No registry can be reached, so the node's own images (the pod sandbox's pause, CoreDNS) and
-the images tests run are made here from binaries on this machine: one uncompressed layer,
-a config with the entrypoint, a manifest, and an index naming the image, in the OCI layout
-that ``ctr images import`` reads.
+No registry can be reached, so the node's own images (the pod sandbox's pause, CoreDNS), the
+images tests run and kubetune's own images (``images/build.py --oci-dir``) are made here from
+files on this machine: one uncompressed layer (named files, or a whole root filesystem tree
+kept with its owners and modes), a config with the entrypoint, user and environment, a
+manifest, and an index naming the image, in the OCI layout that ``ctr images import`` reads.
 """
 
 from __future__ import annotations
@@ -11,9 +12,12 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import tarfile
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Any
 
 LAYER_TYPE = "application/vnd.oci.image.layer.v1.tar"
 CONFIG_TYPE = "application/vnd.oci.image.config.v1+json"
@@ -31,13 +35,19 @@ class Image:
     files: dict[str, tuple[bytes | str, int]] = field(default_factory=dict)
     cmd: list[str] = field(default_factory=list)
     env: list[str] = field(default_factory=lambda: ["PATH=/bin:/usr/bin:/usr/local/bin"])
-    # The image's user (``uid`` or ``uid:gid``); empty: root.
-    user: str = ""
+    user: str = ""  # "uid" or "uid:gid"; empty: root
     # Directories with a mode of their own (``tmp`` -> 0o1777); parents of files get 0o755.
     dirs: dict[str, int] = field(default_factory=dict)
+    exposed_ports: list[str] = field(default_factory=list)  # "8080/tcp"
+    # A root filesystem directory taken whole (owners, modes, symlinks kept), before `files`.
+    tree: Path | None = None
 
     def add_file(self, inner: str, source: Path, mode: int = 0o755) -> Image:
         self.files[inner] = (source.read_bytes(), mode)
+        return self
+
+    def add_symlink(self, inner: str, target: str) -> Image:
+        self.files[inner] = (target, 0o777)
         return self
 
     def add_text(self, inner: str, text: str, mode: int = 0o644) -> Image:
@@ -46,10 +56,6 @@ class Image:
 
     def add_dir(self, inner: str, mode: int = 0o755) -> Image:
         self.dirs[inner.strip("/")] = mode
-        return self
-
-    def add_symlink(self, inner: str, target: str) -> Image:
-        self.files[inner] = (target, 0o777)
         return self
 
 
@@ -94,10 +100,42 @@ def _file(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def _layer(files: dict[str, tuple[bytes | str, int]], own_dirs: dict[str, int]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        dirs: set[str] = set()
+def _file(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode = len(data), 0o644
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _normalized(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """Numeric owners only and one fixed time: the same tree gives the same layer."""
+    info.uname = info.gname = ""
+    info.mtime = 0
+    return info
+
+
+def _add_tree(tar: tarfile.TarFile, root: Path) -> set[str]:
+    """Every entry under ``root`` (symlinks not followed), sorted; returns the directories."""
+    dirs: set[str] = set()
+    for top, subdirs, names in os.walk(root):
+        subdirs.sort()
+        for name in sorted(subdirs + names):
+            path = Path(top) / name
+            inner = str(path.relative_to(root))
+            tar.add(path, arcname=inner, recursive=False, filter=_normalized)
+            if name in subdirs and not path.is_symlink():
+                dirs.add(inner)
+    return dirs
+
+
+def _layer(
+    files: dict[str, tuple[bytes | str, int]],
+    out: IO[bytes],
+    tree: Path | None = None,
+    own_dirs: dict[str, int] | None = None,
+) -> None:
+    own_dirs = own_dirs or {}
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        dirs = _add_tree(tar, tree) if tree is not None else set()
 
         def add_dirs(path: str, last: bool) -> None:
             parts = path.split("/")
@@ -123,13 +161,22 @@ def _layer(files: dict[str, tuple[bytes | str, int]], own_dirs: dict[str, int]) 
             else:
                 info.size = len(content)
                 tar.addfile(info, io.BytesIO(content))
-    return buf.getvalue()
 
 
 def _blob(tar: tarfile.TarFile, data: bytes) -> str:
     digest = hashlib.sha256(data).hexdigest()
     _file(tar, f"blobs/sha256/{digest}", data)
     return f"sha256:{digest}"
+
+
+def _file_digest(f: IO[bytes]) -> tuple[str, int]:
+    f.seek(0)
+    digest = hashlib.sha256()
+    while chunk := f.read(1 << 20):
+        digest.update(chunk)
+    size = f.tell()
+    f.seek(0)
+    return digest.hexdigest(), size
 
 
 def _json(obj: object) -> bytes:
@@ -140,23 +187,30 @@ def write(image: Image, archive: Path) -> Path:
     """Write ``image`` as an OCI layout tar at ``archive``."""
     if ":" not in image.name.rsplit("/", 1)[-1]:
         raise ValueError(f"image name {image.name!r} needs a tag (name:tag)")
-    layer = _layer(image.files, image.dirs)
-    process: dict[str, object] = {
-        "Entrypoint": image.entrypoint,
-        "Cmd": image.cmd or None,
-        "Env": image.env,
-    }
-    if image.user:
-        process["User"] = image.user
-    config = {
-        "architecture": "amd64",
-        "os": "linux",
-        "config": process,
-        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{hashlib.sha256(layer).hexdigest()}"]},
-    }
     archive.parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(archive, "w") as tar:
-        layer_digest = _blob(tar, layer)
+    # The layer goes through a file: a root filesystem tree is hundreds of megabytes.
+    with tempfile.TemporaryFile(dir=archive.parent) as layer, tarfile.open(archive, "w") as tar:
+        _layer(image.files, layer, image.tree, image.dirs)
+        layer_hex, layer_size = _file_digest(layer)
+        info = tarfile.TarInfo(f"blobs/sha256/{layer_hex}")
+        info.size, info.mode = layer_size, 0o644
+        tar.addfile(info, layer)
+        layer_digest = f"sha256:{layer_hex}"
+        process: dict[str, object] = {
+            "Entrypoint": image.entrypoint,
+            "Cmd": image.cmd or None,
+            "Env": image.env,
+        }
+        if image.user:
+            process["User"] = image.user
+        if image.exposed_ports:
+            process["ExposedPorts"] = {port: {} for port in image.exposed_ports}
+        config = {
+            "architecture": "amd64",
+            "os": "linux",
+            "config": process,
+            "rootfs": {"type": "layers", "diff_ids": [layer_digest]},
+        }
         config_bytes = _json(config)
         config_digest = _blob(tar, config_bytes)
         manifest = _json(
@@ -168,7 +222,7 @@ def write(image: Image, archive: Path) -> Path:
                     "digest": config_digest,
                     "size": len(config_bytes),
                 },
-                "layers": [{"mediaType": LAYER_TYPE, "digest": layer_digest, "size": len(layer)}],
+                "layers": [{"mediaType": LAYER_TYPE, "digest": layer_digest, "size": layer_size}],
             }
         )
         manifest_digest = _blob(tar, manifest)
@@ -193,3 +247,28 @@ def write(image: Image, archive: Path) -> Path:
         _file(tar, "oci-layout", _json({"imageLayoutVersion": "1.0.0"}))
         _file(tar, "index.json", index)
     return archive
+
+
+def names_in(archive: Path) -> list[str]:
+    """The image names an OCI layout or docker-save archive holds, as written in it.
+
+    ``ctr images import`` reports what it saved, but prints a name's ``-`` as a space
+    (``docker.io/kubetune/trial controller:dev``), so the archive is read instead."""
+    with tarfile.open(archive) as tar:
+
+        def document(name: str) -> Any:
+            try:
+                member = tar.extractfile(name)
+            except KeyError:
+                return None
+            return json.load(member) if member is not None else None
+
+        index = document("index.json")
+        if index is not None:
+            return [
+                str(m["annotations"]["io.containerd.image.name"])
+                for m in index.get("manifests") or []
+                if "io.containerd.image.name" in (m.get("annotations") or {})
+            ]
+        saved = document("manifest.json") or []
+        return [str(tag) for entry in saved for tag in entry.get("RepoTags") or []]

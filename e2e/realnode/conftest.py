@@ -1,0 +1,155 @@
+"""kubetune from its own images on a real node: containerd, kubelet, kube-proxy, CNI and
+CoreDNS beside the local control plane (`localcluster up --node kubelet`), deployed with
+kustomize/overlays/real as a cluster would run it.
+
+These tests live apart from e2e/tests: there every pod is a host process of the node agent,
+and that conftest renders the agent's image map and the `local` overlay (host ports, URL
+webhook); here nothing of that may be present, or a test could pass only thanks to it.
+
+The images are the OCI archives `images/build.py --oci-dir DIR` writes (tox -e node-e2e builds
+them first), found through KUBETUNE_REALNODE_IMAGES=DIR and imported into the node's
+containerd. One real node per machine: when another run holds the node's lock, the session
+waits for it (up to KUBETUNE_REALNODE_LOCK_WAIT seconds, default 1800) and never breaks it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kubetune_testkit.deploying import ROOT, enable_injection, wait_available
+from localcluster import build, nodebuild
+from localcluster import cluster as lc
+from localcluster import node as real_node
+from localcluster.pytest_plugin import ClusterHandle
+
+OVERLAY = ROOT / "kustomize" / "overlays" / "real"
+IMAGES_ENV = "KUBETUNE_REALNODE_IMAGES"
+# What the e2e runs: every service of the overlay and the example trainer.
+ARCHIVES = (
+    "experiment-controller",
+    "suggestion-controller",
+    "suggestion-algorithm",
+    "trial-controller",
+    "webhook",
+    "db-manager",
+    "pns-collector",
+    "ui",
+    "examples",
+)
+TRAINER_IMAGE = "docker.io/kubetune/examples:dev"
+LOADED: dict[str, list[str]] = {}
+"""Archive name -> the image names `localcluster load` reported for it."""
+LOCKED = "already runs on this machine"
+
+
+def image_archives() -> list[Path]:
+    """The archives to load, or a failure naming the command that makes them."""
+    directory = os.environ.get(IMAGES_ENV)
+    make = f"python3 images/build.py --oci-dir DIR, then {IMAGES_ENV}=DIR"
+    if not directory:
+        pytest.fail(f"{IMAGES_ENV} is not set: {make} (tox -e node-e2e does)", pytrace=False)
+    paths = [Path(directory) / f"{name}.tar" for name in ARCHIVES]
+    missing = [p.name for p in paths if not p.is_file()]
+    if missing:
+        pytest.fail(f"image archives missing in {directory}: {missing}: {make}", pytrace=False)
+    return paths
+
+
+def up_when_free(state_dir: Path) -> lc.State:
+    """`up --node kubelet`, waiting while another run holds the machine's one real node."""
+    wait = float(os.environ.get("KUBETUNE_REALNODE_LOCK_WAIT", "1800"))
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return lc.up(state_dir, node_mode="kubelet", bind_to_parent=True, timeout=300)
+        except lc.ClusterError as exc:
+            if LOCKED not in str(exc) or time.monotonic() > deadline:
+                pytest.fail(f"the real node did not start: {exc}", pytrace=False)
+            time.sleep(5)
+
+
+@pytest.fixture(scope="session")
+def cluster_state_dir() -> Iterator[Path]:
+    d = Path(tempfile.mkdtemp(prefix="kubetune-realnode-"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def cluster(cluster_state_dir: Path) -> Iterator[ClusterHandle]:
+    """The control plane with the real node (replaces the plugin's node-agent cluster)."""
+    if os.geteuid() != 0:
+        from kubetune_testkit.skips import skip
+
+        skip("needs root", "the real node runs containerd, the kubelet and kube-proxy as root")
+    if not build.have_binaries():
+        pytest.fail("control-plane binaries missing: run `localcluster build`", pytrace=False)
+    missing = nodebuild.binaries().missing()
+    if missing:
+        pytest.fail(f"node binaries missing ({missing}): `localcluster build-node`", pytrace=False)
+    archives = image_archives()
+    try:
+        state = up_when_free(cluster_state_dir)
+        for archive in archives:
+            LOADED[archive.stem] = real_node.load(archive)
+        yield ClusterHandle(
+            kubeconfig=state.kubeconfig,
+            kubectl_path=state.kubectl,
+            server=state.server,
+            state=state,
+        )
+    finally:
+        lc.down(cluster_state_dir, quiet=True)
+
+
+@pytest.fixture(scope="session")
+def kubetune(cluster: ClusterHandle) -> ClusterHandle:
+    """kustomize/overlays/real applied, every kubetune Deployment Available."""
+    out = cluster.kubectl("apply", "--server-side", "-k", str(OVERLAY), check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"kubectl apply -k {OVERLAY} failed:\n{out.stderr}")
+    try:
+        wait_available(cluster, timeout=420)
+    except RuntimeError as exc:
+        raise RuntimeError(f"{exc}\n{describe(cluster, 'kubeflow')}") from None
+    return cluster
+
+
+def describe(cluster: ClusterHandle, namespace: str) -> str:
+    """The namespace's pods, their containers' states and events, and kubetune's logs: what
+    a failure on the real node needs to be understood."""
+    parts = []
+    for args in (
+        ("get", "pods", "-n", namespace, "-o", "wide"),
+        ("describe", "pods", "-n", namespace),
+        ("get", "events", "-n", namespace, "--sort-by=.lastTimestamp"),
+    ):
+        out = cluster.kubectl(*args, check=False)
+        parts.append(f"$ kubectl {' '.join(args)}\n{out.stdout[-6000:]}{out.stderr}")
+    for deployment in (
+        "kubetune-webhook",
+        "kubetune-experiment-controller",
+        "kubetune-suggestion-controller",
+        "kubetune-trial-controller",
+        "kubetune-db-manager",
+        "kubetune-ui",
+    ):
+        out = cluster.kubectl(
+            "logs", "-n", "kubeflow", f"deployment/{deployment}", "--tail=30", check=False
+        )
+        parts.append(f"$ kubectl logs deployment/{deployment}\n{out.stdout}{out.stderr}")
+    return "\n".join(parts)
+
+
+@pytest.fixture
+def ns(kubetune: ClusterHandle, namespace: str) -> str:
+    """A test namespace with collector injection enabled."""
+    enable_injection(kubetune, namespace)
+    return namespace
