@@ -41,7 +41,6 @@ from kubetune import naming
 from kubetune.kube import EXPERIMENTS, NAMESPACES, TRIALS, Kube, connect
 from kubetune_testkit import builders
 from kubetune_testkit.crds import install_kubetune_crds
-from kubetune_testkit.multiobjective import ensure_experiment_fields
 from kubetune_testkit.processes import console_script, free_port
 from kubetune_testkit.uipaths import object_path
 from kubetune_testkit.waiting import wait_for
@@ -147,8 +146,6 @@ def measure(kubeconfig: str, trials: int, repeat: int) -> None:
     install_kubetune_crds(kube)
     namespace = f"bench-ui-{uuid.uuid4().hex[:6]}"
     kube.create(NAMESPACES, {"metadata": {"name": namespace}})
-    if ensure_experiment_fields(kube, namespace):
-        print("(the Experiment CRD lacked the multi-objective fields: added them)")
     ui: subprocess.Popen[bytes] | None = None
     try:
         parameters = [

@@ -100,12 +100,6 @@ def _file(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def _file(tar: tarfile.TarFile, name: str, data: bytes) -> None:
-    info = tarfile.TarInfo(name)
-    info.size, info.mode = len(data), 0o644
-    tar.addfile(info, io.BytesIO(data))
-
-
 def _normalized(info: tarfile.TarInfo) -> tarfile.TarInfo:
     """Numeric owners only and one fixed time: the same tree gives the same layer."""
     info.uname = info.gname = ""
