@@ -158,3 +158,35 @@ def test_an_experiment_with_several_objectives_still_draws() -> None:
     page = views.experiment_page(experiment, [trial("a", "0.5", "2026-01-01T00:00:01Z")])
     assert page["experiment"]["objectiveMetric"] == "accuracy"
     assert page["trials"][0]["objective"] == 0.5
+
+
+def test_warm_start_is_shown_apart_from_the_trial_counts() -> None:
+    """Known results a warm start imported are not Trials: the summary carries them apart, and
+    the trial counts are the Experiment's own."""
+    experiment = builders.experiment("exp", "ns")
+    experiment["status"] = {
+        "trials": 2,
+        "trialsSucceeded": 2,
+        "warmStart": {
+            "imported": 3,
+            "skipped": 1,
+            "sources": [
+                {"kind": "Experiment", "name": "old", "imported": 2, "skipped": 1},
+                {"kind": "ConfigMap", "name": "x", "imported": 1},
+                {"kind": "ConfigMap", "name": "gone", "message": "not found"},
+            ],
+        },
+    }
+    summary = views.experiment_page(experiment, [])["experiment"]
+    assert summary["warmStart"] == {
+        "imported": 3,
+        "skipped": 1,
+        "sources": [
+            {"kind": "Experiment", "name": "old", "imported": 2, "skipped": 1, "message": ""},
+            {"kind": "ConfigMap", "name": "x", "imported": 1, "skipped": 0, "message": ""},
+            {"kind": "ConfigMap", "name": "gone", "imported": 0, "skipped": 0,
+             "message": "not found"},
+        ],
+    }  # fmt: skip
+    assert summary["counts"]["trials"] == 2 and summary["counts"]["succeeded"] == 2
+    assert views.experiment_summary(builders.experiment("cold", "ns"))["warmStart"] is None

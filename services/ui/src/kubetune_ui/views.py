@@ -78,6 +78,37 @@ class Ranker:
         return None
 
 
+def _count(value: Any) -> int:
+    try:
+        return max(0, int(value or 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+def warm_start(status: Mapping[str, Any]) -> Obj | None:
+    """`status.warmStart` (the experiment-controller's mirror of what the algorithm imported):
+    known results fed to the algorithm, shown apart from the trial counts because they are
+    not Trials that ran. None when the Experiment has no warm start."""
+    raw = status.get("warmStart")
+    if not isinstance(raw, Mapping):
+        return None
+    return {
+        "imported": _count(raw.get("imported")),
+        "skipped": _count(raw.get("skipped")),
+        "sources": [
+            {
+                "kind": str(source.get("kind") or ""),
+                "name": str(source.get("name") or ""),
+                "imported": _count(source.get("imported")),
+                "skipped": _count(source.get("skipped")),
+                "message": str(source.get("message") or ""),
+            }
+            for source in raw.get("sources") or []
+            if isinstance(source, Mapping)
+        ],
+    }
+
+
 def experiment_summary(experiment: Mapping[str, Any]) -> Obj:
     """One row of the experiments list."""
     meta = experiment.get("metadata") or {}
@@ -91,6 +122,7 @@ def experiment_summary(experiment: Mapping[str, Any]) -> Obj:
         "created": meta.get("creationTimestamp", ""),
         "state": experiment_state(experiment),
         "counts": {key: int(status.get(field) or 0) for key, field in COUNTS},
+        "warmStart": warm_start(status),
         "maxTrialCount": spec.get("maxTrialCount"),
         "parallelTrialCount": spec.get("parallelTrialCount"),
         "algorithm": (spec.get("algorithm") or {}).get("algorithmName", ""),

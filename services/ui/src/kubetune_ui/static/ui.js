@@ -92,6 +92,18 @@ function throttled(ms, run) {
   };
 }
 
+// Known results a warm start fed to the algorithm (`status.warmStart`): said apart from the
+// trial counts, never counted among them, since no Trial ran for them. `source` writes one
+// source (kind, name, and why nothing came, if so): as escaped HTML or as plain text.
+function warmStartLine(w, source) {
+  const from = w.sources.map(source).join(", ");
+  return `warm start: ${count(w.imported)} known results imported, ${count(w.skipped)} skipped (not trials)` +
+    (from ? " from " + from : "");
+}
+const warmSourceText = (s) => `${s.kind} ${s.name}${s.message ? ` (${s.message})` : ""}`;
+const warmSourceHtml = (s) => `<span class="warm-source" title="${esc(`${count(s.imported)} imported, ${count(s.skipped)} skipped`)}">` +
+  `${esc(s.kind)} ${esc(s.name)}</span>${s.message ? ` <span class="muted">(${esc(s.message)})</span>` : ""}`;
+
 function age(ts) {
   if (!ts) return "";
   const s = Math.max(0, (Date.now() - Date.parse(ts)) / 1000);
@@ -157,6 +169,7 @@ function experimentsPage() {
         : "";
       return `<tr data-name="${esc(e.name)}"><td>${esc(e.namespace)}</td><td><a href="${link}">${esc(e.name)}</a></td>
         <td class="state-${esc(e.state)}">${esc(e.state)}</td><td class="num">${e.counts.trials}</td>
+        <td class="num warm-start" title="${esc(e.warmStart ? warmStartLine(e.warmStart, warmSourceText) : "")}">${e.warmStart ? count(e.warmStart.imported) : ""}</td>
         <td class="num">${e.counts.succeeded}</td><td class="num">${e.counts.running}</td><td class="num">${e.counts.failed}</td>
         ${numCell(e.bestObjective)}<td>${age(e.created)}</td><td>${actions}</td></tr>`;
     }).join("");
@@ -437,6 +450,8 @@ function experimentPage() {
     $("summary").innerHTML = `<span class="state-${esc(e.state)}" id="state">${esc(e.state)}</span> · ${esc(e.algorithm)} ·
       ${c.trials} trials (${c.succeeded} succeeded, ${c.running} running, ${c.failed} failed) of max ${esc(e.maxTrialCount)} ·
       ${esc(e.objectiveType)} ${esc(e.objectiveMetric)}`;
+    $("warm-start").innerHTML = e.warmStart ? warmStartLine(e.warmStart, warmSourceHtml) : "";
+    $("warm-start").hidden = !e.warmStart;
     $("best-name").textContent = data.best.trial ? `${data.best.trial}: ${e.objectiveMetric} = ${readable(data.best.objective)}` : "no trial has an objective value yet";
     $("best").textContent = data.best.trial ? JSON.stringify(data.best.parameters, null, 2) : "";
     drawTrials(data);
