@@ -3,6 +3,7 @@ exists, says what to delete, and becomes Ready once it is gone."""
 
 from __future__ import annotations
 
+import contextlib
 import ssl
 import urllib.error
 import urllib.request
@@ -54,7 +55,5 @@ def test_not_ready_beside_katibs_webhook_naming_the_delete_command(
             kube.delete(MUTATING_WEBHOOK_CONFIGURATIONS, KATIB_WEBHOOK)
             wait_for("the webhook to become ready", lambda: _ready(webhook), timeout=30)
     finally:
-        try:
+        with contextlib.suppress(errors.NotFound):
             kube.delete(MUTATING_WEBHOOK_CONFIGURATIONS, KATIB_WEBHOOK)
-        except errors.NotFound:
-            pass

@@ -364,9 +364,7 @@ def run_serve(args: argparse.Namespace) -> int:
         request_timeout=args.request_timeout,
         # From a Secret: ready once the API server trusts the CA (caBundle), not before; and
         # never while Katib's webhook configurations exist (`katibguard.py`).
-        ready=lambda: (
-            certs.ready() and guard.ready() and (sync is None or sync.trusted.is_set())
-        ),
+        ready=lambda: certs.ready() and guard.ready() and (sync is None or sync.trusted.is_set()),
     )
     # Everything built so far (models, schemas, the client) lives as long as the process: keep
     # it out of the collector's full passes, which otherwise show up as latency spikes.
