@@ -361,6 +361,18 @@ def test_the_webhook_writes_only_its_own_certificate(overlay: str) -> None:
         ("validatingwebhookconfigurations", "patch", "kubetune-webhook"),
         ("subjectaccessreviews", "create", "*"),
     }
+    # Webhook configurations only by name: its own (caBundle) and Katib's (refused beside it).
+    assert {
+        (res, name)
+        for r in rules
+        for res in r["resources"]
+        if res.endswith("webhookconfigurations")
+        for name in r.get("resourceNames") or ["*"]
+    } == {
+        (kind, name)
+        for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations")
+        for name in ("kubetune-webhook", "katib.kubeflow.org")
+    }
     secrets = [r for r in rules if "secrets" in r["resources"]]
     # Other Secrets only by the name an admitted pod gives (its pull secrets): never listed.
     assert secrets and all(

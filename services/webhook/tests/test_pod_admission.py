@@ -326,3 +326,13 @@ def test_a_pod_katibs_webhook_injected_is_admitted_unchanged_with_a_warning() ->
     (warning,) = response["warnings"]
     assert "already carries Katib's metrics collector" in warning
     assert "MutatingWebhookConfiguration katib.kubeflow.org" in warning
+
+
+def test_a_trial_pod_is_admitted_unchanged_while_katibs_webhook_is_installed() -> None:
+    admission = reviewing.Admission(CONFIG, _owned(), katib_webhook_present=lambda: True)
+    status, answer = admission.handle("/mutate-pod", json.dumps(review(pod(), "Pod")).encode())
+    response = answer["response"]
+    assert status == 200 and response["allowed"] is True
+    assert "patch" not in response  # Katib's webhook injects: never a second collector
+    (warning,) = response["warnings"]
+    assert "Katib's webhook configurations (katib.kubeflow.org) are installed" in warning

@@ -14,23 +14,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from kubetune import conditions, errors, katibsidecar, naming
+from kubetune import conditions, errors, katibpresence, katibsidecar, naming
 from kubetune.conditions import TrialState
 from kubetune.kube import (
     DEPLOYMENTS,
-    MUTATING_WEBHOOK_CONFIGURATIONS,
     PODS,
     TRIALS,
-    VALIDATING_WEBHOOK_CONFIGURATIONS,
     Kube,
     Obj,
     Resource,
 )
 from kubetune_cli import katibfinalizers
-
-KATIB_DEPLOYMENTS = ("katib-controller", "katib-db-manager")
-"""Katib's Deployments that contend with kubetune's (its UI and database may stay)."""
-
 
 SHOWN = 20
 """Objects named per kind of finding; the rest are counted."""
@@ -78,22 +72,11 @@ def _listed(kube: Kube, res: Resource, namespace: str | None = None) -> list[Obj
 
 
 def _katib_components(kube: Kube) -> Iterator[tuple[str, str]]:
-    for res, kind in (
-        (MUTATING_WEBHOOK_CONFIGURATIONS, "mutatingwebhookconfiguration"),
-        (VALIDATING_WEBHOOK_CONFIGURATIONS, "validatingwebhookconfiguration"),
-    ):
-        if kube.get_or_none(res, katibsidecar.KATIB_WEBHOOK) is not None:
-            yield (
-                f"{res.kind} {katibsidecar.KATIB_WEBHOOK} (Katib's webhook)",
-                f"kubectl delete {kind} {katibsidecar.KATIB_WEBHOOK}",
-            )
-    for deployment in _listed(kube, DEPLOYMENTS):
-        meta = deployment["metadata"]
-        if meta["name"] in KATIB_DEPLOYMENTS:
-            yield (
-                f"Deployment {meta['namespace']}/{meta['name']} (Katib's)",
-                f"kubectl -n {meta['namespace']} delete deployment {meta['name']}",
-            )
+    yield from katibpresence.webhook_configurations(kube)
+    for obj in _listed(kube, DEPLOYMENTS):
+        found = katibpresence.deployment(obj)
+        if found is not None:
+            yield found
 
 
 def _katib_trials(kube: Kube, namespace: str | None) -> Iterator[tuple[str, list[str]]]:

@@ -26,6 +26,7 @@ from kubetune.kube import Kube, connect
 from kubetune_webhook import (
     authorizing,
     certificates,
+    katibguard,
     reviewing,
     rotating,
     serving,
@@ -160,6 +161,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated service accounts of the webhook's namespace (or full usernames) "
         "that may write any Trial's status; any other service account of a Trial's namespace "
         "may write only from that Trial's own pod",
+    )
+    serve.add_argument(
+        "--katib-check-interval",
+        action=EnvDefault,
+        env="KUBETUNE_WEBHOOK_KATIB_CHECK_INTERVAL",
+        type=_positive_float,
+        default=katibguard.DEFAULT_INTERVAL,
+        help="seconds between checks for Katib's webhook configurations katib.kubeflow.org; "
+        "while they exist the webhook is not Ready and admits trial pods unchanged",
     )
     flags.add_pod_namespace_flag(serve, deprecated_env="KUBETUNE_WEBHOOK_NAMESPACE")
     flags.add_deprecated_alias(serve, "--namespace", "--pod-namespace")
@@ -329,6 +339,8 @@ def run_serve(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as e:
         log.error("cannot load the serving certificate %s: %s", args.cert_file, e)
         return 2
+    guard = katibguard.KatibGuard(kube, args.katib_check_interval)
+    guard.start(stopping)
     admission = reviewing.Admission(
         cfg,
         KubeCluster(kube, args.lookup_cache_seconds),
@@ -337,6 +349,7 @@ def run_serve(args: argparse.Namespace) -> int:
             authorizing.trusted_users(args.trusted_status_writers.split(","), args.pod_namespace),
             authorizing.KubeReader(kube),
         ),
+        katib_webhook_present=guard.present,
     )
     server = serving.AdmissionServer(
         (args.address, int(args.port)),
@@ -349,8 +362,9 @@ def run_serve(args: argparse.Namespace) -> int:
         read_timeout=args.read_timeout,
         idle_timeout=args.idle_timeout,
         request_timeout=args.request_timeout,
-        # From a Secret: ready once the API server trusts the CA (caBundle), not before.
-        ready=None if sync is None else (lambda: certs.ready() and sync.trusted.is_set()),
+        # From a Secret: ready once the API server trusts the CA (caBundle), not before; and
+        # never while Katib's webhook configurations exist (`katibguard.py`).
+        ready=lambda: certs.ready() and guard.ready() and (sync is None or sync.trusted.is_set()),
     )
     # Everything built so far (models, schemas, the client) lives as long as the process: keep
     # it out of the collector's full passes, which otherwise show up as latency spikes.

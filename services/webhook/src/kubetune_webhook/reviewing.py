@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -133,8 +134,12 @@ class Admission:
         options: validating.Options = validating.Options(),  # noqa: B008 - frozen
         status_writers: StatusWriters | None = None,
         images: imagecommand.RegistryClient | None = None,
+        katib_webhook_present: Callable[[], bool] = lambda: False,
     ) -> None:
         self.config = config
+        # While Katib's webhook configurations exist (`katibguard.py`), trial pods are Katib's
+        # to inject: admitted unchanged, never injected twice.
+        self.katib_webhook_present = katib_webhook_present
         self.cluster = cluster
         self.options = options
         self.status_writers = status_writers
@@ -294,6 +299,15 @@ class Admission:
                 f"(container {katib}), admitted without kubetune's: Katib's webhook "
                 f"(MutatingWebhookConfiguration {katibsidecar.KATIB_WEBHOOK}) still runs; "
                 "remove it, kubetune replaces it"
+            )
+            log.warning("%s", warning)
+            return respond(review.uid, allowed=True, warnings=[warning])
+        if self.katib_webhook_present():
+            warning = (
+                f"pod of Trial {_name(trial)} admitted without kubetune's metrics collector: "
+                f"Katib's webhook configurations ({katibsidecar.KATIB_WEBHOOK}) are installed, "
+                "so kubetune does not inject beside them; run `kubetune katib-check` for what "
+                "to remove"
             )
             log.warning("%s", warning)
             return respond(review.uid, allowed=True, warnings=[warning])
