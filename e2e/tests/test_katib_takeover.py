@@ -285,6 +285,11 @@ def test_an_experiment_katib_ran_halfway_finishes_under_kubetune(
         ),
         30,
     )
+    # Katib's finalizers stay on its objects until released (Katib is gone): as the docs say.
+    assert (
+        cli(["--kubeconfig", kubetune.kubeconfig, "-n", ns, "katib-check", "--release-finalizers"])
+        == 0
+    )
 
 
 def test_a_trial_running_katibs_collector_is_reported_and_replaced_once_deleted(
