@@ -15,9 +15,6 @@ waits for it (up to KUBETUNE_REALNODE_LOCK_WAIT seconds, default 1800) and never
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,7 +43,6 @@ ARCHIVES = (
 TRAINER_IMAGE = "docker.io/kubetune/examples:dev"
 LOADED: dict[str, list[str]] = {}
 """Archive name -> the image names `localcluster load` reported for it."""
-LOCKED = "already runs on this machine"
 
 
 def image_archives() -> list[Path]:
@@ -65,21 +61,10 @@ def image_archives() -> list[Path]:
 def up_when_free(state_dir: Path) -> lc.State:
     """`up --node kubelet`, waiting while another run holds the machine's one real node."""
     wait = float(os.environ.get("KUBETUNE_REALNODE_LOCK_WAIT", "1800"))
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            return lc.up(state_dir, node_mode="kubelet", bind_to_parent=True, timeout=300)
-        except lc.ClusterError as exc:
-            if LOCKED not in str(exc) or time.monotonic() > deadline:
-                pytest.fail(f"the real node did not start: {exc}", pytrace=False)
-            time.sleep(5)
-
-
-@pytest.fixture(scope="session")
-def cluster_state_dir() -> Iterator[Path]:
-    d = Path(tempfile.mkdtemp(prefix="kubetune-realnode-"))
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
+    try:
+        return lc.up_real_node(state_dir, wait=wait, bind_to_parent=True, timeout=300)
+    except lc.ClusterError as exc:
+        pytest.fail(f"the real node did not start: {exc}", pytrace=False)
 
 
 @pytest.fixture(scope="session")

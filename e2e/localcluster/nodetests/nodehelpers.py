@@ -4,12 +4,20 @@ for the machine's one real node."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from localcluster import cluster, node
+import pytest
+
+from localcluster import cluster
+
+NEEDS_ROOT = pytest.mark.skipif(
+    os.geteuid() != 0, reason="needs root: containerd, the kubelet and kube-proxy run as root"
+)
+"""The real node's tests' mark: an unprivileged run cannot start a real node."""
 
 WAIT = 120.0
 
@@ -61,24 +69,6 @@ def pod_ready(state: cluster.State, name: str) -> bool:
 LOCK_WAIT = 1800.0
 
 
-def another_node_runs() -> bool:
-    owner = node.LOCK_FILE.read_text().strip() if node.LOCK_FILE.exists() else ""
-    return bool(owner) and bool(cluster.status(Path(owner))["running"])
-
-
 def up_when_free(state_dir: Path, before: Callable[[], None] | None = None) -> cluster.State:
-    """``up --node kubelet`` once no other real node holds the machine's lock; ``before``
-    runs right before each try (a snapshot of the host must not see the other node). The
-    lock refuses before anything starts, so trying again is safe."""
-    deadline = time.monotonic() + LOCK_WAIT
-    while True:
-        if another_node_runs() and time.monotonic() < deadline:
-            time.sleep(5)
-            continue
-        if before is not None:
-            before()
-        try:
-            return cluster.up(state_dir, node_mode="kubelet", timeout=240)
-        except cluster.ClusterError as exc:
-            if "already runs on this machine" not in str(exc) or time.monotonic() > deadline:
-                raise
+    """``up --node kubelet`` once no other run holds the machine's one real node."""
+    return cluster.up_real_node(state_dir, wait=LOCK_WAIT, before=before, timeout=240)

@@ -16,13 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 from cryptography import x509
-from nodehelpers import apply, kubectl, pod_ready, up_when_free, wait_for
+from nodehelpers import NEEDS_ROOT, apply, kubectl, pod_ready, up_when_free, wait_for
 
 from localcluster import cluster, node, nodebuild, ociimage
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0, reason="needs root: containerd, the kubelet and kube-proxy run as root"
-)
+pytestmark = NEEDS_ROOT
 
 # From Debian's busybox-static (tox -e node installs it).
 TEST_IMAGE = "localcluster.local/busybox:test"

@@ -8,7 +8,6 @@ succeeds once Argo stops the sidecar. Needs root, ``build-node`` and ``build-ope
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,13 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nodehelpers import apply, kubectl, up_when_free, wait_for
+from nodehelpers import NEEDS_ROOT, apply, kubectl, up_when_free, wait_for
 
 from localcluster import cluster, node, nodebuild, nodeoperators, operators
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0, reason="needs root: containerd, the kubelet and kube-proxy run as root"
-)
+pytestmark = NEEDS_ROOT
 
 IMAGE = nodeoperators.POD_TOOLS_IMAGE
 NS = "default"

@@ -22,6 +22,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,11 @@ COMPONENTS = (
 
 class ClusterError(RuntimeError):
     """The cluster could not be started or inspected; the message says where to look."""
+
+
+class RealNodeBusy(ClusterError):
+    """Another run holds the machine's one real node; nothing was started, so trying again
+    later is safe."""
 
 
 def default_state_dir() -> Path:
@@ -544,6 +550,8 @@ def up(
             node.validate_mode(node_mode)
             node_ip = node.node_ip()
             node.claim(state_dir, _runs_from)
+        except node.NodeBusy as exc:
+            raise RealNodeBusy(str(exc)) from None
         except node.NodeError as exc:
             raise ClusterError(str(exc)) from None
     if old is not None:
@@ -765,6 +773,37 @@ def _deployment_available(state: State, namespace: str, name: str) -> bool:
         check=False,
     )  # fmt: skip
     return out.returncode == 0 and out.stdout.strip() not in ("", "0")
+
+
+def up_real_node(
+    state_dir: Path,
+    *,
+    wait: float,
+    before: Callable[[], None] | None = None,
+    poll: float = 5.0,
+    **options: Any,
+) -> State:
+    """``up(node_mode="kubelet")`` once no other run holds the machine's one real node, waiting
+    at most ``wait`` seconds (test envs run side by side). ``before`` runs right before each try:
+    a snapshot of the host taken there sees no other node."""
+    deadline = time.monotonic() + wait
+    while True:
+        if _real_node_held_by_another(state_dir) and time.monotonic() < deadline:
+            time.sleep(poll)
+            continue
+        if before is not None:
+            before()
+        try:
+            return up(state_dir, node_mode="kubelet", **options)
+        except RealNodeBusy:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(poll)
+
+
+def _real_node_held_by_another(state_dir: Path) -> bool:
+    owner = node.LOCK_FILE.read_text().strip() if node.LOCK_FILE.exists() else ""
+    return bool(owner) and owner != str(state_dir) and _runs_from(Path(owner))
 
 
 def _runs_from(state_dir: Path) -> bool:

@@ -76,6 +76,10 @@ class NodeError(RuntimeError):
     """The real node could not be started; the message says why and what to do."""
 
 
+class NodeBusy(NodeError):
+    """Another run holds the machine's one real node (nothing was started)."""
+
+
 def node_ip() -> str:
     """The address of the interface holding the default route (no packet is sent)."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -111,7 +115,7 @@ def claim(state_dir: Path, running: Callable[[Path], bool]) -> None:
         f.seek(0)
         owner = f.read().strip()
         if owner and owner != str(state_dir) and running(Path(owner)):
-            raise NodeError(
+            raise NodeBusy(
                 f"a real node already runs on this machine from {owner}: one at a time "
                 f"(kubelet and CNI use fixed host paths); `localcluster --state-dir {owner} "
                 "down` first"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from kubetune_ui import insight, views
 from kubetune_ui.cache import Cluster
 from kubetune_ui.importance import ImportanceCache
 from kubetune_ui.streams import Limits, Streams, client_of
+from kubetune_ui.versioned import VersionedCache
 from kubetune_ui.writing import Refused, Writer
 
 STATIC = Path(__file__).with_name("static")
@@ -33,6 +33,8 @@ WRITE_HEADER = "X-Kubetune-UI"
 STUDY_ENTRIES = 8
 """Experiments whose study is kept: its trials' values (about 5 MB at 10,000 trials) and its
 charts JSON (at most a few hundred KiB)."""
+PAGE_ENTRIES = 256
+"""Experiments whose page JSON is kept (one experiment's is about 270 KiB at 1,000 trials)."""
 TRIAL_POD_SELECTORS = (
     "katib.kubeflow.org/trial={}",
     "batch.kubernetes.io/job-name={}",
@@ -58,12 +60,12 @@ def build(cluster: Cluster, kube: Kube, writer: Writer, limits: Limits | None = 
     `writer`; live streams are bounded by `limits`."""
     chart_js = plotly_js()
     streams = Streams(cluster.hub, limits or Limits())
-    pages: dict[tuple[str, str], tuple[tuple[str, int], bytes]] = {}
+    pages: VersionedCache[tuple[str, str], bytes] = VersionedCache(PAGE_ENTRIES)
     """The last experiment page JSON per experiment, while neither it nor a trial changed."""
     charts = insight.Limits()
-    studies: OrderedDict[tuple[str, str], tuple[tuple[str, int], insight.Study, bytes]]
-    studies = OrderedDict()
-    """The last study and its charts JSON of at most STUDY_ENTRIES experiments, like `pages`."""
+    studies: VersionedCache[tuple[str, str], tuple[insight.Study, bytes]]
+    studies = VersionedCache(STUDY_ENTRIES)
+    """The last study and its charts JSON per experiment, like `pages`."""
     importances = ImportanceCache()
 
     async def page(request: Request) -> Response:
@@ -86,15 +88,14 @@ def build(cluster: Cluster, kube: Kube, writer: Writer, limits: Limits | None = 
         ns, name = request.path_params["namespace"], request.path_params["name"]
         obj = cluster.experiments.get(ns, name)
         if obj is None:
-            pages.pop((ns, name), None)
+            pages.drop((ns, name))
             return _error(404, f"no experiment {name!r} in namespace {ns!r}")
-        version = (str(obj["metadata"].get("resourceVersion")), cluster.trials_version(ns, name))
-        cached = pages.get((ns, name))
-        if cached is None or cached[0] != version:
+        version = _version(cluster, obj)
+        body = pages.get((ns, name), version)
+        if body is None:
             data = views.experiment_page(obj, cluster.trials_of(ns, name))
-            body = json.dumps(data, separators=(",", ":")).encode()
-            cached = pages[(ns, name)] = (version, body)
-        return Response(cached[1], media_type="application/json")
+            body = pages.put((ns, name), version, json.dumps(data, separators=(",", ":")).encode())
+        return Response(body, media_type="application/json")
 
     async def study(request: Request) -> tuple[insight.Study, bytes] | JSONResponse:
         """The experiment's study and its charts JSON, rebuilt only after it or a trial
@@ -102,18 +103,15 @@ def build(cluster: Cluster, kube: Kube, writer: Writer, limits: Limits | None = 
         ns, name = request.path_params["namespace"], request.path_params["name"]
         obj = cluster.experiments.get(ns, name)
         if obj is None:
-            studies.pop((ns, name), None)
+            studies.drop((ns, name))
             return _error(404, f"no experiment {name!r} in namespace {ns!r}")
-        version = (str(obj["metadata"].get("resourceVersion")), cluster.trials_version(ns, name))
-        cached = studies.get((ns, name))
-        if cached is None or cached[0] != version:
+        version = _version(cluster, obj)
+        built = studies.get((ns, name), version)
+        if built is None:
             trials = cluster.trials_of(ns, name)
             built = await asyncio.to_thread(_study_and_json, obj, trials, charts)
-            cached = studies[(ns, name)] = (version, *built)
-            while len(studies) > STUDY_ENTRIES:
-                studies.popitem(last=False)
-        studies.move_to_end((ns, name))
-        return cached[1], cached[2]
+            studies.put((ns, name), version, built)
+        return built
 
     async def study_charts(request: Request) -> Response:
         found = await study(request)
@@ -241,6 +239,12 @@ def build(cluster: Cluster, kube: Kube, writer: Writer, limits: Limits | None = 
         Route("/readyz", readyz),
     ]
     return Starlette(routes=routes)
+
+
+def _version(cluster: Cluster, experiment: dict[str, Any]) -> tuple[str, int]:
+    """What an experiment's page and study are built from: it and its trials' cache version."""
+    meta = experiment["metadata"]
+    return str(meta.get("resourceVersion")), cluster.trials_version(meta["namespace"], meta["name"])
 
 
 def _study_and_json(

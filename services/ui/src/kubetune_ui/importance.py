@@ -11,10 +11,10 @@ from __future__ import annotations
 import hashlib
 import threading
 import warnings
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from kubetune_ui.insight import Parameter, Point, Study, evenly, finished_key
+from kubetune_ui.versioned import VersionedCache
 
 if TYPE_CHECKING:
     from optuna.distributions import BaseDistribution
@@ -95,24 +95,18 @@ class ImportanceCache:
 
     def __init__(self, limit: int = 2000, entries: int = 64) -> None:
         self.limit = limit
-        self.entries = entries
         self.computed = 0
         """How many times an importance was computed (tests read it)."""
         self._lock = threading.Lock()
-        self._cache: OrderedDict[Key, tuple[bytes, Obj]] = OrderedDict()
+        self._cache: VersionedCache[Key, Obj] = VersionedCache(entries)
 
     def get(self, key: Key, study: Study) -> Obj:
         digest = hashlib.blake2b("\n".join(finished_key(study)).encode(), digest_size=16)
         version = digest.digest()
         with self._lock:
-            cached = self._cache.get(key)
-            if cached is not None and cached[0] == version:
-                self._cache.move_to_end(key)
-                return cached[1]
+            cached = self._cache.get(key, version)
+            if cached is not None:
+                return cached
             result = importance(study, self.limit)
             self.computed += 1
-            self._cache[key] = (version, result)
-            self._cache.move_to_end(key)
-            while len(self._cache) > self.entries:
-                self._cache.popitem(last=False)
-            return result
+            return self._cache.put(key, version, result)
