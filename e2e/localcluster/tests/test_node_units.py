@@ -70,3 +70,31 @@ def test_the_node_configs_carry_this_machine_s_settings(tmp_path: Path) -> None:
     containerd = node.containerd_config(bins, tmp_path / "root", tmp_path / "cni")
     assert "restrict_oom_score_adj = true" in containerd
     assert f'sandbox = "{node.PAUSE_IMAGE}"' in containerd
+
+
+def test_a_starting_node_holds_the_lock_before_its_first_process_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CI once took a host snapshot while another env's node was between claim and start."""
+    import subprocess
+    import sys
+
+    from localcluster import cluster
+
+    monkeypatch.setattr(node, "LOCK_FILE", tmp_path / "node.lock")
+    starting = tmp_path / "starting"  # no state saved yet: nothing of it runs
+    claimer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        node.LOCK_FILE.write_text(f"{starting}\n{claimer.pid}")
+        assert node.owner(cluster._holds_real_node) == str(starting)
+        with pytest.raises(node.NodeBusy, match=str(starting)):
+            node.claim(tmp_path / "second", cluster._holds_real_node)
+    finally:
+        claimer.kill()
+        claimer.wait()
+    # The claimer gone and no cluster running from it: the claim is stale.
+    assert node.owner(cluster._holds_real_node) == ""
+    node.claim(tmp_path / "second", cluster._holds_real_node)
+    assert node.owner(cluster._holds_real_node) == str(tmp_path / "second")
+    node.release(tmp_path / "second")
+    assert node.LOCK_FILE.read_text() == ""

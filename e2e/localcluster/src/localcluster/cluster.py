@@ -549,7 +549,7 @@ def up(
         try:
             node.validate_mode(node_mode)
             node_ip = node.node_ip()
-            node.claim(state_dir, _runs_from)
+            node.claim(state_dir, _holds_real_node)
         except node.NodeBusy as exc:
             raise RealNodeBusy(str(exc)) from None
         except node.NodeError as exc:
@@ -802,8 +802,14 @@ def up_real_node(
 
 
 def _real_node_held_by_another(state_dir: Path) -> bool:
-    owner = node.LOCK_FILE.read_text().strip() if node.LOCK_FILE.exists() else ""
-    return bool(owner) and owner != str(state_dir) and _runs_from(Path(owner))
+    held = node.owner(_holds_real_node)
+    return bool(held) and held != str(state_dir)
+
+
+def _holds_real_node(state_dir: Path, claimer: int) -> bool:
+    """A claim stands while its cluster runs, and also while the process that claimed it lives:
+    between the claim and the first started component a starting node shows no process."""
+    return (claimer > 0 and pid_alive(claimer)) or _runs_from(state_dir)
 
 
 def _runs_from(state_dir: Path) -> bool:

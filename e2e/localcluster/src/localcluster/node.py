@@ -107,22 +107,37 @@ def validate_mode(mode: str) -> None:
 # --- the one-node-per-machine lock ---------------------------------------------------------
 
 
-def claim(state_dir: Path, running: Callable[[Path], bool]) -> None:
+def _read_claim(text: str) -> tuple[str, int]:
+    """The lock holds the state dir and, on the next line, the PID of the claiming process."""
+    owner, _, pid = text.strip().partition("\n")
+    return owner, int(pid) if pid.isdigit() else 0
+
+
+def owner(holds: Callable[[Path, int], bool]) -> str:
+    """The state dir holding the real node, or "" when none does. ``holds(state_dir, pid)``
+    decides whether a recorded claim still stands."""
+    if not LOCK_FILE.exists():
+        return ""
+    held, pid = _read_claim(LOCK_FILE.read_text())
+    return held if held and holds(Path(held), pid) else ""
+
+
+def claim(state_dir: Path, holds: Callable[[Path, int], bool]) -> None:
     """Record ``state_dir`` as the machine's real node, unless another one still runs."""
     LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
     with open(LOCK_FILE, "a+") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         f.seek(0)
-        owner = f.read().strip()
-        if owner and owner != str(state_dir) and running(Path(owner)):
+        held, pid = _read_claim(f.read())
+        if held and held != str(state_dir) and holds(Path(held), pid):
             raise NodeBusy(
-                f"a real node already runs on this machine from {owner}: one at a time "
-                f"(kubelet and CNI use fixed host paths); `localcluster --state-dir {owner} "
+                f"a real node already runs on this machine from {held}: one at a time "
+                f"(kubelet and CNI use fixed host paths); `localcluster --state-dir {held} "
                 "down` first"
             )
         f.seek(0)
         f.truncate()
-        f.write(str(state_dir))
+        f.write(f"{state_dir}\n{os.getpid()}")
 
 
 def release(state_dir: Path) -> None:
@@ -131,7 +146,7 @@ def release(state_dir: Path) -> None:
         return
     with open(LOCK_FILE, "r+") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
-        if f.read().strip() == str(state_dir):
+        if _read_claim(f.read())[0] == str(state_dir):
             f.seek(0)
             f.truncate()
 
