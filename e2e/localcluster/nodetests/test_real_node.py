@@ -6,8 +6,10 @@ made image run, their logs and exec work, cluster DNS and a ClusterIP Service an
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -189,4 +191,29 @@ def test_down_leaves_nothing_behind(real_node: cluster.State, snapshot: dict[str
     assert not Path(f"/sys/class/net/{node.BRIDGE}").exists()
     for path in (*HOST_PATHS, "/run/localcluster-node", str(containerd_root)):
         assert not Path(path).exists(), f"{path} is left"
+    assert host_snapshot() == snapshot
+
+
+def test_a_node_killed_without_down_is_cleaned_by_the_next_up(
+    snapshot: dict[str, object], tmp_path: Path
+) -> None:
+    """A CI job killed mid-run leaves its pods (shims re-parented to PID 1), veths, nft tables
+    and the bridge; the next ``up`` removes them before it starts, and its ``down`` then leaves
+    the host as it was before either node (the module's node ran and went down first)."""
+    assert snapshot, "the module's real node ran first"
+    first = up_when_free(tmp_path / "first")
+    node.load(ociimage.write(ociimage.busybox(TEST_IMAGE, APPLETS), tmp_path / "busybox.tar"))
+    apply(first, pod("left", "exec sleep 3600"))
+    wait_for("pod left Ready", lambda: pod_ready(first, "left"))
+    for comp in first.components.values():  # as a killed job: no `down`
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(comp.pid, signal.SIGKILL)
+    left = node.leftovers(first.node_dir / "containerd-root", {})
+    assert any(item.startswith("process") for item in left), left
+    assert any("veth" in ln for ln in subprocess.run(
+        ["ip", "-o", "link"], capture_output=True, text=True).stdout.splitlines())  # fmt: skip
+
+    second = up_when_free(tmp_path / "second")
+    assert not Path(first.state_dir).exists(), "the dead node's state was not removed"
+    assert cluster.down(Path(second.state_dir), quiet=True)
     assert host_snapshot() == snapshot

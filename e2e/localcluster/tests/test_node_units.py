@@ -96,5 +96,8 @@ def test_a_starting_node_holds_the_lock_before_its_first_process_runs(
     assert node.owner(cluster._holds_real_node) == ""
     node.claim(tmp_path / "second", cluster._holds_real_node)
     assert node.owner(cluster._holds_real_node) == str(tmp_path / "second")
+    # Started: its processes hold it now, not this (living) process; none run here.
+    node.started(tmp_path / "second")
+    assert node.owner(cluster._holds_real_node) == ""
     node.release(tmp_path / "second")
     assert node.LOCK_FILE.read_text() == ""

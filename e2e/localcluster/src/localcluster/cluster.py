@@ -549,6 +549,7 @@ def up(
         try:
             node.validate_mode(node_mode)
             node_ip = node.node_ip()
+            reap_stale_node(quiet)
             node.claim(state_dir, _holds_real_node)
         except node.NodeBusy as exc:
             raise RealNodeBusy(str(exc)) from None
@@ -596,6 +597,8 @@ def up(
         say("startup failed: stopping what was started")
         down(state_dir, quiet=True)
         raise
+    if node_mode:
+        node.started(state_dir)
     return state
 
 
@@ -791,6 +794,7 @@ def up_real_node(
         if _real_node_held_by_another(state_dir) and time.monotonic() < deadline:
             time.sleep(poll)
             continue
+        reap_stale_node(quiet=True)
         if before is not None:
             before()
         try:
@@ -801,14 +805,36 @@ def up_real_node(
             time.sleep(poll)
 
 
+def reap_stale_node(quiet: bool = False) -> list[str]:
+    """Remove what a real node whose run died without ``down`` (a killed CI job, a crash) left
+    on the host: its pods' processes, mounts, nft tables, the bridge, the fixed paths. A new
+    node would start on top of them, and its ``down`` would remove more than it made. Nothing
+    is touched while a live run holds the node. Returns what was found."""
+    if node.owner(_holds_real_node):
+        return []
+    held, _ = node.recorded_claim()
+    old = State.load(Path(held)) if held else None
+    containerd_root = old.node_dir / "containerd-root" if old else node.RUN_DIR / "containerd-root"
+    found = node.leftovers(containerd_root, {})
+    if not found:
+        return []
+    if not quiet:
+        print(f"[localcluster] removing a dead real node's leftovers: {'; '.join(found)}")
+    if old is not None and old.node_mode:
+        down(Path(held), quiet=True)  # its saved sysctls are restored too
+    else:
+        node.teardown(containerd_root, {})
+    return found
+
+
 def _real_node_held_by_another(state_dir: Path) -> bool:
     held = node.owner(_holds_real_node)
     return bool(held) and held != str(state_dir)
 
 
 def _holds_real_node(state_dir: Path, claimer: int) -> bool:
-    """A claim stands while its cluster runs, and also while the process that claimed it lives:
-    between the claim and the first started component a starting node shows no process."""
+    """A claim stands while its cluster runs, and while the process that claimed it is still
+    starting it (between the claim and its first process a starting node shows none)."""
     return (claimer > 0 and pid_alive(claimer)) or _runs_from(state_dir)
 
 

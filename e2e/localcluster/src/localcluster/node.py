@@ -113,12 +113,15 @@ def _read_claim(text: str) -> tuple[str, int]:
     return owner, int(pid) if pid.isdigit() else 0
 
 
+def recorded_claim() -> tuple[str, int]:
+    """The state dir and claiming PID the lock records, standing or not (``("", 0)``: none)."""
+    return _read_claim(LOCK_FILE.read_text()) if LOCK_FILE.exists() else ("", 0)
+
+
 def owner(holds: Callable[[Path, int], bool]) -> str:
     """The state dir holding the real node, or "" when none does. ``holds(state_dir, pid)``
     decides whether a recorded claim still stands."""
-    if not LOCK_FILE.exists():
-        return ""
-    held, pid = _read_claim(LOCK_FILE.read_text())
+    held, pid = recorded_claim()
     return held if held and holds(Path(held), pid) else ""
 
 
@@ -140,8 +143,18 @@ def claim(state_dir: Path, holds: Callable[[Path, int], bool]) -> None:
         f.write(f"{state_dir}\n{os.getpid()}")
 
 
+def started(state_dir: Path) -> None:
+    """The node runs: from now on its processes hold the claim, not the process that made it
+    (which may live on long after the node died, as a test session does)."""
+    _rewrite_if_ours(state_dir, str(state_dir))
+
+
 def release(state_dir: Path) -> None:
     """Forget the claim if it is ours."""
+    _rewrite_if_ours(state_dir, "")
+
+
+def _rewrite_if_ours(state_dir: Path, text: str) -> None:
     if not LOCK_FILE.exists():
         return
     with open(LOCK_FILE, "r+") as f:
@@ -149,6 +162,7 @@ def release(state_dir: Path) -> None:
         if _read_claim(f.read())[0] == str(state_dir):
             f.seek(0)
             f.truncate()
+            f.write(text)
 
 
 # --- configuration files --------------------------------------------------------------------
