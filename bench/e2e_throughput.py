@@ -23,6 +23,12 @@ the load average before and after. `--trace FILE` writes one JSON line per stage
     python bench/e2e_throughput.py --keep ...        # leave the cluster up, print KUBECONFIG
     python bench/e2e_throughput.py --kubeconfig K    # reuse a cluster with kubetune deployed
     python bench/e2e_throughput.py --audit ...       # + API requests per trial by client
+    python bench/e2e_throughput.py --real-node DIR   # on a real node, kubetune's own images
+
+`--real-node DIR` runs the same on a real node (`localcluster up --node kubelet`: kubelet,
+containerd, kube-proxy, CoreDNS; root), kubetune from its own images (the OCI archives that
+`python3 images/build.py --oci-dir DIR` writes) with `kustomize/overlays/real`; each trial runs
+in the example trainer's image with the training script mounted from a ConfigMap.
 
 `--audit` starts the cluster with the API server's audit log (`localcluster up --audit`, the
 Metadata level) and prints the requests per trial made during the run by client (user, and the
@@ -59,7 +65,17 @@ from pathlib import Path
 from typing import Any
 
 from kubetune import naming
-from kubetune.kube import EXPERIMENTS, JOBS, NAMESPACES, PODS, TRIALS, Kube, Resource, connect
+from kubetune.kube import (
+    CONFIGMAPS,
+    EXPERIMENTS,
+    JOBS,
+    NAMESPACES,
+    PODS,
+    TRIALS,
+    Kube,
+    Resource,
+    connect,
+)
 from kubetune_testkit import builders
 
 Obj = dict[str, Any]
@@ -103,11 +119,46 @@ def training_script(directory: Path) -> Path:
     return path
 
 
+# On the real node the trial runs in the example trainer's image, TRAINING mounted from a
+# ConfigMap (a host path is not there).
+TRAINER_IMAGE = "docker.io/kubetune/examples:dev"
+TRAINING_CONFIGMAP = "bench-training"
+TRAINING_MOUNT = Path("/bench")
+
+
+def training_configmap(namespace: str) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": TRAINING_CONFIGMAP, "namespace": namespace},
+        "data": {TRAINING_FILE: TRAINING},
+    }
+
+
+def in_trainer_image(job: Obj) -> Obj:
+    """The trial Job run from the trainer image with TRAINING mounted at TRAINING_MOUNT."""
+    pod = job["spec"]["template"]["spec"]
+    (main,) = pod["containers"]
+    main["image"] = TRAINER_IMAGE
+    main["imagePullPolicy"] = "Never"
+    main["volumeMounts"] = [{"name": "training", "mountPath": str(TRAINING_MOUNT)}]
+    pod["volumes"] = [{"name": "training", "configMap": {"name": TRAINING_CONFIGMAP}}]
+    return job
+
+
 def experiment(
-    name: str, namespace: str, trials: int, seconds: float, parallel: int, script: Path
+    name: str,
+    namespace: str,
+    trials: int,
+    seconds: float,
+    parallel: int,
+    script: Path,
+    real_node: bool = False,
 ) -> Obj:
     """A random search over `lr`; each trial is a Job that runs TRAINING for `seconds`."""
-    command = [sys.executable, str(script), str(seconds), "${trialParameters.lr}"]
+    python = "python3" if real_node else sys.executable
+    command = [python, str(script), str(seconds), "${trialParameters.lr}"]
+    job = builders.trial_job(command, container="main")
     return builders.experiment(
         name,
         namespace,
@@ -121,7 +172,7 @@ def experiment(
         ],
         trial_parameters=builders.references(lr="lr"),
         primary_container="main",
-        trial_spec=builders.trial_job(command, container="main"),
+        trial_spec=in_trainer_image(job) if real_node else job,
         parallelTrialCount=parallel,
         maxTrialCount=trials,
         maxFailedTrialCount=trials,
@@ -386,13 +437,16 @@ def measure(
     cpu_before = cpu_times()
     counted = sample() if sample else {}
     t0 = time.time()
-    script = training_script(Path(tempfile.mkdtemp(prefix="kubetune-bench-training-")))
-    os.chmod(script.parent, 0o755)
-    kube.create(
-        EXPERIMENTS,
-        experiment(name, namespace, args.trials, args.seconds, args.parallel, script),
-        namespace,
+    if args.real_node:
+        kube.create(CONFIGMAPS, training_configmap(namespace), namespace)
+        script = TRAINING_MOUNT / TRAINING_FILE
+    else:
+        script = training_script(Path(tempfile.mkdtemp(prefix="kubetune-bench-training-")))
+        os.chmod(script.parent, 0o755)
+    spec = experiment(
+        name, namespace, args.trials, args.seconds, args.parallel, script, bool(args.real_node)
     )
+    kube.create(EXPERIMENTS, spec, namespace)
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
         status = kube.get(EXPERIMENTS, name, namespace).get("status") or {}
@@ -415,7 +469,8 @@ def measure(
     stop.set()
     result = report(stamps, args, wall, (before, after), t0)
     result.update(counted=counted, busy=busy, namespace=namespace, started=t0, finished=t0 + wall)
-    shutil.rmtree(script.parent, ignore_errors=True)
+    if not args.real_node:
+        shutil.rmtree(script.parent, ignore_errors=True)
     if not args.keep_namespace:
         kube.delete(NAMESPACES, namespace)
     return result
@@ -433,6 +488,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep-namespace", action="store_true")
     parser.add_argument("--state-dir", help="where the started cluster keeps its state")
     parser.add_argument(
+        "--real-node",
+        metavar="IMAGES_DIR",
+        help="run on a real node (root), kubetune from the image archives in IMAGES_DIR "
+        "(python3 images/build.py --oci-dir IMAGES_DIR) with kustomize/overlays/real",
+    )
+    parser.add_argument(
         "--audit", action="store_true", help="count API requests per trial by client (audit log)"
     )
     args = parser.parse_args(argv)
@@ -443,7 +504,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     state_dir = Path(args.state_dir or tempfile.mkdtemp(prefix="kubetune-bench-e2e-"))
-    with kubetune_cluster(state_dir, keep=args.keep, audit=args.audit) as state:
+    start = real_node_cluster if args.real_node else kubetune_cluster
+    with start(state_dir, keep=args.keep, audit=args.audit, images=args.real_node) as state:
         kubeconfig = bench_kubeconfig(state) if args.audit else state.kubeconfig
         result = measure(Kube(connect(kubeconfig)), args)
         if args.audit:
@@ -533,30 +595,75 @@ def print_requests(counts: collections.Counter[tuple[str, str, str]], trials: in
 
 
 @contextlib.contextmanager
-def kubetune_cluster(state_dir: Path, keep: bool = False, audit: bool = False) -> Iterator[Any]:
+def kubetune_cluster(
+    state_dir: Path, keep: bool = False, audit: bool = False, images: str | None = None
+) -> Iterator[Any]:
     """A local cluster (built first when needed) with the `local` overlay Available; stopped on
     exit unless `keep`. Yields localcluster's State."""
-    from kubetune_testkit.deploying import apply_overlay, render_image_map, wait_available
+    from kubetune_testkit.deploying import apply_overlay, render_image_map
     from localcluster import build
     from localcluster import cluster as localcluster
-    from localcluster.pytest_plugin import ClusterHandle
 
     build.build_all()
     image_map = state_dir.parent / f"{state_dir.name}-image-map.yaml"
     image_map.write_text(render_image_map())
     state = localcluster.up(state_dir, image_map=image_map, with_nodeagent=True, audit=audit)
+    try:
+        with _serving(state, state_dir, keep, apply_overlay):
+            yield state
+    finally:
+        image_map.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def real_node_cluster(
+    state_dir: Path, keep: bool = False, audit: bool = False, images: str | None = None
+) -> Iterator[Any]:
+    """The control plane with a real node (kubelet, containerd, kube-proxy, CoreDNS), kubetune
+    from its own images (the OCI archives `images/build.py --oci-dir DIR` writes, imported into
+    the node's containerd) with `kustomize/overlays/real`."""
+    from kubetune_testkit.deploying import apply_real_overlay
+    from localcluster import build, node
+    from localcluster import cluster as localcluster
+
+    build.build_all()
+    archives = sorted(Path(str(images)).glob("*.tar"))
+    if not archives:
+        raise SystemExit(f"--real-node {images}: no image archives (images/build.py --oci-dir)")
+    state = localcluster.up_real_node(state_dir, wait=1800, audit=audit, timeout=300)
+    with _serving(state, state_dir, keep, apply_real_overlay, before=lambda: [
+        node.load(archive) for archive in archives
+    ]):  # fmt: skip
+        yield state
+
+
+@contextlib.contextmanager
+def _serving(
+    state: Any,
+    state_dir: Path,
+    keep: bool,
+    deploy: Callable[[Any], object],
+    before: Callable[[], object] | None = None,
+) -> Iterator[None]:
+    """kubetune deployed on a started cluster and every Deployment Available; the cluster is
+    stopped on exit unless `keep`."""
+    from kubetune_testkit.deploying import wait_available
+    from localcluster import cluster as localcluster
+    from localcluster.pytest_plugin import ClusterHandle
+
     handle = ClusterHandle(state.kubeconfig, state.kubectl, state.server, state)
     try:
-        apply_overlay(handle)
-        wait_available(handle)
-        yield state
+        if before is not None:
+            before()
+        deploy(handle)
+        wait_available(handle, timeout=420)
+        yield
     finally:
         if keep:
             print(f"cluster kept: export KUBECONFIG={state.kubeconfig}")
             print(f"stop it with: localcluster --state-dir {state_dir} down")
         else:
             localcluster.down(state_dir, quiet=True)
-            image_map.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,9 @@ from kubetune_testkit.paths import REPO
 
 ROOT = REPO
 OVERLAY = ROOT / "kustomize" / "overlays" / "local"
+REAL_OVERLAY = ROOT / "kustomize" / "overlays" / "real"
+"""What a real cluster runs: kubetune's own images, no host ports, the webhook behind its
+Service."""
 KUBETUNE_NAMESPACE = "kubeflow"
 INJECTION_LABEL = "katib.kubeflow.org/metrics-collector-injection=enabled"
 
@@ -131,6 +134,13 @@ def apply_overlay(cluster: Kubectl) -> LocalSettings:
     if out.returncode != 0:
         raise RuntimeError(f"kubectl apply of {OVERLAY} failed:\n{out.stderr}")
     return settings
+
+
+def apply_real_overlay(cluster: Kubectl) -> None:
+    """Apply REAL_OVERLAY as it stands (server-side); the images must be on the node."""
+    out = cluster.kubectl("apply", "--server-side", "-k", str(REAL_OVERLAY), check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"kubectl apply -k {REAL_OVERLAY} failed:\n{out.stderr}")
 
 
 def wait_available(cluster: Kubectl, timeout: float = 240.0) -> None:
