@@ -346,3 +346,7 @@ def push_index(
         }
     ).encode()
     return _put_manifest(http, registry, repo, tag, index, OCI_INDEX)
+
+
+if __name__ == "__main__":  # tox builds the registry before the tests' time limits apply
+    print(f"test registry: {binary()}")
