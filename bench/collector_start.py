@@ -110,7 +110,9 @@ def cpu_mode(args: argparse.Namespace, account: Path, env: dict[str, str]) -> No
     checkouts = {"after (this checkout)": here}
     if args.before:
         checkouts = {"before": str(Path(args.before).resolve()), **checkouts}
-    runs: dict[str, list[str]] = {"bare (python -I -S -c pass)": [args.python, "-I", "-S", "-c", ""]}
+    runs: dict[str, list[str]] = {
+        "bare (python -I -S -c pass)": [args.python, "-I", "-S", "-c", ""]
+    }
     for name, root in checkouts.items():
         for src in ("shared/src", "services/pns-collector/src"):
             subprocess.run([args.python, "-m", "compileall", "-q", f"{root}/{src}"], check=True)

@@ -13,11 +13,11 @@ import os
 import re
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from kubetune import errors
 from kubetune.incluster import InCluster, NotInCluster, Timeout
+from kubetune.plain import Frozen
 
 if TYPE_CHECKING:
     import kubernetes.client
@@ -83,15 +83,19 @@ def group_version_path(group: str, version: str) -> str:
     return f"/apis/{group}/{version}" if group else f"/api/{version}"
 
 
-@dataclass(frozen=True)
-class Resource:
+class Resource(Frozen):
     """A REST resource: `group` is "" for the core API."""
 
-    group: str
-    version: str
-    plural: str
-    kind: str
-    namespaced: bool = True
+    __slots__ = ("group", "kind", "namespaced", "plural", "version")
+
+    def __init__(
+        self, group: str, version: str, plural: str, kind: str, namespaced: bool = True
+    ) -> None:
+        self.group = group
+        self.version = version
+        self.plural = plural
+        self.kind = kind
+        self.namespaced = namespaced
 
     @property
     def api_version(self) -> str:

@@ -17,13 +17,14 @@ streaming collector must not lose a whole trial's metrics over one odd line:
 from __future__ import annotations
 
 import json
-import logging
 import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Protocol
 
-log = logging.getLogger(__name__)
+from kubetune import lightlog
+
+log = lightlog.get(__name__)
 
 DEFAULT_FORMAT = r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)"
 # The default format made safe to run over many lines at once: `\s` may not cross a line end

@@ -11,12 +11,11 @@ errors, a RoleBinding not there yet: Forbidden) is retried.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from kubetune import conditions, errors, metrichistory
+from kubetune import conditions, errors, lightlog, metrichistory
 from kubetune.clock import SYSTEM, Clock
 from kubetune.conditions import TrialCondition, TrialReason
 from kubetune.kube import TRIALS, Kube
@@ -24,7 +23,7 @@ from kubetune.observations import ObservationSummary
 
 T = TypeVar("T")
 
-log = logging.getLogger(__name__)
+log = lightlog.get(__name__)
 
 
 EARLY_STOPPED_MESSAGE = "Trial is early stopped"
