@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
 
 from kubetune import clock
 from kubetune.plain import Frozen
+from kubetune.typenames import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from typing import Any
+
     # Imported where a Condition is made (`set_condition`): the names and `trial_state` of
     # raw dicts serve the trial pod's collector, which does not load pydantic.
     from kubetune.api.base import Condition

@@ -26,9 +26,12 @@ import json
 import math
 import time as _time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
 
 from kubetune.metricbounds import MAX_VALUE_CHARS
+from kubetune.typenames import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_BYTES = 64 * 1024
 """The bound on `json.dumps(to_wire(), separators=(",", ":"))`, in bytes (UTF-8)."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
 
 from kubetune import multiobjective
 from kubetune.api.enums import MetricStrategyType, ObjectiveType
@@ -28,6 +27,10 @@ from kubetune.metricbounds import (
     metric_error,
 )
 from kubetune.plain import Frozen, Plain
+from kubetune.typenames import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class StrategyLike(Protocol):

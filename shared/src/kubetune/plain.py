@@ -15,8 +15,12 @@ class Plain:
 
     __slots__ = ()
 
+    def _names(self) -> tuple[str, ...]:
+        names: tuple[str, ...] = self.__slots__
+        return names
+
     def _fields(self) -> tuple[object, ...]:
-        return tuple(getattr(self, name) for name in self.__slots__)
+        return tuple(getattr(self, name) for name in self._names())
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
@@ -25,7 +29,7 @@ class Plain:
         return self._fields() == other._fields()
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._names())
         return f"{self.__class__.__qualname__}({shown})"
 
 

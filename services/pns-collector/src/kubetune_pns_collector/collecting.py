@@ -20,12 +20,15 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol, TextIO
 
 from kubetune import lightlog, procwait
 from kubetune.observations import ObservationSummary
 from kubetune.plain import Frozen
+from kubetune.typenames import TYPE_CHECKING, Protocol
 from kubetune_pns_collector import parsing, reporting, stopping, summaries, tailing
+
+if TYPE_CHECKING:
+    from typing import TextIO
 
 log = lightlog.get(__name__)
 

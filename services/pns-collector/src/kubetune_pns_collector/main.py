@@ -17,8 +17,6 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from types import FrameType
-from typing import NoReturn
 
 from kubetune import flags, lightlog, procwait
 from kubetune.api.enums import MetricStrategyType, ObjectiveType
@@ -26,7 +24,12 @@ from kubetune.flags import EnvDefault
 from kubetune.incluster import InCluster
 from kubetune.kube import Kube, connect
 from kubetune.observations import Objective, Strategy
+from kubetune.typenames import TYPE_CHECKING
 from kubetune_pns_collector import collecting, parsing, reporting, stopping, summaries
+
+if TYPE_CHECKING:
+    from types import FrameType
+    from typing import NoReturn
 
 log = lightlog.get("pns-collector")
 

@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
 
 from kubetune import conditions, errors, lightlog, metrichistory
 from kubetune.clock import SYSTEM, Clock
 from kubetune.conditions import TrialCondition, TrialReason
 from kubetune.kube import TRIALS, Kube
 from kubetune.observations import ObservationSummary
+from kubetune.typenames import TYPE_CHECKING
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 
 log = lightlog.get(__name__)
 

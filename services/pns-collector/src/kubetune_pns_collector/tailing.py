@@ -13,9 +13,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
 
 from kubetune import lightlog
+from kubetune.typenames import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 log = lightlog.get(__name__)
 
