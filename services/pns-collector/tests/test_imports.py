@@ -107,3 +107,64 @@ def test_stdout_and_file_collection_in_a_pod_import_no_client_library_psutil_or_
 
 def test_event_collection_imports_its_reader(tmp_path):
     assert "kubetune_pns_collector.tfevents" in _imported("TensorFlowEvent", str(tmp_path))
+
+
+# The whole sidecar run as the image starts it (`python -I -S`, its packages put on sys.path by
+# hand): flags, source, client, the wait (no training process registers: exit 4) and the report,
+# which fails at once (a closed local port); then the standard library modules it loaded.
+# Each listed one cost a share of its start in every trial pod (bench/collector_start.py).
+HEAVY_STDLIB = ("logging", "dataclasses", "inspect", "typing", "datetime", "traceback", "ast")
+SIDECAR = """
+import sys
+sys.path[:0] = sys.argv[1:3]
+from kubetune import incluster
+incluster.SERVICE_ACCOUNT_DIR = incluster.Path(sys.argv[3])
+from kubetune_pns_collector import main
+code = main.main(
+    ["--trial-name", "t", "--objective-metric", "loss", "--collector-kind", sys.argv[4],
+     "--metrics-path", sys.argv[5], "--log-dir", sys.argv[6], "--register-timeout", "0",
+     "--report-timeout", "0"]
+)
+print("exit", code, "loaded:", *sorted(m for m in {heavy!r} if m in sys.modules))
+"""
+
+
+def test_stdout_and_file_sidecar_runs_without_logging_dataclasses_typing_or_datetime(tmp_path):
+    import kubetune
+    import kubetune_pns_collector
+
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    (account / "token").write_text("a-token")
+    (account / "ca.crt").write_bytes(_some_ca_bundle())
+    env = {
+        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+        "KUBERNETES_SERVICE_PORT": "1",  # nothing listens: the report fails at once
+        "HOME": str(tmp_path),  # no kubeconfig
+        "PATH": "/usr/bin:/bin",
+    }
+    sources = [str(Path(m.__file__).parent.parent) for m in (kubetune, kubetune_pns_collector)]
+    for kind in ("StdOut", "File"):
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-I",
+                "-S",
+                "-c",
+                SIDECAR.format(heavy=HEAVY_STDLIB),
+                *sources,
+                str(account),
+                kind,
+                str(tmp_path / "metrics.log"),
+                str(tmp_path / "log"),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        assert out.returncode == 0, out.stderr
+        last = out.stdout.splitlines()[-1]
+        assert last == "exit 4 loaded:", f"{kind}: {last}\n{out.stdout}"
+        assert "0 of 1 training process(es) registered" in out.stdout
+        assert "cannot write the observation of trial" in out.stdout

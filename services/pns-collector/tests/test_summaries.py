@@ -83,7 +83,7 @@ def test_one_rule_for_non_finite_values(bad: str) -> None:
 
 
 def test_values_no_writer_may_store_are_skipped_with_the_limit_named(
-    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A 400 KB number from the training: skipped, each time with a warning naming the limit;
     `1_0` and full-width digits are text (kept as reported, never ranked); what is reported
@@ -97,7 +97,8 @@ def test_values_no_writer_may_store_are_skipped_with_the_limit_named(
     (metric,) = summary.observation().metrics or []
     assert (metric.min, metric.max, metric.latest) == ("0.25", "0.5", "0.25")
     assert observations.objective_value(objective, summary.observation()) == 0.5
-    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    # Logging not configured: warnings go to stderr, the message alone (as `logging`'s).
+    warnings = capsys.readouterr().err.splitlines()
     assert len(warnings) == 2, warnings
     assert all(f"more than {observations.MAX_VALUE_CHARS}" in w for w in warnings)
     assert all(len(w) < 1000 for w in warnings)
@@ -105,11 +106,11 @@ def test_values_no_writer_may_store_are_skipped_with_the_limit_named(
     assert statusbounds.status_error(patch["status"]) is None
 
 
-def test_warnings_are_bounded_per_metric(caplog: pytest.LogCaptureFixture) -> None:
+def test_warnings_are_bounded_per_metric(capsys: pytest.CaptureFixture[str]) -> None:
     summary = RunningSummary(SPEC)
     summary.add_many("acc", ["1" * (observations.MAX_VALUE_CHARS + 1)] * 100_000, 0.0)
     assert summary.skipped == {"acc": 100_000}
-    assert len(caplog.records) == summaries.WARNINGS_PER_METRIC + 10
+    assert len(capsys.readouterr().err.splitlines()) == summaries.WARNINGS_PER_METRIC + 10
 
 
 _odd = st.one_of(

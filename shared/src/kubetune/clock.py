@@ -9,8 +9,14 @@ Everything that takes a clock takes a `Clock`, so a test drives both readings wi
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
-from typing import Protocol
+
+from kubetune.typenames import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+# `datetime` is imported where a time is made or written: the metrics collector imports this
+# module in every trial pod and writes a time only after an early stop.
 
 
 class Clock(Protocol):
@@ -27,6 +33,8 @@ class SystemClock:
     """The process's clocks."""
 
     def now(self) -> datetime:
+        from datetime import UTC, datetime
+
         return datetime.now(UTC)
 
     def monotonic(self) -> float:
@@ -43,6 +51,8 @@ class ManualClock:
         self.seconds = seconds
 
     def now(self) -> datetime:
+        from datetime import UTC, datetime
+
         return datetime.fromtimestamp(self.seconds, UTC)
 
     def monotonic(self) -> float:
@@ -56,9 +66,13 @@ class ManualClock:
 
 def rfc3339(moment: datetime) -> str:
     """A Kubernetes timestamp (`metav1.Time`: whole seconds, `Z`)."""
+    from datetime import UTC
+
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def rfc3339_micro(moment: datetime) -> str:
     """A Kubernetes `MicroTime` (a Lease's acquire and renew times)."""
+    from datetime import UTC
+
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -10,13 +10,15 @@ new one appended, keeping `lastTransitionTime` when only the reason or message c
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
 
 from kubetune import clock
+from kubetune.plain import Frozen
+from kubetune.typenames import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from typing import Any
+
     # Imported where a Condition is made (`set_condition`): the names and `trial_state` of
     # raw dicts serve the trial pod's collector, which does not load pydantic.
     from kubetune.api.base import Condition
@@ -210,12 +212,14 @@ def remove_condition(
     return kept, len(kept) != len(current)
 
 
-@dataclass(frozen=True)
-class Machine:
+class Machine(Frozen):
     """The legal moves of one kind: from the last condition's state to the next condition set."""
 
-    kind: str
-    transitions: Mapping[State | None, frozenset[State]]
+    __slots__ = ("kind", "transitions")
+
+    def __init__(self, kind: str, transitions: Mapping[State | None, frozenset[State]]) -> None:
+        self.kind = kind
+        self.transitions = transitions
 
     def allows(self, conditions: Sequence[Condition] | None, type_: str, status: str) -> bool:
         existing = find(conditions, type_)

@@ -25,7 +25,11 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any
+
+from kubetune.typenames import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 CONFIG_ENV = "KUBETUNE_CONFIG"
 DEPRECATED_CONFIG_ENV = "KUBETUNE_KATIB_CONFIG"

@@ -13,13 +13,15 @@ import os
 import re
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from kubetune import errors
 from kubetune.incluster import InCluster, NotInCluster, Timeout
+from kubetune.plain import Frozen
+from kubetune.typenames import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from typing import Any, overload
+
     import kubernetes.client
     import urllib3
 
@@ -28,10 +30,15 @@ if TYPE_CHECKING:
 # collector should not pay (`kubetune.incluster` reaches the API server with the standard
 # library).
 
-Obj = dict[str, Any]
-ObjectHook = Callable[[dict[str, Any]], Any]
-"""A `json.loads` object_hook: called on every JSON object as it is parsed, innermost first,
-so a big field can be dropped while one object is parsed rather than after a whole list."""
+if TYPE_CHECKING:
+    Obj = dict[str, Any]
+    ObjectHook = Callable[[dict[str, Any]], Any]
+    """A `json.loads` object_hook: called on every JSON object as it is parsed, innermost
+    first, so a big field can be dropped while one object is parsed rather than after a whole
+    list."""
+else:  # the same names at run time, for modules that import them
+    Obj = dict[str, object]
+    ObjectHook = Callable[[dict[str, object]], object]
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -83,15 +90,19 @@ def group_version_path(group: str, version: str) -> str:
     return f"/apis/{group}/{version}" if group else f"/api/{version}"
 
 
-@dataclass(frozen=True)
-class Resource:
+class Resource(Frozen):
     """A REST resource: `group` is "" for the core API."""
 
-    group: str
-    version: str
-    plural: str
-    kind: str
-    namespaced: bool = True
+    __slots__ = ("group", "kind", "namespaced", "plural", "version")
+
+    def __init__(
+        self, group: str, version: str, plural: str, kind: str, namespaced: bool = True
+    ) -> None:
+        self.group = group
+        self.version = version
+        self.plural = plural
+        self.kind = kind
+        self.namespaced = namespaced
 
     @property
     def api_version(self) -> str:
@@ -181,16 +192,17 @@ CUSTOM_RESOURCE_DEFINITIONS = Resource(
 )
 
 
-@overload
-def connect(
-    kubeconfig: str, context: str | None = None, *, pool_size: int | None = None
-) -> kubernetes.client.ApiClient: ...
+if TYPE_CHECKING:
+    # Overloads for mypy only.
+    @overload
+    def connect(
+        kubeconfig: str, context: str | None = None, *, pool_size: int | None = None
+    ) -> kubernetes.client.ApiClient: ...
 
-
-@overload
-def connect(
-    kubeconfig: None = None, context: str | None = None, *, pool_size: int | None = None
-) -> kubernetes.client.ApiClient | InCluster: ...
+    @overload
+    def connect(
+        kubeconfig: None = None, context: str | None = None, *, pool_size: int | None = None
+    ) -> kubernetes.client.ApiClient | InCluster: ...
 
 
 def connect(

@@ -1,6 +1,7 @@
 """Logging set-up for every service: readable text by default, one JSON object a line on request.
 
-Configured only from a service's `main()`, never at import time.
+Configured only from a service's `main()`, never at import time. The lines are
+`kubetune.lightlog`'s, which writes the same ones without `logging` (the collector).
 """
 
 from __future__ import annotations
@@ -8,19 +9,17 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from datetime import UTC, datetime
+
+from kubetune import lightlog
 
 _STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, object] = {
-            "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
+        entry = lightlog.json_entry(
+            record.created, record.levelname, record.name, record.getMessage()
+        )
         for key, value in record.__dict__.items():
             if key not in _STANDARD:
                 entry[key] = value
@@ -34,7 +33,7 @@ def configure(log_format: str = "text", level: str = "info") -> None:
     if log_format == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+        handler.setFormatter(logging.Formatter(lightlog.TEXT_FORMAT))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

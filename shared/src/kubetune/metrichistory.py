@@ -24,12 +24,14 @@ from __future__ import annotations
 import heapq
 import json
 import math
+import time as _time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any
 
 from kubetune.metricbounds import MAX_VALUE_CHARS
+from kubetune.typenames import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_BYTES = 64 * 1024
 """The bound on `json.dumps(to_wire(), separators=(",", ":"))`, in bytes (UTF-8)."""
@@ -39,14 +41,16 @@ FIELD = "metricHistory"
 
 _SERIES_OVERHEAD = 64  # the keys and brackets of one metric's entry, beside its name
 _OVERHEAD = 16  # {"metrics":[]}
+_RFC3339 = "%Y-%m-%dT%H:%M:%SZ"
 
 
 def rfc3339(timestamp: float | None = None) -> str:
     """Seconds precision, UTC, `Z`: the times Kubernetes writes; `None` or 0 means now."""
-    moment = (
-        datetime.now(UTC) if not timestamp else datetime.fromtimestamp(float(timestamp), tz=UTC)
-    )
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if not timestamp:  # the common case (no timestamps in the log): no `datetime` import
+        return _time.strftime(_RFC3339, _time.gmtime())
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(float(timestamp), tz=UTC).strftime(_RFC3339)
 
 
 def json_length(text: str) -> int:
@@ -63,29 +67,28 @@ def _cost(step: int, value: str, time: str) -> int:
     return len(str(step)) + json_length(value) + json_length(time) + 3
 
 
-@dataclass
 class _Point:
-    step: int
-    value: str
-    time: str
-    cost: int
+    __slots__ = ("cost", "step", "time", "value")
+
+    def __init__(self, step: int, value: str, time: str, cost: int) -> None:
+        self.step = step
+        self.value = value
+        self.time = time
+        self.cost = cost
 
 
-@dataclass
 class Series:
     """One metric's kept values and the grid that decides which future values are kept."""
 
-    name: str
-    reports: int = 0
-    first: int = KEEP_FIRST
-    stride: int = 1
-    points: list[_Point] = field(default_factory=list)
-    bytes: int = 0
-    name_bytes: int = field(init=False)
-    index: int = field(default=0, compare=False)  # creation order in its History
-
-    def __post_init__(self) -> None:
-        self.name_bytes = json_length(self.name)
+    def __init__(self, name: str, reports: int = 0, first: int = KEEP_FIRST, stride: int = 1):
+        self.name = name
+        self.reports = reports
+        self.first = first
+        self.stride = stride
+        self.points: list[_Point] = []
+        self.bytes = 0
+        self.name_bytes = json_length(name)
+        self.index = 0  # creation order in its History
 
     def on_grid(self, step: int) -> bool:
         return step < self.first or (step - self.first) % self.stride == 0

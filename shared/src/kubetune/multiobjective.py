@@ -21,9 +21,9 @@ Without pydantic: it reads any objective of the API's shape (the model, or a lig
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
 
 from kubetune.api.enums import ObjectiveType
+from kubetune.typenames import Protocol
 
 ALGORITHMS = ("random", "grid", "sobol", "tpe", "multivariate-tpe", "nsga2", "nsga3")
 """Algorithms with a multi-objective mode: the objective-agnostic ones (random, grid, sobol),

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 from kubetune import multiobjective
 from kubetune.api.enums import MetricStrategyType, ObjectiveType
@@ -28,6 +26,11 @@ from kubetune.metricbounds import (
     is_number,
     metric_error,
 )
+from kubetune.plain import Frozen, Plain
+from kubetune.typenames import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class StrategyLike(Protocol):
@@ -72,37 +75,66 @@ class ObservationLike(Protocol):
     def metrics(self) -> Sequence[MetricLike] | None: ...
 
 
-@dataclass(frozen=True)
-class Strategy:
-    name: str
-    value: MetricStrategyType
+class Strategy(Frozen):
+    __slots__ = ("name", "value")
+
+    def __init__(self, name: str, value: MetricStrategyType) -> None:
+        self.name = name
+        self.value = value
 
 
-@dataclass(frozen=True)
-class Objective:
+class Objective(Frozen):
     """An objective as the collector has it from its flags."""
 
-    objective_metric_name: str
-    type: ObjectiveType | None = None
-    goal: float | None = None
-    additional_metric_names: tuple[str, ...] = ()
-    metric_strategies: tuple[Strategy, ...] = ()
-    objectives: tuple[multiobjective.TargetLike, ...] = ()
+    __slots__ = (
+        "additional_metric_names",
+        "goal",
+        "metric_strategies",
+        "objective_metric_name",
+        "objectives",
+        "type",
+    )
+
+    def __init__(
+        self,
+        objective_metric_name: str,
+        type: ObjectiveType | None = None,  # noqa: A002 - the API's field name
+        goal: float | None = None,
+        additional_metric_names: tuple[str, ...] = (),
+        metric_strategies: tuple[Strategy, ...] = (),
+        objectives: tuple[multiobjective.TargetLike, ...] = (),
+    ) -> None:
+        self.objective_metric_name = objective_metric_name
+        self.type = type
+        self.goal = goal
+        self.additional_metric_names = additional_metric_names
+        self.metric_strategies = metric_strategies
+        self.objectives = objectives
 
 
-@dataclass
-class MetricSummary:
-    name: str
-    min: str | None = None
-    max: str | None = None
-    latest: str | None = None
+class MetricSummary(Plain):
+    __slots__ = ("latest", "max", "min", "name")
+
+    def __init__(
+        self,
+        name: str,
+        min: str | None = None,  # noqa: A002 - the API's field names
+        max: str | None = None,  # noqa: A002
+        latest: str | None = None,
+    ) -> None:
+        self.name = name
+        self.min = min
+        self.max = max
+        self.latest = latest
 
 
-@dataclass
-class ObservationSummary:
+class ObservationSummary(Plain):
     """`summarise`'s answer; `to_wire` is `status.observation` as the API stores it."""
 
-    metrics: list[MetricSummary] = field(default_factory=list)
+    __slots__ = ("metrics",)
+
+    def __init__(self, metrics: list[MetricSummary] | None = None) -> None:
+        self.metrics: list[MetricSummary] = [] if metrics is None else metrics
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -113,13 +145,15 @@ class ObservationSummary:
         }
 
 
-@dataclass(frozen=True)
-class MetricLog:
+class MetricLog(Frozen):
     """One reported value; `timestamp` orders values (RFC3339 text or epoch seconds)."""
 
-    name: str
-    value: str
-    timestamp: float = 0.0
+    __slots__ = ("name", "timestamp", "value")
+
+    def __init__(self, name: str, value: str, timestamp: float = 0.0) -> None:
+        self.name = name
+        self.value = value
+        self.timestamp = timestamp
 
 
 def parse_number(value: str) -> float | None:

@@ -62,10 +62,10 @@ import select
 import shlex
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from kubetune import commandline
+from kubetune.plain import Frozen
 
 DEFAULT_LOG_DIR = "/var/log/katib"
 RUNNING = "running"
@@ -103,24 +103,34 @@ class Outcome(enum.Enum):
         return self not in (Outcome.COMPLETED, Outcome.EARLY_STOPPED)
 
 
-@dataclass(frozen=True)
-class Record:
+class Record(Frozen):
     """One parsed registration record."""
 
-    running: bool
-    outcome: Outcome | None = None
-    code: int | None = None  # exit code for EXITED, signal number for SIGNALED
-    raw: str = ""
+    __slots__ = ("code", "outcome", "raw", "running")
+
+    def __init__(
+        self,
+        running: bool,
+        outcome: Outcome | None = None,
+        code: int | None = None,  # exit code for EXITED, signal number for SIGNALED
+        raw: str = "",
+    ) -> None:
+        self.running = running
+        self.outcome = outcome
+        self.code = code
+        self.raw = raw
 
 
-@dataclass(frozen=True)
-class ProcessResult:
+class ProcessResult(Frozen):
     """The end of one registered training process."""
 
-    pid: int
-    outcome: Outcome
-    code: int | None
-    record: str
+    __slots__ = ("code", "outcome", "pid", "record")
+
+    def __init__(self, pid: int, outcome: Outcome, code: int | None, record: str) -> None:
+        self.pid = pid
+        self.outcome = outcome
+        self.code = code
+        self.record = record
 
     @property
     def failed(self) -> bool:
@@ -136,11 +146,13 @@ class ProcessResult:
         return f"pid {self.pid} {self.outcome.value}"
 
 
-@dataclass(frozen=True)
-class WaitResult:
+class WaitResult(Frozen):
     """Every registered training process and how it ended, ordered by PID."""
 
-    processes: tuple[ProcessResult, ...]
+    __slots__ = ("processes",)
+
+    def __init__(self, processes: tuple[ProcessResult, ...]) -> None:
+        self.processes = processes
 
     @property
     def succeeded(self) -> bool:
@@ -431,25 +443,29 @@ def scan_registrations(log_dir: str | os.PathLike[str]) -> dict[int, Path]:
     return found
 
 
-@dataclass(frozen=True)
-class _Process:
+class _Process(Frozen):
     """A live process, told apart from a later one given the same PID by its start time
     (clock ticks after boot, field 22 of ``/proc/<pid>/stat``)."""
 
-    pid: int
-    start: int
+    __slots__ = ("pid", "start")
+
+    def __init__(self, pid: int, start: int) -> None:
+        self.pid = pid
+        self.start = start
 
 
-@dataclass
 class _Tracked:
     """A registration being watched; ``proc`` is bound once the live process was verified."""
 
-    pid: int
-    path: Path
-    proc: _Process | None = None
-    checked: bool = False
-    result: ProcessResult | None = field(default=None)
-    pidfd: int | None = None  # readable once the process exits; None where there is none
+    __slots__ = ("checked", "path", "pid", "pidfd", "proc", "result")
+
+    def __init__(self, pid: int, path: Path) -> None:
+        self.pid = pid
+        self.path = path
+        self.proc: _Process | None = None
+        self.checked = False
+        self.result: ProcessResult | None = None
+        self.pidfd: int | None = None  # readable once the process exits; None where none
 
 
 def _stat(pid: int) -> tuple[str, int] | None:

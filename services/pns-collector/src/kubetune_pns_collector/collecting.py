@@ -14,21 +14,23 @@ report with retries and decides the exit code (`ExitCode`).
 from __future__ import annotations
 
 import enum
-import logging
 import os
 import signal
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TextIO
 
-from kubetune import procwait
+from kubetune import lightlog, procwait
 from kubetune.observations import ObservationSummary
+from kubetune.plain import Frozen
+from kubetune.typenames import TYPE_CHECKING, Protocol
 from kubetune_pns_collector import parsing, reporting, stopping, summaries, tailing
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from typing import TextIO
+
+log = lightlog.get(__name__)
 
 Run = parsing.Run
 
@@ -110,27 +112,61 @@ class EventSource:
         self.events.close()
 
 
-@dataclass(frozen=True)
-class Settings:
-    log_dir: Path
-    expected: int = 1
-    register_timeout: float = 600.0
-    timeout: float | None = None
-    poll: float = 0.02
-    report_interval: float = 10.0
-    report_timeout: float = 60.0
-    stop_grace: float = 60.0
-    file_poll: float = 0.2
-    """Seconds between reads of a polled source (watchfiles' debounce was as long)."""
+class Settings(Frozen):
+    """`file_poll`: seconds between reads of a polled source (watchfiles' debounce was as
+    long)."""
+
+    __slots__ = (
+        "expected",
+        "file_poll",
+        "log_dir",
+        "poll",
+        "register_timeout",
+        "report_interval",
+        "report_timeout",
+        "stop_grace",
+        "timeout",
+    )
+
+    def __init__(
+        self,
+        log_dir: Path,
+        expected: int = 1,
+        register_timeout: float = 600.0,
+        timeout: float | None = None,
+        poll: float = 0.02,
+        report_interval: float = 10.0,
+        report_timeout: float = 60.0,
+        stop_grace: float = 60.0,
+        file_poll: float = 0.2,
+    ) -> None:
+        self.log_dir = log_dir
+        self.expected = expected
+        self.register_timeout = register_timeout
+        self.timeout = timeout
+        self.poll = poll
+        self.report_interval = report_interval
+        self.report_timeout = report_timeout
+        self.stop_grace = stop_grace
+        self.file_poll = file_poll
 
 
-@dataclass(frozen=True)
-class Outcome:
-    code: ExitCode
-    message: str
-    observation: ObservationSummary | None
-    wait: procwait.WaitResult | None
-    early_stopped: bool = False
+class Outcome(Frozen):
+    __slots__ = ("code", "early_stopped", "message", "observation", "wait")
+
+    def __init__(
+        self,
+        code: ExitCode,
+        message: str,
+        observation: ObservationSummary | None,
+        wait: procwait.WaitResult | None,
+        early_stopped: bool = False,
+    ) -> None:
+        self.code = code
+        self.message = message
+        self.observation = observation
+        self.wait = wait
+        self.early_stopped = early_stopped
 
 
 class _Either:

@@ -11,24 +11,27 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import logging
 import os
 import signal
 import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from types import FrameType
-from typing import NoReturn
 
-from kubetune import flags, logs, procwait
+from kubetune import flags, lightlog, procwait
 from kubetune.api.enums import MetricStrategyType, ObjectiveType
 from kubetune.flags import EnvDefault
+from kubetune.incluster import InCluster
 from kubetune.kube import Kube, connect
 from kubetune.observations import Objective, Strategy
+from kubetune.typenames import TYPE_CHECKING
 from kubetune_pns_collector import collecting, parsing, reporting, stopping, summaries
 
-log = logging.getLogger("pns-collector")
+if TYPE_CHECKING:
+    from types import FrameType
+    from typing import NoReturn
+
+log = lightlog.get("pns-collector")
 
 KINDS = ("StdOut", "File", "TensorFlowEvent", "PrometheusMetric", "None", "Push")
 _SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -148,6 +151,17 @@ def build_source(args: argparse.Namespace, names: list[str]) -> collecting.Sourc
     return collecting.TextSource(path, parser, echo)
 
 
+def _library_logging(args: argparse.Namespace) -> None:
+    """The same lines from the libraries that log through `logging`; only the kinds and
+    connections that load them pay for its import."""
+    import logging
+
+    from kubetune import logs
+
+    logs.configure(args.log_format, args.log_level)
+    logging.getLogger("watchfiles").setLevel(logging.WARNING)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     stop = threading.Event()
@@ -161,8 +175,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    logs.configure(args.log_format, args.log_level)
-    logging.getLogger("watchfiles").setLevel(logging.WARNING)
+    lightlog.configure(args.log_format, args.log_level)
+    if args.collector_kind == "TensorFlowEvent":
+        _library_logging(args)  # watchfiles logs through `logging`
     try:
         objective = objective_from(args)
         summary = summaries.RunningSummary(objective, args.history)
@@ -179,7 +194,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     reporter = None
     if source is not None:
-        kube = Kube(connect(args.kubeconfig))
+        api = connect(args.kubeconfig)
+        if not isinstance(api, InCluster):
+            _library_logging(args)  # the kubernetes client and urllib3 log through `logging`
+        kube = Kube(api)
         reporter = reporting.Reporter(kube, args.trial_name, _namespace(args))
     settings = collecting.Settings(
         log_dir=Path(args.log_dir),
@@ -213,7 +231,10 @@ def run() -> NoReturn:
     module of the client libraries took ~0.8 s on a busy node, and the Job, so the Trial, only
     completes when this sidecar has exited); output is flushed first."""
     code = main()
-    logging.shutdown()
+    if "logging" in sys.modules:  # a library logged through it (`_library_logging`)
+        import logging
+
+        logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             stream.flush()

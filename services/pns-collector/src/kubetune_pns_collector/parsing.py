@@ -17,13 +17,13 @@ streaming collector must not lose a whole trial's metrics over one odd line:
 from __future__ import annotations
 
 import json
-import logging
 import re
 from collections.abc import Iterable, Sequence
-from datetime import datetime
-from typing import Protocol
 
-log = logging.getLogger(__name__)
+from kubetune import lightlog
+from kubetune.typenames import Protocol
+
+log = lightlog.get(__name__)
 
 DEFAULT_FORMAT = r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)"
 # The default format made safe to run over many lines at once: `\s` may not cross a line end
@@ -152,6 +152,8 @@ def parse_timestamp(token: str) -> float | None:
     """Epoch seconds of an RFC 3339 timestamp with a zone (as Go's RFC3339Nano), else None."""
     if len(token) < 20 or token[4:5] != "-" or token[10:11] not in "Tt":
         return None
+    from datetime import datetime  # only for lines that start with a time
+
     try:
         stamp = datetime.fromisoformat(token)
     except ValueError:

@@ -11,20 +11,22 @@ errors, a RoleBinding not there yet: Forbidden) is retried.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
 
-from kubetune import conditions, errors, metrichistory
+from kubetune import conditions, errors, lightlog, metrichistory
 from kubetune.clock import SYSTEM, Clock
 from kubetune.conditions import TrialCondition, TrialReason
 from kubetune.kube import TRIALS, Kube
 from kubetune.observations import ObservationSummary
+from kubetune.typenames import TYPE_CHECKING
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
 
-log = logging.getLogger(__name__)
+    T = TypeVar("T")
+
+log = lightlog.get(__name__)
 
 
 EARLY_STOPPED_MESSAGE = "Trial is early stopped"

@@ -11,7 +11,6 @@ A scrape is bounded in time and in size (a runaway exposition cannot fill the si
 
 from __future__ import annotations
 
-import logging
 import math
 import re
 import ssl
@@ -21,10 +20,10 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from kubetune import observations
+from kubetune import lightlog, observations
 from kubetune_pns_collector import parsing
 
-log = logging.getLogger(__name__)
+log = lightlog.get(__name__)
 
 Run = parsing.Run
 

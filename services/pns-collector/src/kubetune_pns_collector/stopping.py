@@ -12,22 +12,26 @@ that step on.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from kubetune import observations
 from kubetune.api.enums import ComparisonType, ObjectiveType
+from kubetune.plain import Frozen
 
 
 class RuleError(ValueError):
     """An early-stopping rule flag that cannot be parsed; the message names it."""
 
 
-@dataclass(frozen=True)
-class Rule:
-    name: str
-    value: float
-    comparison: ComparisonType
-    start_step: int = 0
+class Rule(Frozen):
+    __slots__ = ("comparison", "name", "start_step", "value")
+
+    def __init__(
+        self, name: str, value: float, comparison: ComparisonType, start_step: int = 0
+    ) -> None:
+        self.name = name
+        self.value = value
+        self.comparison = comparison
+        self.start_step = start_step
 
     def holds(self, number: float) -> bool:
         if self.comparison is ComparisonType.LESS:

@@ -16,19 +16,17 @@ of the trial. The others are skipped with a warning that names the limit.
 
 from __future__ import annotations
 
-import logging
 import math
 import re
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from itertools import repeat
 
-from kubetune import metrichistory, observations
+from kubetune import lightlog, metrichistory, observations
 from kubetune.observations import MetricLog, ObjectiveLike, ObservationSummary
 from kubetune_pns_collector import parsing
 
-log = logging.getLogger(__name__)
+log = lightlog.get(__name__)
 
 DEFAULT_HISTORY = 100
 WARNINGS_PER_METRIC = 10
@@ -40,15 +38,17 @@ lines must not make a million warnings)."""
 _NUMBERS = re.compile(r"(?:[+-]?+(?:[0-9]++(?:\.[0-9]*+)?+|\.[0-9]++)(?:[eE][+-]?+[0-9]++)?+\n)*+")
 
 
-@dataclass
 class _Picks:
     """summarise's candidates for one metric, each with its position in the stream."""
 
-    min: tuple[int, float, MetricLog] | None = None
-    max: tuple[int, float, MetricLog] | None = None
-    latest: tuple[int, MetricLog] | None = None
-    count: int = 0
-    recent: deque[tuple[str, float]] = field(default_factory=deque)
+    __slots__ = ("count", "latest", "max", "min", "recent")
+
+    def __init__(self, recent: deque[tuple[str, float]]) -> None:
+        self.min: tuple[int, float, MetricLog] | None = None
+        self.max: tuple[int, float, MetricLog] | None = None
+        self.latest: tuple[int, MetricLog] | None = None
+        self.count = 0
+        self.recent = recent
 
 
 class RunningSummary:

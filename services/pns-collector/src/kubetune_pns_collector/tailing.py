@@ -10,13 +10,17 @@ one read block plus one partial line, and a "line" longer than `max_line` is dro
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
 
-log = logging.getLogger(__name__)
+from kubetune import lightlog
+from kubetune.typenames import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import BinaryIO
+
+log = lightlog.get(__name__)
 
 BLOCK = 64 << 10  # small reads keep the heap from growing (glibc reuses them)
 MAX_LINE = 1 << 20

@@ -16,7 +16,6 @@ shortest text that reads back to the same float32 (upstream prints `str()` of th
 
 from __future__ import annotations
 
-import logging
 import os
 import posixpath
 import struct
@@ -25,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-log = logging.getLogger(__name__)
+from kubetune import lightlog
+
+log = lightlog.get(__name__)
 
 MAX_RECORD = 64 << 20
 _MASK_DELTA = 0xA282EAD8

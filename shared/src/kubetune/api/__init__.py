@@ -10,9 +10,12 @@ metrics collector, started in every trial pod, needs only `kubetune.api.enums`.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+
+from kubetune.typenames import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from kubetune.api.base import API_VERSION, GROUP, VERSION, Condition, ObjectMeta, WireModel
     from kubetune.api.errors import ManifestError, describe
     from kubetune.api.experiment import Experiment
