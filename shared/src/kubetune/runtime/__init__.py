@@ -8,6 +8,7 @@ Layers: `queue` (keys, backoff and the retry bucket) < `watching` (list+watch in
 from kubetune.runtime.context import Context, Key, OnDemand, Result
 from kubetune.runtime.controlling import Controller, Predicate, own_key, owner_keys
 from kubetune.runtime.frozen import FrozenError, thaw
+from kubetune.runtime.predicates import changed_beyond, fields_changed
 from kubetune.runtime.queue import Backoff, TokenBucket, WorkQueue
 
 __all__ = [
@@ -21,6 +22,8 @@ __all__ = [
     "Result",
     "TokenBucket",
     "WorkQueue",
+    "changed_beyond",
+    "fields_changed",
     "own_key",
     "owner_keys",
     "thaw",
