@@ -60,6 +60,7 @@ from kubetune.api.trial import Trial
 from kubetune.api.warmstart import WarmStartStatus
 from kubetune.conditions import SuggestionCondition, TrialState
 from kubetune.kube import EXPERIMENTS, SUGGESTIONS, Kube, Obj, Resource
+from kubetune.runtime.ownwrites import OwnWrites, resource_version
 from kubetune_suggestion_algorithm import algorithms, stoppingrules, studying, warmstarting
 
 log = logging.getLogger(__name__)
@@ -214,11 +215,9 @@ class Syncer:
     warm_start_dir: Path = Path(knownresults.MOUNT_ROOT)
     warm: WarmStartStatus | None = None
     read: Reader | None = None
-    _written: Obj | None = None
-    """The Suggestion as this process's last status write returned it: newer than a cache
-    that has not seen the write's event yet."""
-    _replaced: str = ""
-    """The resourceVersion that write replaced."""
+    _written: OwnWrites = field(default_factory=OwnWrites)
+    """The answer of this process's last status write: newer than a cache that has not seen
+    the write's event yet."""
     _stale: str = ""
     """The resourceVersion of the last write's conflict: a reader's copy of it is stale."""
     _unchanged: Unchanged | None = None
@@ -305,15 +304,10 @@ class Syncer:
         """The Suggestion: the reader's, unless it is the very one this process's last write
         replaced (a cache that lags behind the write), then what that write returned."""
         raw = self._get(SUGGESTIONS)
-        if raw is not None and self.read is not None and _resource_version(raw) == self._stale:
+        if raw is not None and self.read is not None and resource_version(raw) == self._stale:
             # The copy a write of this process conflicted with: ask the API server.
             raw = self.kube.get_or_none(SUGGESTIONS, self.name, self.namespace)
-        written = self._written
-        if raw is not None and written is not None:
-            if _resource_version(raw) == self._replaced:
-                return written
-            self._written = None  # the reader has caught up (or someone else wrote since)
-        return raw
+        return self._written.newest(self.name, raw)
 
     def _experiment(self, raw: Obj) -> Experiment:
         """The Experiment, parsed once per uid and generation (a pass reads only its spec and
@@ -362,7 +356,7 @@ class Syncer:
         experiment = self._experiment(experiment_raw)
         raw_trials, trials, outcomes = self._trials(experiment, trial_objects)
         inputs: Unchanged = (
-            _resource_version(raw),
+            resource_version(raw),
             str(experiment.metadata.uid),
             experiment.metadata.generation or 0,
             frozenset(trials),
@@ -485,14 +479,14 @@ class Syncer:
             )
         except errors.Conflict:
             log.info("Suggestion changed while computing; re-reading")
-            self._stale = _resource_version(raw)
+            self._stale = resource_version(raw)
             return True
         except errors.ApiError as e:
             if not errors.is_too_large(e):
                 raise
             self.too_large(experiment_raw, size, f"the API server refused it: {e.message}")
             raise
-        self._written, self._replaced = written, _resource_version(raw)
+        self._written.wrote(self.name, resource_version(raw), written)
         self.writes.append(len(new))
         if new:
             log.info("assigned %s", ", ".join(a.name for a in new))
@@ -629,10 +623,6 @@ class Syncer:
             cause=cause,
         ):
             self.reported.add(cause)
-
-
-def _resource_version(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def trial_selector(experiment: str) -> str:

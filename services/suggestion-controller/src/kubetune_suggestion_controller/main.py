@@ -29,7 +29,7 @@ SUGGESTION_READ = changed_beyond(
     "status.suggestions",
     "status.suggestionCount",
 )
-EXPERIMENT_READ = fields_changed("metadata", "spec", "status.conditions")
+EXPERIMENT_READ = fields_changed("spec", "status.conditions")
 
 
 def parser() -> argparse.ArgumentParser:
