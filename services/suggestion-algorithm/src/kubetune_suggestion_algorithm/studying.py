@@ -107,8 +107,9 @@ class Search:
         self.seed = int(study.user_attrs[SEED])
         self.exhausted = False
         self._caught_up: CaughtUp | None = None
-        """What the last `catch_up` saw: the same again has nothing to replay or tell (this
-        process is the study's only writer), so it costs no read of the study."""
+        """What the last `catch_up` saw, while the study is as it left it: the same again has
+        nothing to replay or tell (this process is the study's only writer), so it costs no read
+        of the study."""
 
     # -- reading the study --------------------------------------------------------------------
 
@@ -193,6 +194,7 @@ class Search:
     def _new_trial(self, index: int) -> dict[str, float | int | str] | None:
         """A new study trial for assignment `index`: its point (internal values), or None
         when the grid has none left."""
+        self._caught_up = None  # the study changes: the next `catch_up` reads it again
         name = self.assignment_name(index)
         attrs = {INDEX: index, NAME: name}
         if self.algorithm == "grid":
