@@ -19,6 +19,7 @@ API requests per trial by client (e2e_throughput's audit-log count).
 
     python bench/vs_katib.py --trials 40 --seconds 3 --parallel 8 --repeat 3
     python bench/vs_katib.py --trials 20 --seconds 1 --parallel 1 --repeat 3
+    python bench/vs_katib.py --systems kubetune --audit --trials 40 --seconds 1 --parallel 8
 
 Run as root from an environment with every service installed (e.g. `.tox/type/bin/python`),
 as bench/e2e_throughput.py. Prints figures; no asserts.
@@ -167,7 +168,7 @@ def table(runs: dict[str, list[Obj]]) -> None:
         med = {s: statistics.median(v) if v else float("nan") for s, v in values.items()}
         ratio = med["kubetune"] / med["katib"] if med["katib"] else float("nan")
         print(f"{key:<40}{med['katib']:>10.3f}{med['kubetune']:>10.3f}{ratio:>10.2f}")
-    for system in SYSTEMS:
+    for system in (s for s in SYSTEMS if runs[s]):
         loads = "; ".join(f"{r['load before']} -> {r['load after']}" for r in runs[system])
         print(f"load average ({system}, per run): {loads}")
 
@@ -198,7 +199,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--audit", action="store_true", help="also count API requests per trial by client"
     )
+    parser.add_argument(
+        "--systems",
+        default=",".join(SYSTEMS),
+        help="which to run, comma-separated (`kubetune` alone: its own figures, e.g. before "
+        "and after a change, from the environment this runs in)",
+    )
     args = parser.parse_args(argv)
+    systems = [s for s in args.systems.split(",") if s]
+    unknown = sorted(set(systems) - set(SYSTEMS))
+    if unknown or not systems:
+        parser.error(f"--systems: {', '.join(unknown) or 'none given'}; choose from {SYSTEMS}")
     # measure()'s options that this bench does not offer.
     args.trace, args.keep_namespace = None, False
     if os.geteuid() != 0:
@@ -208,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[Obj]] = {s: [] for s in SYSTEMS}
     try:
         for _ in range(args.repeat):
-            for system in SYSTEMS:
+            for system in systems:
                 runs[system].append(run_once(system, args, groups, work))
     finally:
         groups.close()

@@ -4,7 +4,7 @@ informer's events are handed to the controller's handler directly)."""
 from __future__ import annotations
 
 from kubetune.kube import CONFIGMAPS, Obj
-from kubetune.runtime import Controller, Key, Result
+from kubetune.runtime import Controller, Key, Result, changed_beyond, fields_changed
 from kubetune.runtime.watching import ADDED, DELETED, MODIFIED, RESYNC, Event
 
 
@@ -65,3 +65,36 @@ def test_a_watch_without_predicate_enqueues_every_update() -> None:
     handler = controller._enqueue(_own_key)
     handler(Event(MODIFIED, _cm("1", "2"), _cm("1", "1")))
     assert controller.queue.get(0) == KEY
+
+
+def _experiment(conditions: list[str], succeeded: int, rv: str) -> Obj:
+    return {
+        "metadata": {"name": "e", "namespace": "ns", "resourceVersion": rv},
+        "spec": {"maxTrialCount": 3},
+        "status": {
+            "conditions": [{"type": c, "status": "True"} for c in conditions],
+            "trialsSucceeded": succeeded,
+        },
+    }
+
+
+def test_fields_changed_passes_only_a_change_at_one_of_its_paths() -> None:
+    reads = fields_changed("spec", "status.conditions")
+    old = _experiment(["Running"], 1, "1")
+    assert not reads(old, _experiment(["Running"], 2, "2"))  # a count only
+    assert reads(old, _experiment(["Running", "Succeeded"], 2, "2"))
+    changed_spec = _experiment(["Running"], 1, "2")
+    changed_spec["spec"] = {"maxTrialCount": 4}
+    assert reads(old, changed_spec)
+    assert reads({"metadata": {}}, old)  # a path that appears counts as a change
+
+
+def test_changed_beyond_ignores_exactly_its_paths() -> None:
+    reads = changed_beyond("metadata.resourceVersion", "status.trialsSucceeded")
+    old = _experiment(["Running"], 1, "1")
+    assert not reads(old, _experiment(["Running"], 2, "2"))
+    assert reads(old, _experiment(["Running", "Succeeded"], 1, "2"))
+    renamed = _experiment(["Running"], 1, "1")
+    renamed["metadata"] = {**renamed["metadata"], "name": "f"}
+    assert reads(old, renamed)  # the rest of metadata still counts
+    assert old["metadata"]["resourceVersion"] == "1"  # the objects themselves are untouched

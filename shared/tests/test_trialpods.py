@@ -36,7 +36,9 @@ class Objects:
     def pod(self, namespace: str, name: str) -> Obj | None:
         return self.objs.get(("Pod", name))
 
-    def owner(self, api_version: str, kind: str, name: str, namespace: str) -> Obj | None:
+    def owner(
+        self, api_version: str, kind: str, name: str, namespace: str, uid: str = ""
+    ) -> Obj | None:
         return self.objs.get((kind, name))
 
 

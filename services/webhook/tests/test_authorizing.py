@@ -39,7 +39,7 @@ class Objects:
         return self.objs.get(("Pod", name))
 
     def owner(
-        self, api_version: str, kind: str, name: str, namespace: str
+        self, api_version: str, kind: str, name: str, namespace: str, uid: str = ""
     ) -> dict[str, Any] | None:
         self.reads.append(f"{kind} {name}")
         return self.objs.get((kind, name))

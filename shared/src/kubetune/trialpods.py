@@ -49,9 +49,10 @@ class Reader(Protocol):
         """The pod, None when it does not exist. Raises `CannotCheck`."""
         ...
 
-    def owner(self, api_version: str, kind: str, name: str, namespace: str) -> Obj | None:
+    def owner(self, api_version: str, kind: str, name: str, namespace: str, uid: str) -> Obj | None:
         """An object of the chain (a job of any kind, the Trial), None when it does not
-        exist. Raises `CannotCheck`."""
+        exist; `uid` is the one its reference names (a cache may answer with a copy of that
+        uid only). Raises `CannotCheck`."""
         ...
 
 
@@ -121,11 +122,13 @@ def trial_of_pod(pod: Obj, namespace: str, reader: Reader) -> tuple[str, str] | 
         if _is_trial(ref):
             if obj is pod:
                 return None  # the trial-controller never creates pods
-            trial = reader.owner(ref["apiVersion"], TRIAL_KIND, ref["name"], namespace)
+            trial = reader.owner(
+                ref["apiVersion"], TRIAL_KIND, ref["name"], namespace, uid=ref["uid"]
+            )
             if trial is None or not is_job_of(obj, trial):
                 return None
             return ref["name"], ref["uid"]
-        owner = reader.owner(ref["apiVersion"], ref["kind"], ref["name"], namespace)
+        owner = reader.owner(ref["apiVersion"], ref["kind"], ref["name"], namespace, uid=ref["uid"])
         if owner is None or meta(owner).get("uid") != ref["uid"]:
             return None
         obj = owner
@@ -148,7 +151,9 @@ class KubeReader:
         except Exception as e:
             raise CannotCheck(f"API server unreachable: {e}") from e
 
-    def owner(self, api_version: str, kind: str, name: str, namespace: str) -> Obj | None:
+    def owner(
+        self, api_version: str, kind: str, name: str, namespace: str, uid: str = ""
+    ) -> Obj | None:
         try:
             resource = self.kube.resource_for(api_version, kind)
             if not resource.namespaced:

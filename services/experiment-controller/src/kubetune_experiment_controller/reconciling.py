@@ -31,7 +31,8 @@ from kubetune.api.suggestion import TrialAssignment
 from kubetune.clock import rfc3339
 from kubetune.config import KatibConfig
 from kubetune.kube import CONFIGMAPS, EXPERIMENTS, SUGGESTIONS, TRIALS, Obj
-from kubetune.runtime import Context, Key, Result
+from kubetune.runtime import Context, Key, OwnWrites, Result
+from kubetune.runtime.ownwrites import resource_version
 from kubetune_experiment_controller import planning, rendering, summaries
 
 CONFIG_MAP_RETRY = 10.0
@@ -69,9 +70,8 @@ class Reconciler:
         self.config = config
         self.max_listed = max_listed
         self.pool = ThreadPoolExecutor(create_concurrency, thread_name_prefix="create-trial")
-        # Per Experiment, the resourceVersion its last status write replaced (one worker per
-        # key at a time, so no lock).
-        self._replaced: dict[Key, str] = {}
+        # Per Experiment, its last status write's answer (`kubetune.runtime.ownwrites`).
+        self._written = OwnWrites()
 
     # --- reading -------------------------------------------------------------------------
 
@@ -84,17 +84,12 @@ class Reconciler:
         return [summaries.summary_of(t) for t in ctx.list(TRIALS, namespace, labels)]
 
     def read_experiment(self, ctx: Context, key: Key) -> Obj | None:
-        """The Experiment from the informer cache; a GET when the cache still holds the version
-        this controller's last status write replaced (its own write not seen yet), since a
-        plan from that copy would only conflict. A copy stale for another reason is safe too:
-        the status write carries its resourceVersion, conflicts, and the pass runs again."""
-        obj = ctx.read(EXPERIMENTS, key)
-        replaced = self._replaced.get(key)
-        if obj is not None and replaced is not None and _version(obj) == replaced:
-            obj = ctx.read(EXPERIMENTS, key, fresh=True)
-        if obj is None:
-            self._replaced.pop(key, None)
-        return obj
+        """The Experiment from the informer cache; the answer of this controller's last status
+        write while the cache still holds the version that write replaced (its own write not
+        seen yet), since a plan from that copy would only conflict. A copy stale for another
+        reason is safe too: the status write carries its resourceVersion, conflicts, and the
+        pass runs again."""
+        return self._written.newest(key, ctx.read(EXPERIMENTS, key))
 
     # --- the pass ------------------------------------------------------------------------
 
@@ -150,10 +145,11 @@ class Reconciler:
             record(ctx, obj, event)
 
         old = normalised_status(obj.get("status"))
-        if ctx.write_status(
+        written = ctx.patch_status(
             EXPERIMENTS, obj, whole_status(old, status_dict(plan.status)), stored=old
-        ):
-            self._replaced[key] = _version(obj)
+        )
+        if written is not None:
+            self._written.wrote(key, resource_version(obj), written)
             last = conditions.last_state(plan.status.conditions)
             ctx.log.info("status written (%s, %d trials)", last, plan.status.trials or 0)
         return Result.after(requeue) if requeue is not None else Result.done()
@@ -301,10 +297,6 @@ class Reconciler:
                 obj,
                 planning.Event("Warning", "TrialTemplateError", f"{assignment.name}: {error}"),
             )
-
-
-def _version(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def record(ctx: Context, obj: Obj, event: planning.Event) -> None:

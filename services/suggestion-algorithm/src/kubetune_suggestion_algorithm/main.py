@@ -22,11 +22,13 @@ from pathlib import Path
 from kubetune import flags, knownresults
 from kubetune.flags import EnvDefault
 from kubetune.kube import EXPERIMENTS, SUGGESTIONS, TRIALS
-from kubetune.runtime import Backoff, Controller, Key, WorkQueue, running
+from kubetune.runtime import Backoff, Controller, Key, WorkQueue, fields_changed, running
 from kubetune_suggestion_algorithm import reconciling, syncing
 
 log = logging.getLogger("kubetune_suggestion_algorithm")
 SERVICE = "suggestion-algorithm"
+EXPERIMENT_READ = fields_changed("metadata.uid", "metadata.name", "spec")
+TRIAL_READ = fields_changed("spec", "status.conditions", "status.observation")
 
 
 def parser(bridged: bool = False) -> argparse.ArgumentParser:
@@ -155,12 +157,15 @@ def build(args: argparse.Namespace, bridged: bool = False) -> Controller:
         queue=WorkQueue(Backoff(base=0.5, cap=30.0)),  # a failed pass: 0.5 s, doubling to 30 s
     )
     controller.watch(SUGGESTIONS, the_key, namespace=args.namespace)
-    controller.watch(EXPERIMENTS, the_key, namespace=args.namespace)
+    # A pass reads the Experiment's spec only (its status changes with every Trial) and of a
+    # Trial its name (creations and deletions always pass), spec, conditions and observation.
+    controller.watch(EXPERIMENTS, the_key, namespace=args.namespace, predicate=EXPERIMENT_READ)
     controller.watch(
         TRIALS,
         the_key,
         namespace=args.namespace,
         label_selector=syncing.trial_selector(args.suggestion),
+        predicate=TRIAL_READ,
     )
     return controller
 

@@ -61,6 +61,8 @@ class Reconciler:
                 bridge=self.bridge,
                 warm_start_dir=self.warm_start_dir,
             )
+        # The watch caches answer the reads: no GET of Suggestion and Experiment per pass.
+        self.syncer.read = lambda resource: ctx.read(resource, key)
         trials = ctx.list(TRIALS, key.namespace)
         again = self.syncer.sync(trials)
         if not self.marker.exists():

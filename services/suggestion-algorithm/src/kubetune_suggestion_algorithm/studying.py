@@ -57,6 +57,10 @@ class Outcome:
         return [self.value, *self.further] if self.further else self.value
 
 
+CaughtUp = tuple[tuple[tuple[str, bool], ...], frozenset[tuple[str, Outcome]]]
+"""What one `Search.catch_up` was given: (name, has parameters) per assignment, the outcomes."""
+
+
 def open_study(
     data_dir: Path | None, name: str, maximize: bool | Sequence[bool], seed: int | None
 ) -> optuna.Study:
@@ -102,15 +106,20 @@ class Search:
         self.distributions = searchspaces.distributions(self.space)
         self.seed = int(study.user_attrs[SEED])
         self.exhausted = False
+        self._caught_up: CaughtUp | None = None
+        """What the last `catch_up` saw, while the study is as it left it: the same again has
+        nothing to replay or tell (this process is the study's only writer), so it costs no read
+        of the study."""
 
     # -- reading the study --------------------------------------------------------------------
 
     def _trials(self) -> list[FrozenTrial]:
         return self.study.get_trials(deepcopy=False)
 
-    def by_index(self) -> dict[int, FrozenTrial]:
+    def by_index(self, trials: Sequence[FrozenTrial] | None = None) -> dict[int, FrozenTrial]:
+        """The study trials by assignment index (`trials`: a snapshot already read)."""
         out: dict[int, FrozenTrial] = {}
-        for trial in self._trials():
+        for trial in self._trials() if trials is None else trials:
             index = trial.user_attrs.get(INDEX)
             if isinstance(index, int) and index not in out and trial.state != TrialState.WAITING:
                 out[index] = trial
@@ -118,12 +127,16 @@ class Search:
 
     # -- catching up with the cluster -----------------------------------------------------------
 
-    def _drain(self) -> None:
-        """Finish what a crash interrupted: ask enqueued trials, fail those without an index."""
-        while any(t.state == TrialState.WAITING for t in self._trials()):
+    def _drain(self) -> list[FrozenTrial]:
+        """Finish what a crash interrupted: ask enqueued trials, fail those without an index.
+        Returns the study's trials afterwards (one read of the journal when nothing was left)."""
+        trials = self._trials()
+        changed = False
+        while any(t.state == TrialState.WAITING for t in trials):
             self.study.ask(self.distributions)
+            trials, changed = self._trials(), True
         seen: set[int] = set()
-        for trial in sorted(self._trials(), key=lambda t: t.number):
+        for trial in sorted(trials, key=lambda t: t.number):
             index = trial.user_attrs.get(INDEX)
             if trial.state != TrialState.RUNNING:
                 if isinstance(index, int):
@@ -132,13 +145,22 @@ class Search:
             if not isinstance(index, int) or index in seen:
                 log.info("study trial %d has no assignment; marking it failed", trial.number)
                 self.study.tell(trial.number, state=TrialState.FAIL)
+                changed = True
             else:
                 seen.add(index)
+        return self._trials() if changed else trials
 
     def catch_up(self, assignments: Sequence[TrialAssignment], outcomes: dict[str, Outcome]) -> int:
         """Replay written assignments the study lacks, tell finished trials; returns #told."""
-        self._drain()
-        known = self.by_index()
+        seen = (
+            tuple((a.name, a.parameter_assignments is not None) for a in assignments),
+            frozenset(outcomes.items()),
+        )
+        if seen == self._caught_up:
+            return 0
+        self._caught_up = None  # an exception below leaves the study to be read again
+        known = self.by_index(self._drain())
+        replayed = False
         for index, assignment in enumerate(assignments):
             if index in known:
                 continue
@@ -150,9 +172,10 @@ class Search:
                 continue
             self.study.enqueue_trial(params, user_attrs={INDEX: index, NAME: assignment.name})
             self.study.ask(self.distributions)
+            replayed = True
             log.info("replayed assignment %s (index %d) into the study", assignment.name, index)
         told = 0
-        for index, trial in sorted(self.by_index().items()):
+        for index, trial in sorted((self.by_index() if replayed else known).items()):
             if index >= len(assignments) or trial.state != TrialState.RUNNING:
                 continue
             outcome = outcomes.get(assignments[index].name)
@@ -163,11 +186,15 @@ class Search:
             else:
                 self.study.tell(trial.number, outcome.told())
             told += 1
+        self._caught_up = seen
         return told
 
     # -- new assignments ------------------------------------------------------------------------
 
-    def _new_trial(self, index: int) -> FrozenTrial | None:
+    def _new_trial(self, index: int) -> dict[str, float | int | str] | None:
+        """A new study trial for assignment `index`: its point (internal values), or None
+        when the grid has none left."""
+        self._caught_up = None  # the study changes: the next `catch_up` reads it again
         name = self.assignment_name(index)
         attrs = {INDEX: index, NAME: name}
         if self.algorithm == "grid":
@@ -195,7 +222,7 @@ class Search:
             trial = self.study.ask(self.distributions)
             trial.set_user_attr(INDEX, index)
             trial.set_user_attr(NAME, name)
-        return next(t for t in self._trials() if t.number == trial.number)
+        return dict(trial.params)
 
     def assignment_name(self, index: int) -> str:
         from kubetune import naming
@@ -207,16 +234,15 @@ class Search:
 
         Sets `exhausted` when the grid has no point left (fewer than `count` come back).
         """
-        known = self.by_index()
+        known = self.by_index() if count > 0 else {}
         out: list[TrialAssignment] = []
         for index in range(start, start + count):
-            trial = known.get(index)
-            if trial is None:
-                trial = self._new_trial(index)
-            if trial is None:
+            stored = known.get(index)
+            params = stored.params if stored is not None else self._new_trial(index)
+            if params is None:
                 self.exhausted = True
                 break
-            values = searchspaces.external(self.space, trial.params)
+            values = searchspaces.external(self.space, params)
             out.append(
                 TrialAssignment(
                     name=self.assignment_name(index),

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -59,7 +59,8 @@ from kubetune.api.suggestion import Suggestion, TrialAssignment
 from kubetune.api.trial import Trial
 from kubetune.api.warmstart import WarmStartStatus
 from kubetune.conditions import SuggestionCondition, TrialState
-from kubetune.kube import EXPERIMENTS, SUGGESTIONS, Kube, Obj
+from kubetune.kube import EXPERIMENTS, SUGGESTIONS, Kube, Obj, Resource
+from kubetune.runtime.ownwrites import OwnWrites, resource_version
 from kubetune_suggestion_algorithm import algorithms, stoppingrules, studying, warmstarting
 
 log = logging.getLogger(__name__)
@@ -174,6 +175,25 @@ def status_settings(
     return kept
 
 
+Reader = Callable[[Resource], "Obj | None"]
+"""How a pass reads its Suggestion or Experiment (the same name): a watch cache's copy in the
+process (`reconciling`), a GET when none is given."""
+
+Unchanged = tuple[str, str, int, frozenset[str], frozenset[tuple[str, "studying.Outcome"]]]
+"""What a pass's result depends on: the Suggestion's resourceVersion, the Experiment's uid and
+generation (its spec), the Trials' names and their outcomes."""
+
+
+@dataclass(frozen=True)
+class ParsedTrial:
+    """A Trial as parsed once per resourceVersion (and Experiment generation, for its
+    outcome): a pass over 1,000 Trials would otherwise validate 1,000 objects."""
+
+    key: tuple[str, str, int]
+    trial: Trial
+    outcome: studying.Outcome | None
+
+
 @dataclass
 class Syncer:
     kube: Kube
@@ -194,6 +214,16 @@ class Syncer:
     _names_of: str = ""
     warm_start_dir: Path = Path(knownresults.MOUNT_ROOT)
     warm: WarmStartStatus | None = None
+    read: Reader | None = None
+    _written: OwnWrites = field(default_factory=OwnWrites)
+    """The answer of this process's last status write: newer than a cache that has not seen
+    the write's event yet."""
+    _stale: str = ""
+    """The resourceVersion of the last write's conflict: a reader's copy of it is stale."""
+    _unchanged: Unchanged | None = None
+    """The inputs of the last pass that wrote nothing: the same again writes nothing."""
+    _parsed: dict[str, ParsedTrial] = field(default_factory=dict)
+    _experiment_parsed: tuple[tuple[str, int], Experiment] | None = None
 
     def dropped(self, experiment: str, offset: int) -> list[TrialAssignment]:
         """The entries before `offset`, rebuilt from the naming rule (names cached)."""
@@ -265,16 +295,91 @@ class Syncer:
             cause=f"{warmstarting.EVENT_REASON}/{experiment.metadata.uid}",
         )
 
+    def _get(self, resource: Resource) -> Obj | None:
+        if self.read is not None:
+            return self.read(resource)
+        return self.kube.get_or_none(resource, self.name, self.namespace)
+
+    def _suggestion(self) -> Obj | None:
+        """The Suggestion: the reader's, unless it is the very one this process's last write
+        replaced (a cache that lags behind the write), then what that write returned."""
+        raw = self._get(SUGGESTIONS)
+        if raw is not None and self.read is not None and resource_version(raw) == self._stale:
+            # The copy a write of this process conflicted with: ask the API server.
+            raw = self.kube.get_or_none(SUGGESTIONS, self.name, self.namespace)
+        return self._written.newest(self.name, raw)
+
+    def _experiment(self, raw: Obj) -> Experiment:
+        """The Experiment, parsed once per uid and generation (a pass reads only its spec and
+        name; its status changes with every Trial)."""
+        meta = raw.get("metadata") or {}
+        key = (str(meta.get("uid") or ""), int(meta.get("generation") or 0))
+        if self._experiment_parsed is None or self._experiment_parsed[0] != key or not key[1]:
+            self._experiment_parsed = key, Experiment.model_validate(raw)
+        return self._experiment_parsed[1]
+
+    def _trials(
+        self, experiment: Experiment, trial_objects: Iterable[Obj]
+    ) -> tuple[list[Obj], dict[str, Trial], dict[str, studying.Outcome]]:
+        """The raw Trials, the parsed ones by name and their outcomes (parsed once per
+        resourceVersion; an object without one is parsed every time)."""
+        raw_trials = list(trial_objects)
+        outcomes: dict[str, studying.Outcome] = {}
+        trials: dict[str, Trial] = {}
+        parsed: dict[str, ParsedTrial] = {}
+        generation = (str(experiment.metadata.uid), experiment.metadata.generation or 0)
+        for obj in raw_trials:
+            meta = obj.get("metadata") or {}
+            name, version = meta.get("name"), meta.get("resourceVersion")
+            if not name:
+                continue
+            key = (str(version), *generation)
+            known = self._parsed.get(name)
+            if known is None or known.key != key or not version:
+                trial = Trial.model_validate(obj)
+                known = ParsedTrial(key, trial, outcome(experiment, trial))
+            parsed[name] = known
+            trials[name] = known.trial
+            if known.outcome is not None:
+                outcomes[name] = known.outcome
+        self._parsed = parsed
+        return raw_trials, trials, outcomes
+
     def sync(self, trial_objects: Iterable[Obj]) -> bool:
         """One pass; True when it wrote (so another pass may have more to do)."""
         self.passes += 1
-        raw = self.kube.get_or_none(SUGGESTIONS, self.name, self.namespace)
-        experiment_raw = self.kube.get_or_none(EXPERIMENTS, self.name, self.namespace)
+        raw = self._suggestion()
+        experiment_raw = self._get(EXPERIMENTS)
         if raw is None or experiment_raw is None:
             log.info("waiting for Suggestion and Experiment %s/%s", self.namespace, self.name)
             return False
+        experiment = self._experiment(experiment_raw)
+        raw_trials, trials, outcomes = self._trials(experiment, trial_objects)
+        inputs: Unchanged = (
+            resource_version(raw),
+            str(experiment.metadata.uid),
+            experiment.metadata.generation or 0,
+            frozenset(trials),
+            frozenset(outcomes.items()),
+        )
+        if self.bridge is None and inputs == self._unchanged and inputs[0]:
+            return False  # nothing this pass depends on changed since one that wrote nothing
+        self._unchanged = None
+        wrote = self._pass(raw, experiment_raw, experiment, raw_trials, trials, outcomes)
+        if not wrote:
+            self._unchanged = inputs
+        return wrote
+
+    def _pass(
+        self,
+        raw: Obj,
+        experiment_raw: Obj,
+        experiment: Experiment,
+        raw_trials: list[Obj],
+        trials: dict[str, Trial],
+        outcomes: dict[str, studying.Outcome],
+    ) -> bool:
         suggestion = Suggestion.model_validate(raw)
-        experiment = Experiment.model_validate(experiment_raw)
         status = suggestion.status
         if status is not None and (
             conditions.is_true(status.conditions, SuggestionCondition.FAILED)
@@ -284,17 +389,6 @@ class Syncer:
             # its Deployment went must not answer a restarted Experiment's new requests (Never
             # is never restarted; a FromVolume restart removes Succeeded first).
             return False
-        raw_trials = list(trial_objects)
-        outcomes: dict[str, studying.Outcome] = {}
-        trials: dict[str, Trial] = {}
-        for obj in raw_trials:
-            trial = Trial.model_validate(obj)
-            if not trial.metadata.name:
-                continue
-            trials[trial.metadata.name] = trial
-            result = outcome(experiment, trial)
-            if result is not None:
-                outcomes[trial.metadata.name] = result
         search: algorithms.Algorithm | Literal[False] | None = False
         if self.bridge is not None:
             search = self.bridged(suggestion, experiment, list(trials.values()))
@@ -380,15 +474,19 @@ class Syncer:
             if not new and stored == list((raw.get("status") or {}).get("suggestions") or []):
                 return False  # nothing to add, nothing to compact
         try:
-            self.kube.patch(SUGGESTIONS, self.name, patch, self.namespace, subresource="status")
+            written = self.kube.patch(
+                SUGGESTIONS, self.name, patch, self.namespace, subresource="status"
+            )
         except errors.Conflict:
             log.info("Suggestion changed while computing; re-reading")
+            self._stale = resource_version(raw)
             return True
         except errors.ApiError as e:
             if not errors.is_too_large(e):
                 raise
             self.too_large(experiment_raw, size, f"the API server refused it: {e.message}")
             raise
+        self._written.wrote(self.name, resource_version(raw), written)
         self.writes.append(len(new))
         if new:
             log.info("assigned %s", ", ".join(a.name for a in new))

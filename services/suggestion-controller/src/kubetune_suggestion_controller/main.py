@@ -17,10 +17,19 @@ from kubetune.kube import (
     SUGGESTIONS,
     Obj,
 )
-from kubetune.runtime import Controller, Key, owner_keys, running
+from kubetune.runtime import Controller, Key, changed_beyond, fields_changed, owner_keys, running
 from kubetune_suggestion_controller import composing, reconciling
 
 SERVICE = "suggestion-controller"
+SUGGESTION_READ = changed_beyond(
+    "metadata.resourceVersion",
+    "metadata.managedFields",
+    "metadata.generation",
+    "spec.requests",
+    "status.suggestions",
+    "status.suggestionCount",
+)
+EXPERIMENT_READ = fields_changed("spec", "status.conditions")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -45,8 +54,11 @@ def build(args: argparse.Namespace) -> Controller:
     reconciler = reconciling.Reconciler(config.load(args.config), args.pod_namespace)
     namespace = args.watch_namespace or None
     controller = Controller(SERVICE, reconciler.reconcile, namespace=namespace)
-    controller.watch(SUGGESTIONS, namespace=namespace)
-    controller.watch(EXPERIMENTS, namespace=namespace)
+    # A pass reads neither the assignments nor the requests (the algorithm's and the
+    # experiment-controller's writes, one or more per Trial) ...
+    controller.watch(SUGGESTIONS, namespace=namespace, predicate=SUGGESTION_READ)
+    # ... nor an Experiment's status beyond its conditions (its counts change with every Trial).
+    controller.watch(EXPERIMENTS, namespace=namespace, predicate=EXPERIMENT_READ)
     controller.watch(
         reconciling.DEPLOYMENTS,
         owner_keys("Suggestion", "kubeflow.org/v1beta1"),

@@ -58,6 +58,13 @@ class _EarlierTrialsJob(Exception):
     meanwhile, so the Trial is not yet `Created` and its job's absence then is no deletion."""
 
 
+BINDING_RECHECK = 60.0
+"""Seconds a collector RoleBinding seen to hold an Experiment's service accounts is trusted to
+still hold them (it only ever gains subjects; the garbage collector deletes it with its last
+owner, and a new Experiment is a new owner): the Trials of one Experiment read it once."""
+BINDINGS_REMEMBERED = 4096
+
+
 class TrialReconciler:
     """Reconciles Trials of the allowed job kinds."""
 
@@ -70,6 +77,9 @@ class TrialReconciler:
         # Job's success can be read from them (`podverdict`).
         self.pods = pods
         self._resources: dict[JobKind, Resource] = {}
+        # (namespace, owner uid, service accounts) -> when the binding was last seen to hold
+        # them: the next Trials of that Experiment need no GET of it for a while.
+        self._bound: dict[tuple[str, str, tuple[str, ...]], float] = {}
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -93,6 +103,17 @@ class TrialReconciler:
         namespace = raw["metadata"]["namespace"]
         accounts = building.service_accounts((raw.get("spec") or {}).get("runSpec") or {})
         owner = building.binding_owner(raw)
+        seen = (namespace, owner["uid"], tuple(accounts))
+        last = self._bound.get(seen)
+        if last is not None and time.monotonic() - last < BINDING_RECHECK:
+            return
+        self._ensure_binding(kube, namespace, accounts, owner)
+        if len(self._bound) >= BINDINGS_REMEMBERED:
+            self._bound.clear()
+        self._bound[seen] = time.monotonic()
+
+    @staticmethod
+    def _ensure_binding(kube: Kube, namespace: str, accounts: list[str], owner: Obj) -> None:
         binding = kube.get_or_none(ROLE_BINDINGS, building.COLLECTOR_BINDING, namespace)
         if binding is None:
             try:
@@ -157,10 +178,13 @@ class TrialReconciler:
                 message=f"job kind {kind} is not installed in the cluster "
                 f"(the API server does not serve {kind.kind} in {kind.api_version})",
             )
-        # An absent job may be lag of the cache behind our own create: read() asks the server.
-        job = ctx.read(resource, Key(namespace, name), watch=JOBS)
+        # An absent job of a Created Trial may be lag of the cache behind our own create: read()
+        # asks the server. Before Created the cache's "absent" is trusted: a create that finds
+        # the job there after all reads it (AlreadyExists).
+        created = conditions.is_true(trial.status.conditions if trial.status else None, "Created")
+        job = ctx.read(resource, Key(namespace, name), watch=JOBS, trust_absent=not created)
         if job is None:
-            if conditions.is_true(trial.status.conditions if trial.status else None, "Created"):
+            if created:
                 return deciding.Seen(
                     problem=JOB_DELETED,
                     message=f"{kind.kind} {name} was deleted by someone else "

@@ -17,6 +17,10 @@ A GET costs milliseconds, the rules themselves a fraction of one, so two answers
 
 PersistentVolume, ConfigMap, Secret and ServiceAccount lookups are never cached: their answers
 must be current (a pull secret is read only for the pod being admitted, `pullsecrets`).
+
+The `trials/status` check (`OwnerChain`) reads the calling pod on every write (its existence
+must be current) and the pod's owners through the same cache: a trial's collector writes its
+status several times, and the trial pod's admission has just read the same job and Trial.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from kubetune.kube import (
     Kube,
     Resource,
 )
+from kubetune.trialpods import CannotCheck, KubeReader
 from kubetune_webhook.permissions import Permission
 from kubetune_webhook.validating import ClusterError, KindNotInstalled
 
@@ -176,3 +181,26 @@ class KubeCluster:
         if obj is not None and isinstance(obj.get("metadata"), dict):
             self._objects.put(key, obj)
         return obj
+
+
+class OwnerChain:
+    """`kubetune.trialpods.Reader` of the `trials/status` check: the pod from the API server,
+    its owners (the job, the Trial) from `KubeCluster.get_object`'s cache, which answers only
+    with an object of the uid the reference names (a recreated job or Trial is read again)."""
+
+    def __init__(self, cluster: KubeCluster) -> None:
+        self.cluster = cluster
+        self.pods = KubeReader(cluster.kube)
+
+    def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.pods.pod(namespace, name)
+
+    def owner(
+        self, api_version: str, kind: str, name: str, namespace: str, uid: str
+    ) -> dict[str, Any] | None:
+        try:
+            if not self.cluster.resource(api_version, kind).namespaced:
+                return None
+            return self.cluster.get_object(api_version, kind, name, namespace, uid)
+        except (ClusterError, KindNotInstalled) as e:
+            raise CannotCheck(f"{kind} {name}: {e}") from e

@@ -33,7 +33,7 @@ from kubetune_webhook import (
     syncing,
     validating,
 )
-from kubetune_webhook.lookups import KubeCluster
+from kubetune_webhook.lookups import KubeCluster, OwnerChain
 
 log = logging.getLogger("kubetune_webhook")
 
@@ -341,13 +341,14 @@ def run_serve(args: argparse.Namespace) -> int:
         return 2
     guard = katibguard.KatibGuard(kube, args.katib_check_interval)
     guard.start(stopping)
+    cluster = KubeCluster(kube, args.lookup_cache_seconds)
     admission = reviewing.Admission(
         cfg,
-        KubeCluster(kube, args.lookup_cache_seconds),
+        cluster,
         validating.Options(require_namespace_label=args.require_namespace_label),
         reviewing.StatusWriters(
             authorizing.trusted_users(args.trusted_status_writers.split(","), args.pod_namespace),
-            authorizing.KubeReader(kube),
+            OwnerChain(cluster),
         ),
         katib_webhook_present=guard.present,
     )

@@ -8,6 +8,8 @@ Layers: `queue` (keys, backoff and the retry bucket) < `watching` (list+watch in
 from kubetune.runtime.context import Context, Key, OnDemand, Result
 from kubetune.runtime.controlling import Controller, Predicate, own_key, owner_keys
 from kubetune.runtime.frozen import FrozenError, thaw
+from kubetune.runtime.ownwrites import OwnWrites
+from kubetune.runtime.predicates import changed_beyond, fields_changed
 from kubetune.runtime.queue import Backoff, TokenBucket, WorkQueue
 
 __all__ = [
@@ -17,10 +19,13 @@ __all__ = [
     "FrozenError",
     "Key",
     "OnDemand",
+    "OwnWrites",
     "Predicate",
     "Result",
     "TokenBucket",
     "WorkQueue",
+    "changed_beyond",
+    "fields_changed",
     "own_key",
     "owner_keys",
     "thaw",

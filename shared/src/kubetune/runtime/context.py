@@ -186,18 +186,30 @@ class Context:
             errors.Conflict: `obj` is stale (someone wrote meanwhile); the runtime requeues
                 the key, and the next pass reads again and decides again.
         """
+        return self.patch_status(resource, obj, new, stored=stored) is not None
+
+    def patch_status(
+        self,
+        resource: Resource,
+        obj: Obj,
+        new: Mapping[str, Any],
+        *,
+        stored: Mapping[str, Any] | None = None,
+    ) -> Obj | None:
+        """`write_status`, answering with the object as written (None: nothing changed), for
+        a caller that keeps it (`kubetune.runtime.ownwrites`)."""
         changes = status_changes(stored if stored is not None else obj.get("status") or {}, new)
         if not changes:
-            return False
+            return None
         meta = obj["metadata"]
-        self.kube.patch(
+        written: Obj = self.kube.patch(
             resource,
             meta["name"],
             {"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": changes},
             meta.get("namespace"),
             subresource="status",
         )
-        return True
+        return written
 
     def record(
         self,

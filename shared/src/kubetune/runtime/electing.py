@@ -10,7 +10,9 @@ loser gets a 409). A leader that cannot renew within `renew_deadline` steps down
 measured from the start of its last successful renewal and checked by a watchdog, so a request
 that hangs cannot keep it leading; every request is also bounded by the time left to that
 deadline. On a clean shutdown the election thread, and only it, releases the Lease (once) so a
-standby takes over at once instead of after `lease_duration`.
+standby takes over at once instead of after `lease_duration`. A leader renews from the Lease
+its last write returned, without reading it first (one request per renewal, not two); a
+Conflict (someone else wrote) sends it back to reading.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class LeaderElector:
         # The Lease record as last seen, and when (our monotonic clock) it was seen to change.
         self._observed: Obj | None = None
         self._observed_at = 0.0
+        self._written: Obj | None = None  # the Lease as our last successful write returned it
 
     def _timeout(self) -> float:
         """A request's timeout: its share of what is left of the current attempt's deadline
@@ -118,8 +121,28 @@ class LeaderElector:
         duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
         return self.clock.monotonic() < self._observed_at + duration
 
+    def _renew_written(self) -> bool:
+        """Renew from the Lease our last write returned; False (and forgotten) on Conflict."""
+        lease = self._written
+        if lease is None or not self.is_leader.is_set():
+            return False
+        spec = lease.get("spec") or {}
+        new_spec = self._spec(int(spec.get("leaseTransitions") or 0), spec.get("acquireTime"))
+        try:
+            self._written = self.kube.replace(
+                LEASES, {**lease, "spec": new_spec}, self.namespace, timeout=self._timeout()
+            )
+        except errors.Conflict:
+            self._written = None
+            return False
+        self._observe(new_spec)
+        return True
+
     def try_acquire_or_renew(self) -> bool:
         """One attempt; True when this process holds the Lease afterwards."""
+        if self._renew_written():
+            return True
+        self._written = None
         lease = self.kube.get_or_none(LEASES, self.name, self.namespace, timeout=self._timeout())
         if lease is None:
             spec = self._spec(0, None)
@@ -130,7 +153,9 @@ class LeaderElector:
                 "spec": spec,
             }
             try:
-                self.kube.create(LEASES, body, self.namespace, timeout=self._timeout())
+                self._written = self.kube.create(
+                    LEASES, body, self.namespace, timeout=self._timeout()
+                )
             except errors.Conflict:
                 return False
             self._observe(spec)
@@ -146,7 +171,9 @@ class LeaderElector:
             new_spec = self._spec(transitions + 1, None)
         lease["spec"] = new_spec
         try:
-            self.kube.replace(LEASES, lease, self.namespace, timeout=self._timeout())
+            self._written = self.kube.replace(
+                LEASES, lease, self.namespace, timeout=self._timeout()
+            )
         except errors.Conflict:
             return False
         self._observe(new_spec)
