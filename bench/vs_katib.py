@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown or not systems:
         parser.error(f"--systems: {', '.join(unknown) or 'none given'}; choose from {SYSTEMS}")
     # measure()'s options that this bench does not offer.
-    args.trace, args.keep_namespace = None, False
+    args.trace, args.keep_namespace, args.real_node = None, False, None
     if os.geteuid() != 0:
         parser.error("cgroup accounting needs root")
     work = Path(tempfile.mkdtemp(prefix="kubetune-vs-katib-"))

@@ -603,8 +603,10 @@ def pod_cgroups() -> list[Path]:
 
 def _remove_cgroups() -> None:
     for top in pod_cgroups():
+        # os.walk passes over a directory that vanishes under it (a dying container's cgroup
+        # is removed by its runtime meanwhile); rglob raised FileNotFoundError.
         dirs = sorted(
-            (d for d in top.rglob("*") if d.is_dir()),
+            (Path(root) / name for root, names, _ in os.walk(top) for name in names),
             key=lambda d: len(d.parts),
             reverse=True,
         )
