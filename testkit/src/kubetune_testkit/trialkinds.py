@@ -44,14 +44,14 @@ class PodPython:
         return [shlex.quote(a) for a in [self.interpreter, "-c", code, *args]]
 
 
-def score_experiment(
-    pods: PodPython, ns: str, name: str, policy: str, max_trials: int, seed: str = "3"
-) -> Obj:
-    """Random search over x in [0, 1] whose trials print their score and end at once."""
+def x_search(pods: PodPython, ns: str, name: str, code: str, objective: Obj, **spec: Any) -> Obj:
+    """Random search over x in [0, 1] of batch Job trials that run ``code`` (which reads
+    ``${trialParameters.x}``), two at a time; ``spec`` sets the rest (the seed is 3)."""
+    seed = spec.pop("seed", "3")
     return builders.experiment(
         name,
         ns,
-        objective_spec=builders.objective("score", strategies=False),
+        objective_spec=objective,
         algorithm=builders.algorithm_spec("random", {"random_state": seed}),
         parameters=[
             {"name": "x", "parameterType": "double", "feasibleSpace": {"min": "0", "max": "1"}}
@@ -59,13 +59,22 @@ def score_experiment(
         trial_parameters=builders.references(x="x"),
         primary_container="training",
         trial_spec=builders.trial_job(
-            pods.code(SCORE_SCRIPT), container="training", image=pods.image, backoff_limit=0
+            pods.code(code), container="training", image=pods.image, backoff_limit=0
         ),
         collector=None,
-        parallelTrialCount=2,
-        maxTrialCount=max_trials,
-        resumePolicy=policy,
+        **{"parallelTrialCount": 2, **spec},
     )
+
+
+def score_experiment(
+    pods: PodPython, ns: str, name: str, policy: str, max_trials: int, seed: str = "3"
+) -> Obj:
+    """Trials that print their score and end at once."""
+    objective = builders.objective("score", strategies=False)
+    return x_search(
+        pods, ns, name, SCORE_SCRIPT, objective,
+        seed=seed, maxTrialCount=max_trials, resumePolicy=policy,
+    )  # fmt: skip
 
 
 # --- TFJob -------------------------------------------------------------------------------
@@ -259,21 +268,13 @@ on a loaded machine to catch up); a stopped one prints a few."""
 
 def medianstop_experiment(pods: PodPython, ns: str, name: str, max_trials: int = 8) -> Obj:
     """Random search with medianstop early stopping after two trials, from step 2."""
-    exp = builders.experiment(
-        name,
+    exp = x_search(
+        pods,
         ns,
-        objective_spec=builders.objective("accuracy", "maximize", strategies=False),
-        algorithm=builders.algorithm_spec("random", {"random_state": "7"}),
-        parameters=[
-            {"name": "x", "parameterType": "double", "feasibleSpace": {"min": "0", "max": "1"}}
-        ],
-        trial_parameters=builders.references(x="x"),
-        primary_container="training",
-        trial_spec=builders.trial_job(
-            pods.code(TRAIN_EPOCHS), container="training", image=pods.image, backoff_limit=0
-        ),
-        collector=None,
-        parallelTrialCount=2,
+        name,
+        TRAIN_EPOCHS,
+        builders.objective("accuracy", "maximize", strategies=False),
+        seed="7",
         maxTrialCount=max_trials,
         earlyStopping={
             "algorithmName": "medianstop",
