@@ -64,8 +64,9 @@ def test_tfjob_trials_with_the_real_training_operator(
 def test_pytorchjob_trials_with_the_real_training_operator(
     real_operators: ClusterHandle, ns: str
 ) -> None:
-    """The worker's init container (the operator's, from the tools image) waits for the
-    master's name; both replicas resolve MASTER_ADDR; the master's score is the metric."""
+    """The operator gives the worker its init container (from the tools image; it waits for the
+    master's name); the master resolves MASTER_ADDR, and its score is the metric (the job ends
+    with the master: the worker may still be starting then)."""
     done = run(real_operators, trialkinds.pytorchjob_experiment(TRAINER, ns, "pytorch"))
     assert (done["status"]["trials"], done["status"]["trialsSucceeded"]) == (2, 2)
     for trial in trials_of(real_operators, ns, "pytorch"):
@@ -76,7 +77,6 @@ def test_pytorchjob_trials_with_the_real_training_operator(
     for pod in workers:
         init = [c["name"] for c in pod["spec"].get("initContainers") or []]
         assert init == ["init-pytorch"], init
-        assert pod["status"]["initContainerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
 
 
 def test_argo_workflow_trials_with_a_sidecar_that_never_exits(
