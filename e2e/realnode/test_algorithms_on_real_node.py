@@ -106,8 +106,9 @@ def test_from_volume_study_survives_its_pod_and_its_directory_leaves_the_node(
     done = wait_succeeded(cluster, "fromvol", ns, timeout=420)
     assert (done["status"]["trials"], done["status"]["trialsSucceeded"]) == (4, 4)
     xs = [t["spec"]["parameterAssignments"][0]["value"] for t in trials_of(cluster, ns, "fromvol")]
-    # The same seed in a fresh study would draw the first trial's value again: the new pod
-    # continued the study it found on the node's directory.
+    # Four distinct points, and the study the new pod continued is on the node's directory
+    # (before the fix the directory stayed empty: the algorithm had fallen back to a temporary
+    # one, and the points alone did not show it).
     assert len(set(xs)) == 4, xs
     assert directory.is_dir() and any(directory.iterdir()), f"no study in {directory}"
 
