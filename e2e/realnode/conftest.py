@@ -19,9 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import running
 
 from kubetune_testkit.deploying import ROOT, enable_injection, wait_available
-from localcluster import build, nodebuild
+from kubetune_testkit.trialkinds import PodPython
+from localcluster import build, nodebuild, nodeoperators, operators
 from localcluster import cluster as lc
 from localcluster import node as real_node
 from localcluster.pytest_plugin import ClusterHandle
@@ -41,6 +43,8 @@ ARCHIVES = (
     "examples",
 )
 TRAINER_IMAGE = "docker.io/kubetune/examples:dev"
+TRAINER = PodPython("python3", TRAINER_IMAGE)
+"""Trial containers run the example trainer image's python3 (testkit's trialkinds)."""
 LOADED: dict[str, list[str]] = {}
 """Archive name -> the image names `localcluster load` reported for it."""
 
@@ -103,34 +107,8 @@ def kubetune(cluster: ClusterHandle) -> ClusterHandle:
     try:
         wait_available(cluster, timeout=420)
     except RuntimeError as exc:
-        raise RuntimeError(f"{exc}\n{describe(cluster, 'kubeflow')}") from None
+        raise RuntimeError(f"{exc}\n{running.describe(cluster, 'kubeflow')}") from None
     return cluster
-
-
-def describe(cluster: ClusterHandle, namespace: str) -> str:
-    """The namespace's pods, their containers' states and events, and kubetune's logs: what
-    a failure on the real node needs to be understood."""
-    parts = []
-    for args in (
-        ("get", "pods", "-n", namespace, "-o", "wide"),
-        ("describe", "pods", "-n", namespace),
-        ("get", "events", "-n", namespace, "--sort-by=.lastTimestamp"),
-    ):
-        out = cluster.kubectl(*args, check=False)
-        parts.append(f"$ kubectl {' '.join(args)}\n{out.stdout[-6000:]}{out.stderr}")
-    for deployment in (
-        "kubetune-webhook",
-        "kubetune-experiment-controller",
-        "kubetune-suggestion-controller",
-        "kubetune-trial-controller",
-        "kubetune-db-manager",
-        "kubetune-ui",
-    ):
-        out = cluster.kubectl(
-            "logs", "-n", "kubeflow", f"deployment/{deployment}", "--tail=30", check=False
-        )
-        parts.append(f"$ kubectl logs deployment/{deployment}\n{out.stdout}{out.stderr}")
-    return "\n".join(parts)
 
 
 @pytest.fixture
@@ -138,3 +116,22 @@ def ns(kubetune: ClusterHandle, namespace: str) -> str:
     """A test namespace with collector injection enabled."""
     enable_injection(kubetune, namespace)
     return namespace
+
+
+@pytest.fixture(scope="session")
+def real_operators(kubetune: ClusterHandle) -> ClusterHandle:
+    """The real training-operator and Argo Workflows, installed as `localcluster
+    install-operators` does (their images made here and imported, the releases' manifests),
+    once per session."""
+    unbuilt = [op.name for op in operators.OPERATORS.values() if not operators.is_built(op)]
+    if unbuilt:
+        pytest.fail(
+            f"operators not built ({unbuilt}): `localcluster build-operators`", pytrace=False
+        )
+    state = kubetune.state
+    assert state is not None
+    try:
+        nodeoperators.install(state.kubectl, state.kubeconfig, state.node_dir / "operator-images")
+    except nodeoperators.InstallError as exc:
+        pytest.fail(f"installing the operators failed: {exc}", pytrace=False)
+    return kubetune

@@ -10,13 +10,13 @@ with the certificate the webhook made for itself.
 from __future__ import annotations
 
 import json
-import shlex
 from typing import Any
 
 import pytest
-from conftest import ARCHIVES, LOADED, TRAINER_IMAGE, describe
+import running
+from conftest import ARCHIVES, LOADED, TRAINER, TRAINER_IMAGE
 
-from kubetune_testkit import builders, kubectl
+from kubetune_testkit import kubectl, trialkinds
 from kubetune_testkit.conditions import is_true
 from kubetune_testkit.kubectl import get_json
 from kubetune_testkit.uipaths import object_path
@@ -30,42 +30,14 @@ SCORE = "print('score=' + str(1 - abs(0.3 - ${trialParameters.x})))"
 
 
 def score_experiment(ns: str, name: str, trials: int) -> Obj:
-    """Random search over x in [0, 1]; each trial prints score = 1 - |0.3 - x|; the trials'
-    Jobs are kept (their pods show the images, their logs stay readable)."""
-    exp = builders.experiment(
-        name,
-        ns,
-        objective_spec=builders.objective("score", strategies=False),
-        algorithm=builders.algorithm_spec("random", {"random_state": "7"}),
-        parameters=[
-            {"name": "x", "parameterType": "double", "feasibleSpace": {"min": "0", "max": "1"}}
-        ],
-        trial_parameters=builders.references(x="x"),
-        primary_container="training",
-        trial_spec=builders.trial_job(
-            ["sh", "-c", shlex.join(["python3", "-c", SCORE])],
-            container="training",
-            image=TRAINER_IMAGE,
-            backoff_limit=0,
-        ),
-        collector="StdOut",
-        parallelTrialCount=min(2, trials),
-        maxTrialCount=trials,
-    )
+    """Random search over x in [0, 1]; each trial prints score = 1 - |0.3 - x| (the StdOut
+    collector reads it); the trials' Jobs are kept (their pods show the images, their logs
+    stay readable)."""
+    exp = trialkinds.score_experiment(TRAINER, ns, name, "Never", trials, seed="7")
+    exp["spec"]["parallelTrialCount"] = min(2, trials)
+    exp["spec"]["metricsCollectorSpec"] = {"collector": {"kind": "StdOut"}}
     exp["spec"]["trialTemplate"]["retain"] = True
     return exp
-
-
-def succeeded(cluster: ClusterHandle, name: str, ns: str) -> Obj | None:
-    exp: Obj = get_json(cluster, "experiment", name, "-n", ns)
-    if is_true(exp, "Failed"):
-        raise AssertionError(f"{name} failed: {json.dumps(exp['status'])}\n{describe(cluster, ns)}")
-    return exp if is_true(exp, "Succeeded") else None
-
-
-def metric(observation: Obj, name: str) -> float:
-    (found,) = [m for m in observation["metrics"] if m["name"] == name]
-    return float(found["latest"])
 
 
 def test_every_image_is_loaded_under_its_name(cluster: ClusterHandle) -> None:
@@ -76,11 +48,7 @@ def test_every_image_is_loaded_under_its_name(cluster: ClusterHandle) -> None:
 def test_random_search_with_job_trials_and_the_stdout_collector(
     kubetune: ClusterHandle, ns: str
 ) -> None:
-    kubectl.apply(kubetune, score_experiment(ns, "score", trials=3), check=True)
-    try:
-        exp = wait_for("Experiment score Succeeded", lambda: succeeded(kubetune, "score", ns), 600)
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}\n{describe(kubetune, ns)}") from None
+    exp = running.run(kubetune, score_experiment(ns, "score", trials=3))
     trials = get_json(kubetune, "trials", "-n", ns)["items"]
     assert len(trials) == 3
     scores = {}
@@ -88,12 +56,12 @@ def test_random_search_with_job_trials_and_the_stdout_collector(
         assert is_true(trial, "Succeeded"), trial["status"]
         (x,) = [float(a["value"]) for a in trial["spec"]["parameterAssignments"]]
         # The metric the trainer printed, read by the collector from the training's stdout.
-        score = metric(trial["status"]["observation"], "score")
+        score = running.metric(trial["status"]["observation"], "score")
         assert score == pytest.approx(1 - abs(0.3 - x), abs=1e-9), trial["metadata"]["name"]
         scores[trial["metadata"]["name"]] = score
     best = exp["status"]["currentOptimalTrial"]
     assert best["bestTrialName"] == max(scores, key=scores.__getitem__)
-    assert metric(best["observation"], "score") == max(scores.values())
+    assert running.metric(best["observation"], "score") == max(scores.values())
     # The collector ran as a sidecar from its own image in each trial pod.
     pods = get_json(kubetune, "pods", "-n", ns, "-l", "katib.kubeflow.org/experiment=score")
     trial_pods = [
@@ -125,7 +93,7 @@ def test_the_ui_answers_through_its_service(kubetune: ClusterHandle, ns: str) ->
     try:
         page = wait_for("the UI to show Experiment shown Succeeded", shown, 600, interval=1.0)
     except AssertionError as exc:
-        raise AssertionError(f"{exc}\n{describe(kubetune, ns)}") from None
+        raise AssertionError(f"{exc}\n{running.describe(kubetune, ns)}") from None
     (trial,) = page["trials"]
     assert page["best"]["trial"] == trial["name"], page["best"]
 

@@ -14,10 +14,10 @@ same program whether the container is wrapped or not.
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 
 from kubetune_testkit.deploying import ROOT
+from kubetune_testkit.trialkinds import PodPython
 
 TRAINING = ROOT / "examples" / "training" / "digits.py"
 EXISTING = os.environ.get("KUBETUNE_E2E_EXISTING_CLUSTER") == "1"
@@ -30,16 +30,10 @@ def python() -> str:
     return "python3" if EXISTING else sys.executable
 
 
-def python_code(code: str, *args: str) -> list[str]:
-    """argv running ``code`` with ``args``, wrapped by the webhook or not."""
-    return ["sh", "-c", shlex.join([python(), "-c", code, *args])]
-
-
-def python_words(code: str, *args: str) -> list[str]:
-    """argv running ``code`` with ``args`` as the wrapper's shell line only: each element one
-    quoted shell word, for a command another program's command is put before (Argo's
-    executor), where ``sh -c`` would no longer come first."""
-    return [shlex.quote(a) for a in [python(), "-c", code, *args]]
+POD_PYTHON = PodPython(python(), PYTHON_IMAGE)
+"""How a trial container runs Python here (testkit's trialkinds builds the Experiments)."""
+python_code = POD_PYTHON.code
+python_words = POD_PYTHON.words
 
 
 def training(*args: str) -> list[str]:

@@ -19,11 +19,11 @@ import katib_sdk
 import pytest
 import yaml
 from katib_sdk import sdk_python
-from podcode import PYTHON_IMAGE, TRAINING_IMAGE, python_code, python_words, training
+from podcode import POD_PYTHON, PYTHON_IMAGE, TRAINING_IMAGE, python_code, training
 from realoperators import grant_argo_executor
 
 from kubetune.kube import Kube
-from kubetune_testkit import builders, kubectl
+from kubetune_testkit import kubectl, trialkinds
 from kubetune_testkit.conditions import is_true, true_condition
 from kubetune_testkit.deploying import ROOT
 from kubetune_testkit.kubectl import get_json
@@ -38,7 +38,7 @@ EXAMPLE = ROOT / "examples" / "random.yaml"
 Obj = dict[str, Any]
 POLL = 1.0
 """Seconds between two polls through kubectl (a process each)."""
-SCORE_SCRIPT = "print('score=' + str(1 - abs(0.3 - ${trialParameters.x})))"
+SCORE_SCRIPT = trialkinds.SCORE_SCRIPT
 
 
 def experiment_done(cluster: ClusterHandle, name: str, ns: str) -> Callable[[], Obj | None]:
@@ -73,27 +73,7 @@ def digits_experiment(ns: str, name: str, **spec: Any) -> Obj:
 
 def quick_experiment(ns: str, name: str, policy: str, max_trials: int) -> Obj:
     """Trials that print a metric derived from their parameter and end at once."""
-    return builders.experiment(
-        name,
-        ns,
-        objective_spec=builders.objective("score", strategies=False),
-        algorithm=builders.algorithm_spec("random", {"random_state": "3"}),
-        parameters=[
-            {"name": "x", "parameterType": "double", "feasibleSpace": {"min": "0", "max": "1"}}
-        ],
-        trial_parameters=builders.references(x="x"),
-        primary_container="training",
-        trial_spec=builders.trial_job(
-            python_code(SCORE_SCRIPT),
-            container="training",
-            image=PYTHON_IMAGE,
-            backoff_limit=0,
-        ),
-        collector=None,
-        parallelTrialCount=2,
-        maxTrialCount=max_trials,
-        resumePolicy=policy,
-    )
+    return trialkinds.score_experiment(POD_PYTHON, ns, name, policy, max_trials)
 
 
 def apply(cluster: ClusterHandle, obj: Obj, check: bool = True) -> Any:
@@ -501,35 +481,12 @@ def pods_of(cluster: ClusterHandle, ns: str, selector: str) -> list[Obj]:
     return items
 
 
-PRIMARY = {"katib.kubeflow.org/model-training": "true"}
-
-
 def argo_experiment(ns: str, name: str, workflow: Obj, max_trials: int = 3) -> Obj:
-    """Trials are Argo Workflows; the pod labelled model-training=true is the primary one."""
-    exp = quick_experiment(ns, name, "Never", max_trials)
-    exp["spec"]["trialTemplate"].update(
-        primaryContainerName="main",
-        primaryPodLabels=PRIMARY,
-        retain=True,
-        successCondition='status.[@this].#(phase=="Succeeded")#',
-        failureCondition='status.[@this].#(phase=="Failed")#',
-        trialSpec={"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "spec": workflow},
-    )
-    return exp
+    return trialkinds.argo_experiment(POD_PYTHON, ns, name, workflow, max_trials)
 
 
 def step(name: str, code: str, primary: bool = False, **extra: Any) -> Obj:
-    """An Argo step; the primary one's command is written as shell words, since Argo's executor
-    puts its own command before it and the wrapper runs the whole as one shell line."""
-    command = python_words(code) if primary else python_code(code)
-    template: Obj = {
-        "name": name,
-        "container": {"image": PYTHON_IMAGE, "command": command},
-        **extra,
-    }
-    if primary:
-        template["metadata"] = {"labels": dict(PRIMARY)}
-    return template
+    return trialkinds.argo_step(POD_PYTHON, name, code, primary, **extra)
 
 
 @pytest.fixture
@@ -544,15 +501,7 @@ def test_argo_workflow_trials_with_a_sidecar_that_never_exits(
     """The real workflow-controller and argoexec: init, wait and main containers (emissary),
     and a sidecar that never exits (Argo stops it when main ends); metrics from main."""
     ns = argo_ns
-    forever = {
-        "name": "forever",
-        "image": PYTHON_IMAGE,
-        "command": python_code("import time; time.sleep(100000)"),
-    }
-    workflow = {
-        "entrypoint": "train",
-        "templates": [step("train", SCORE_SCRIPT, primary=True, sidecars=[forever])],
-    }
+    workflow = trialkinds.sidecar_workflow(POD_PYTHON)
     apply(kubetune, argo_experiment(ns, "argo", workflow))
     exp = wait_for("the Argo experiment", experiment_done(kubetune, "argo", ns), 420, interval=POLL)
     assert (exp["status"]["trials"], exp["status"]["trialsSucceeded"]) == (3, 3)
@@ -635,109 +584,15 @@ def test_argo_failing_step_fails_the_trial(kubetune: ClusterHandle, argo_ns: str
     assert main["state"]["terminated"]["exitCode"] == 3
 
 
-# Resolves every host name of TF_CONFIG (retrying until all pods have addresses), then
-# runs the rest of argv: the real operator's service names must resolve in the pods.
-RESOLVE_TF_CONFIG = """
-import json, os, socket, subprocess, sys, time
-cluster = json.loads(os.environ["TF_CONFIG"])["cluster"]
-hosts = sorted({a.rsplit(":", 1)[0] for addrs in cluster.values() for a in addrs})
-deadline = time.time() + 180
-while True:
-    try:
-        print("resolved", {h: socket.gethostbyname(h) for h in hosts}, flush=True)
-        break
-    except OSError:
-        if time.time() > deadline:
-            raise
-        time.sleep(1)
-sys.exit(subprocess.call(sys.argv[1:]) if len(sys.argv) > 1 else 0)
-"""
-
-
 def tfjob_experiment(ns: str, name: str) -> Obj:
-    chief = python_code(
-        RESOLVE_TF_CONFIG,
-        *training(
-            "--epochs=2",
-            "--lr=${trialParameters.learningRate}",
-            "--l2=${trialParameters.weightDecay}",
-            "--metrics-file=/var/log/katib/metrics.log",
-        ),
+    """The chief trains examples/training/digits.py once every TF_CONFIG name resolves."""
+    return trialkinds.tfjob_experiment(
+        ns,
+        name,
+        chief=python_code(trialkinds.RESOLVE_TF_CONFIG, *training(*trialkinds.DIGITS_ARGS)),
+        worker=python_code(trialkinds.RESOLVE_TF_CONFIG, "sleep", "600"),
+        image=TRAINING_IMAGE,
     )
-    # The worker stays up until the operator ends the job (cleanPodPolicy Running), so the
-    # chief can resolve its name.
-    worker = python_code(RESOLVE_TF_CONFIG, "sleep", "600")
-
-    def replica(command: list[str]) -> Obj:
-        return {
-            "replicas": 1,
-            "restartPolicy": "Never",
-            "template": {
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "tensorflow",
-                            "image": TRAINING_IMAGE,
-                            "command": command,
-                        }
-                    ]
-                }
-            },
-        }
-
-    return {
-        "apiVersion": "kubeflow.org/v1beta1",
-        "kind": "Experiment",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "objective": {
-                "type": "minimize",
-                "objectiveMetricName": "loss",
-                "additionalMetricNames": ["accuracy"],
-            },
-            "algorithm": {
-                "algorithmName": "tpe",
-                "algorithmSettings": [{"name": "random_state", "value": "5"}],
-            },
-            "parallelTrialCount": 2,
-            "maxTrialCount": 4,
-            "metricsCollectorSpec": {"collector": {"kind": "File"}},
-            "parameters": [
-                {
-                    "name": "lr",
-                    "parameterType": "double",
-                    "feasibleSpace": {"min": "0.01", "max": "1", "distribution": "logUniform"},
-                },
-                {
-                    "name": "l2",
-                    "parameterType": "double",
-                    "feasibleSpace": {"min": "0.00001", "max": "0.01"},
-                },
-            ],
-            "trialTemplate": {
-                "primaryContainerName": "tensorflow",
-                "retain": True,
-                # The operator labels the chief (the master) pod so.
-                "primaryPodLabels": {"training.kubeflow.org/job-role": "master"},
-                "trialParameters": [
-                    {"name": "learningRate", "reference": "lr"},
-                    {"name": "weightDecay", "reference": "l2"},
-                ],
-                "trialSpec": {
-                    "apiVersion": "kubeflow.org/v1",
-                    "kind": "TFJob",
-                    "spec": {
-                        # The sleeping worker is stopped when the chief is done.
-                        "runPolicy": {"cleanPodPolicy": "Running"},
-                        "tfReplicaSpecs": {
-                            "Chief": replica(chief),
-                            "Worker": replica(worker),
-                        },
-                    },
-                },
-            },
-        },
-    }
 
 
 def test_tpe_over_tfjob_trials_with_the_file_collector(
@@ -765,56 +620,12 @@ def test_tpe_over_tfjob_trials_with_the_file_collector(
         assert pod["metadata"]["labels"]["training.kubeflow.org/job-role"] == "master"
 
 
-PYTORCH_SCRIPT = """
-import os, socket, time
-deadline = time.time() + 180
-while True:
-    try:
-        address = socket.gethostbyname(os.environ["MASTER_ADDR"])
-        break
-    except OSError:
-        if time.time() > deadline:
-            raise
-        time.sleep(1)
-print("rank", os.environ["RANK"], "of", os.environ["WORLD_SIZE"], "master at", address, flush=True)
-if os.environ["RANK"] == "0":
-    print("score=" + str(1 - abs(0.3 - ${trialParameters.x})))
-"""
-
-
 def test_random_search_over_pytorchjob_trials(
     training_operator: ClusterHandle, kubetune: ClusterHandle, ns: str
 ) -> None:
     """The real training-operator runs PyTorchJobs: the worker's init container waits for the
     master's name (alpine nslookup), both see MASTER_ADDR resolve; the master is primary."""
-    exp = quick_experiment(ns, "pytorch", "Never", 2)
-
-    def replica() -> Obj:
-        return {
-            "replicas": 1,
-            "restartPolicy": "Never",
-            "template": {
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "pytorch",
-                            "image": PYTHON_IMAGE,
-                            "command": python_code(PYTORCH_SCRIPT),
-                        }
-                    ]
-                }
-            },
-        }
-
-    exp["spec"]["trialTemplate"].update(
-        primaryContainerName="pytorch",
-        retain=True,
-        trialSpec={
-            "apiVersion": "kubeflow.org/v1",
-            "kind": "PyTorchJob",
-            "spec": {"pytorchReplicaSpecs": {"Master": replica(), "Worker": replica()}},
-        },
-    )
+    exp = trialkinds.pytorchjob_experiment(POD_PYTHON, ns, "pytorch")
     apply(kubetune, exp)
     done = wait_for(
         "the PyTorchJob experiment", experiment_done(kubetune, "pytorch", ns), 600, interval=POLL

@@ -139,6 +139,35 @@ def test_algorithm_pods_cannot_reach_the_host(
     ordinary = {"containers": [_container()], "volumes": [state]}
     admitted, error = _create(cluster, SUGGESTION_CONTROLLER, _deployment(namespace, ordinary))
     assert admitted, error
+    # Init containers are held to the same: the state directory's (root, CHOWN and FOWNER,
+    # no escalation) is admitted; a privileged one, or one adding another capability, is not.
+    owner = _container(
+        name="state-directory",
+        securityContext={
+            "runAsUser": 0,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "FOWNER"]},
+        },
+    )
+    with_owner = {**ordinary, "initContainers": [owner]}
+    root = {"securityContext": {"privileged": True}}
+    admitted, error = _create(cluster, SUGGESTION_CONTROLLER, _deployment(namespace, with_owner))
+    assert admitted, error
+    _refused(
+        cluster,
+        SUGGESTION_CONTROLLER,
+        _deployment(namespace, {**ordinary, "initContainers": [{**owner, **root}]}),
+        "may not be privileged",
+    )
+    admin = {"capabilities": {"add": ["SYS_ADMIN"]}}
+    _refused(
+        cluster,
+        SUGGESTION_CONTROLLER,
+        _deployment(
+            namespace, {**ordinary, "initContainers": [{**owner, "securityContext": admin}]}
+        ),
+        "no capability but CHOWN and FOWNER",
+    )
 
 
 def _cleanup_pod(path: str, **spec: Any) -> Obj:

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -209,3 +214,42 @@ def test_warm_start_config_maps_are_mounted_read_only_and_optional() -> None:
     # Experiments are read through the API: no volume; no warm start, no extra volume.
     plain = composing.deployment(_suggestion(), _entry(), False)
     assert len(plain["spec"]["template"]["spec"]["volumes"]) == 1
+
+
+def test_a_state_volume_is_the_algorithm_group_s_and_a_host_path_is_made_so_first() -> None:
+    """fsGroup for volumes the kubelet manages; a hostPath (root's, 0755 as the kubelet makes
+    it) gets an init container, root with CHOWN and FOWNER only, that gives it to the group."""
+    claimed = composing.deployment(_suggestion(), _entry(volumeMountPath="/state"), True)
+    spec = claimed["spec"]["template"]["spec"]
+    assert spec["securityContext"]["fsGroup"] == composing.STATE_GROUP
+    assert "initContainers" not in spec
+    entry = _entry(
+        volumeMountPath="/state",
+        persistentVolumeSpec={"hostPath": {"path": "/tmp/katib/suggestions/"}},
+    )
+    body = composing.deployment(_suggestion(), entry, True, state_image="example.com/py:1")
+    spec = body["spec"]["template"]["spec"]
+    (init,) = spec["initContainers"]
+    assert init["image"] == "example.com/py:1"
+    assert init["args"] == ["/state", str(composing.STATE_GROUP)]
+    assert init["volumeMounts"] == [{"name": "suggestion-volume", "mountPath": "/state"}]
+    assert init["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN", "FOWNER"]}
+    assert init["securityContext"]["allowPrivilegeEscalation"] is False
+    # Without a volume: a pod-private emptyDir, nothing to change.
+    private = composing.deployment(_suggestion(), entry, False)["spec"]["template"]["spec"]
+    assert "securityContext" not in private and "initContainers" not in private
+
+
+def test_the_state_directory_script_gives_the_directory_to_the_group(tmp_path: Path) -> None:
+    """The init container's script on a real directory (the process's own group: no CHOWN
+    needed here); 0755 becomes 0775."""
+    directory = tmp_path / "state"
+    directory.mkdir(mode=0o755)
+    group = os.getgid()
+    subprocess.run(
+        [sys.executable, "-I", "-S", "-c", composing.STATE_DIRECTORY_SCRIPT, str(directory),
+         str(group)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    assert directory.stat().st_gid == group
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o775

@@ -68,6 +68,18 @@ SCRIPT = (
 """Removes the one entry (a symlink is unlinked, never followed); exits non-zero on error."""
 
 
+def root_with_only(capabilities: list[str]) -> Obj:
+    """A container's securityContext: root with only ``capabilities``, no privilege escalation,
+    a read-only root filesystem (what a host directory's owner change or removal needs)."""
+    return {
+        "runAsUser": 0,
+        "runAsNonRoot": False,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"], "add": list(capabilities)},
+    }
+
+
 @dataclass(frozen=True)
 class Target:
     """Where a directory lives: its parent (mounted), its name, and the node (None: any)."""
@@ -126,13 +138,7 @@ def pod(
                 "command": ["python3", "-I", "-S", "-c", SCRIPT],
                 "args": [f"{MOUNT}/{target.entry}"],
                 "resources": RESOURCES,
-                "securityContext": {
-                    "runAsUser": 0,
-                    "runAsNonRoot": False,
-                    "allowPrivilegeEscalation": False,
-                    "readOnlyRootFilesystem": True,
-                    "capabilities": {"drop": ["ALL"], "add": ["DAC_OVERRIDE"]},
-                },
+                "securityContext": root_with_only(["DAC_OVERRIDE"]),
                 "volumeMounts": [{"name": VOLUME, "mountPath": MOUNT}],
             }
         ],

@@ -27,6 +27,7 @@ from kubetune import incluster, knownresults, naming
 from kubetune.api.suggestion import Suggestion
 from kubetune.api.warmstart import WarmStartSpec
 from kubetune.config import SUGGESTION_IMAGE, EarlyStoppingConfig, SuggestionConfig
+from kubetune_suggestion_controller import cleaning
 
 Obj = dict[str, Any]
 
@@ -45,6 +46,18 @@ BRIDGE_VOLUME = "kubetune-bridge"
 BRIDGE_DIR = "/var/run/kubetune-bridge"
 """The sidecar's own directory (its readiness file), apart from the algorithm's volume."""
 WARM_START_VOLUME = "kubetune-warm-start"
+STATE_GROUP = 65532
+"""The group the FromVolume state volume is writable for: the pod's fsGroup (kubetune's images
+run as 65532:65532; another image's user gets it as a supplementary group)."""
+STATE_DIRECTORY_CONTAINER = "state-directory"
+STATE_DIRECTORY_SCRIPT = (
+    "import os,sys\n"
+    "p,g=sys.argv[1],int(sys.argv[2])\n"
+    "os.chown(p,-1,g)\n"
+    "os.chmod(p,0o775)\n"
+    "print('state directory group', g, 'writable')\n"
+)
+"""Gives the hostPath directory the kubelet made (root's, 0755) to `STATE_GROUP`, writable."""
 TOKEN_VOLUME = "kube-api-access"
 TOKEN_PATH = str(incluster.SERVICE_ACCOUNT_DIR)  # where the sidecar's `kube.connect` reads it
 TOKEN_VOLUME_SOURCE: dict[str, Any] = {
@@ -281,9 +294,11 @@ def deployment(
     early_stopping: EarlyStoppingConfig | None = None,
     names: Names | None = None,
     warm_start: WarmStartSpec | None = None,
+    state_image: str | None = None,
 ) -> Obj:
     """The algorithm's Deployment; `bridge_image` (for a Katib-protocol entry) is the sidecar's;
-    `warm_start`'s ConfigMaps are mounted (`warm_start_volumes`)."""
+    `warm_start`'s ConfigMaps are mounted (`warm_start_volumes`); `state_image` (with `python3`,
+    default the entry's image) makes a hostPath state directory writable (`state_volume_access`)."""
     names = names or katib_names(suggestion)
     name, algorithm = _name(suggestion), algorithm_of(suggestion)
     extra = entry.model_extra or {}
@@ -329,6 +344,7 @@ def deployment(
     source: Obj = {"emptyDir": {}}
     if volume:
         source = {"persistentVolumeClaim": {"claimName": names.pvc}}
+        state_volume_access(pod_spec, entry, path, state_image or entry.image)
     pod_spec["volumes"] = [{"name": naming.SUGGESTION_VOLUME, **source}]
     if entry.katib_grpc():
         pod_spec["containers"] = _katib_containers(
@@ -365,6 +381,36 @@ def deployment(
             },
         },
     }
+
+
+def state_volume_access(pod_spec: Obj, entry: SuggestionConfig, path: str, image: str) -> None:
+    """Make the state volume writable for the algorithm, which does not run as root.
+
+    The pod's fsGroup `STATE_GROUP` does it for volumes whose ownership the kubelet manages
+    (most provisioned ones); a hostPath is not one of them, and the kubelet creates its
+    directory as root's, 0755. So for katib-config's hostPath PV an init container, root with
+    only CAP_CHOWN and CAP_FOWNER and no privilege escalation, gives that directory to the group
+    first (else the algorithm falls back to a temporary directory, and a restarted pod begins
+    a fresh study: the real node's e2e found the directory empty).
+    """
+    pod_spec["securityContext"] = {
+        "fsGroup": STATE_GROUP,
+        "fsGroupChangePolicy": "OnRootMismatch",
+    }
+    if "hostPath" not in (entry.persistent_volume_spec or {}):
+        return
+    pod_spec["initContainers"] = [
+        {
+            "name": STATE_DIRECTORY_CONTAINER,
+            "image": image,
+            "imagePullPolicy": entry.image_pull_policy or "IfNotPresent",
+            "command": ["python3", "-I", "-S", "-c", STATE_DIRECTORY_SCRIPT],
+            "args": [path, str(STATE_GROUP)],
+            "resources": copy.deepcopy(cleaning.RESOURCES),
+            "securityContext": cleaning.root_with_only(["CHOWN", "FOWNER"]),
+            "volumeMounts": [{"name": naming.SUGGESTION_VOLUME, "mountPath": path}],
+        }
+    ]
 
 
 def warm_start_volumes(warm_start: WarmStartSpec | None) -> list[tuple[Obj, Obj]]:

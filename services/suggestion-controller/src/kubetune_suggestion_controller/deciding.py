@@ -293,6 +293,7 @@ def decide(suggestion: Suggestion, seen: Seen, config: KatibConfig, *, now: str)
                 early_stopping=early,
                 names=names,
                 warm_start=seen.experiment.spec.warm_start if seen.experiment else None,
+                state_image=config.cleanup_image(entry),
             )
         )
 
