@@ -21,14 +21,13 @@ from pathlib import Path
 import pytest
 import running
 
-from kubetune_testkit.deploying import ROOT, enable_injection, wait_available
+from kubetune_testkit.deploying import apply_real_overlay, enable_injection, wait_available
 from kubetune_testkit.trialkinds import PodPython
 from localcluster import build, nodebuild, nodeoperators, operators
 from localcluster import cluster as lc
 from localcluster import node as real_node
 from localcluster.pytest_plugin import ClusterHandle
 
-OVERLAY = ROOT / "kustomize" / "overlays" / "real"
 IMAGES_ENV = "KUBETUNE_REALNODE_IMAGES"
 # What the e2e runs: every service of the overlay and the example trainer.
 ARCHIVES = (
@@ -101,9 +100,7 @@ def cluster(cluster_state_dir: Path) -> Iterator[ClusterHandle]:
 @pytest.fixture(scope="session")
 def kubetune(cluster: ClusterHandle) -> ClusterHandle:
     """kustomize/overlays/real applied, every kubetune Deployment Available."""
-    out = cluster.kubectl("apply", "--server-side", "-k", str(OVERLAY), check=False)
-    if out.returncode != 0:
-        raise RuntimeError(f"kubectl apply -k {OVERLAY} failed:\n{out.stderr}")
+    apply_real_overlay(cluster)
     try:
         wait_available(cluster, timeout=420)
     except RuntimeError as exc:
