@@ -16,7 +16,6 @@ import subprocess
 
 import pytest
 import test_local_overlay as overlay
-from katib_sdk import sdk_python
 from podcode import EXISTING
 
 from kubetune import metrichistory, naming
@@ -24,6 +23,7 @@ from kubetune_testkit import builders, deploying, kubectl
 from kubetune_testkit.accounts import service_account_token
 from kubetune_testkit.conditions import is_true
 from kubetune_testkit.deploying import ROOT
+from kubetune_testkit.katibsdk import sdk_python
 from kubetune_testkit.kubectl import get_json
 from localcluster.pytest_plugin import ClusterHandle
 
