@@ -11,24 +11,17 @@ SDK); the readback runs it in the SDK's own venv on this host (kubetune_testkit.
 
 from __future__ import annotations
 
-import json
-import subprocess
-
 import pytest
 import running
 from conftest import TRAINER, TRAINER_IMAGE
 
-from kubetune import metrichistory, naming
-from kubetune_testkit import builders, kubectl
-from kubetune_testkit.accounts import service_account_token
+from kubetune import metrichistory
+from kubetune_testkit import builders, katibsdk, kubectl
 from kubetune_testkit.conditions import is_true
-from kubetune_testkit.deploying import ROOT
-from kubetune_testkit.katibsdk import sdk_python
+from kubetune_testkit.katibsdk import PUSHER
 from localcluster.pytest_plugin import ClusterHandle
 
 pytestmark = pytest.mark.integration
-
-PUSHER = ROOT / "e2e" / "katib-sdk" / "push_and_read.py"
 
 
 def test_the_sdk_pushes_from_its_pod_and_reads_back_through_the_service(
@@ -70,27 +63,8 @@ def test_the_sdk_pushes_from_its_pod_and_reads_back_through_the_service(
     assert [v for _, v, _ in metrichistory.read(trial["status"])["loss"]] == losses
 
     # From the test, through the Service: the port-forward's connections come from inside
-    # db-manager's pod, which proves no caller, so a token of an account that may get Trials.
-    token = service_account_token(
-        kubetune,
-        "kubetune-experiment-controller",
-        "kubeflow",
-        "10m",
-        f"--audience={naming.DB_MANAGER_AUDIENCE}",
-    )
+    # db-manager's pod, which proves no caller (katibsdk.trial_metrics sends a token).
     with kubectl.port_forward(kubetune, "kubeflow", "service/katib-db-manager", 6789) as where:
-        out = subprocess.run(
-            [sdk_python(), str(PUSHER), "read", where, ns, trial["metadata"]["name"]],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={
-                "KUBECONFIG": str(kubetune.kubeconfig),
-                "PATH": "/usr/bin:/bin",
-                "KUBETUNE_DB_MANAGER_TOKEN": token,
-            },
-        )
-    assert out.returncode == 0, out.stderr[-4000:]
-    rows = json.loads(out.stdout.strip().splitlines()[-1])
+        rows = katibsdk.trial_metrics(kubetune, where, ns, trial["metadata"]["name"])
     assert [value for _, name, value in rows if name == "loss"] == losses
     assert [value for _, name, value in rows if name == "epoch"] == ["0", "1", "2", "3"]
