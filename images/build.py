@@ -92,7 +92,8 @@ TRAINERS = {
         Service(
             "examples",
             ("--busybox", "/bin/busybox", "--add", "training=/opt/kubetune/examples/training"),
-            requirements=("numpy", "scikit-learn"),
+            # kubeflow-katib: trials on the real node push with Katib's SDK (report_metrics).
+            requirements=("numpy", "scikit-learn", "kubeflow-katib"),
         ),
     )
 }

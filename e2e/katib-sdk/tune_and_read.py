@@ -1,7 +1,7 @@
 """Katib's SDK as its users call it, against whatever cluster the kubeconfig names.
 
 Run by e2e/tests/test_experiments.py with the interpreter of the SDK's own venv
-(e2e/tests/katib_sdk.py): `tune()` a plain Python function with the SDK's default StdOut
+(kubetune_testkit.katibsdk): `tune()` a plain Python function with the SDK's default StdOut
 collector, wait for the Experiment, then read the optimal trial and that trial's logs with
 `get_job_logs()`. Prints one JSON object with what it read.
 

@@ -15,17 +15,16 @@ import subprocess
 from collections.abc import Callable
 from typing import Any
 
-import katib_sdk
 import pytest
 import yaml
-from katib_sdk import sdk_python
 from podcode import POD_PYTHON, PYTHON_IMAGE, TRAINING_IMAGE, python_code, training
 from realoperators import grant_argo_executor
 
 from kubetune.kube import Kube
-from kubetune_testkit import kubectl, trialkinds
+from kubetune_testkit import katibsdk, kubectl, trialkinds
 from kubetune_testkit.conditions import is_true, true_condition
 from kubetune_testkit.deploying import ROOT
+from kubetune_testkit.katibsdk import sdk_python
 from kubetune_testkit.kubectl import get_json
 from kubetune_testkit.policies import refusing_pods
 from kubetune_testkit.processes import free_port
@@ -263,9 +262,9 @@ def test_the_katib_sdk_tunes_a_python_function_and_reads_its_logs(
 ) -> None:
     """`KatibClient.tune()` (Katib's SDK from PyPI, its default StdOut collector) runs end to
     end, and `get_job_logs()` returns the training output, as against Katib. The SDK runs in
-    its own venv (katib_sdk.py says why)."""
+    its own venv (kubetune_testkit.katibsdk says why)."""
     out = subprocess.run(
-        [sdk_python(), str(katib_sdk.CLIENT), str(kubetune.kubeconfig), ns, PYTHON_IMAGE],
+        [sdk_python(), str(katibsdk.CLIENT), str(kubetune.kubeconfig), ns, PYTHON_IMAGE],
         capture_output=True,
         text=True,
         timeout=600,

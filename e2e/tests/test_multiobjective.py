@@ -13,13 +13,12 @@ import json
 import subprocess
 from typing import Any
 
-import katib_sdk
 import pytest
 import test_local_overlay as overlay
 from podcode import python_code
 
 from kubetune.api.experiment import Experiment
-from kubetune_testkit import builders
+from kubetune_testkit import builders, katibsdk
 from kubetune_testkit.examples import examples
 from kubetune_testkit.kubectl import get_json
 from localcluster.pytest_plugin import ClusterHandle
@@ -109,9 +108,9 @@ def test_a_two_objective_experiment_runs_and_its_front_matches_its_trials(
 
 
 def _sdk_round_trip(manifests: list[Obj]) -> list[Obj]:
-    """What Katib's SDK (its own venv, `katib_sdk`) reads of each manifest and writes back."""
+    """What Katib's SDK (its own venv, `katibsdk`) reads of each manifest and writes back."""
     out = subprocess.run(
-        [katib_sdk.sdk_python(), str(katib_sdk.CLIENT.with_name("round_trip.py"))],
+        [katibsdk.sdk_python(), str(katibsdk.CLIENT.with_name("round_trip.py"))],
         input=json.dumps(manifests),
         capture_output=True,
         text=True,

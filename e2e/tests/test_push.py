@@ -11,23 +11,17 @@ requests); the readback sends a token of an account that may get the Trial."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-
 import pytest
 import test_local_overlay as overlay
-from katib_sdk import sdk_python
 from podcode import EXISTING
 
-from kubetune import metrichistory, naming
-from kubetune_testkit import builders, deploying, kubectl
-from kubetune_testkit.accounts import service_account_token
+from kubetune import metrichistory
+from kubetune_testkit import builders, deploying, katibsdk, kubectl
 from kubetune_testkit.conditions import is_true
 from kubetune_testkit.deploying import ROOT
+from kubetune_testkit.katibsdk import PUSHER, sdk_python
 from kubetune_testkit.kubectl import get_json
 from localcluster.pytest_plugin import ClusterHandle
-
-PUSHER = ROOT / "e2e" / "katib-sdk" / "push_and_read.py"
 
 
 def db_manager(cluster: ClusterHandle) -> tuple[str, str]:
@@ -80,28 +74,7 @@ def test_sdk_pushes_metrics_and_reads_them_back(kubetune: ClusterHandle, ns: str
     stored = metrichistory.read(trial["status"])
     assert [v for _, v, _ in stored["loss"]] == losses
 
-    # From the host no pod address proves anything: a token of an account that may get
-    # Trials (the experiment-controller's), for db-manager's audience.
-    token = service_account_token(
-        kubetune,
-        "kubetune-experiment-controller",
-        "kubeflow",
-        "10m",
-        f"--audience={naming.DB_MANAGER_AUDIENCE}",
-    )
-    out = subprocess.run(
-        [sdk_python(), str(PUSHER), "read", from_host, ns, trial["metadata"]["name"]],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={
-            "KUBECONFIG": str(kubetune.kubeconfig),
-            "PATH": "/usr/bin:/bin",
-            "KUBETUNE_DB_MANAGER_TOKEN": token,
-        },
-    )
-    assert out.returncode == 0, out.stderr[-4000:]
-    rows = json.loads(out.stdout.strip().splitlines()[-1])
+    rows = katibsdk.trial_metrics(kubetune, from_host, ns, trial["metadata"]["name"])
     assert [value for _, name, value in rows if name == "loss"] == losses
     assert [value for _, name, value in rows if name == "epoch"] == ["0", "1", "2", "3"]
 
