@@ -631,9 +631,12 @@ def real_node_cluster(
     if not archives:
         raise SystemExit(f"--real-node {images}: no image archives (images/build.py --oci-dir)")
     state = localcluster.up_real_node(state_dir, wait=1800, audit=audit, timeout=300)
-    with _serving(state, state_dir, keep, apply_real_overlay, before=lambda: [
-        node.load(archive) for archive in archives
-    ]):  # fmt: skip
+
+    def load_images() -> None:
+        for archive in archives:
+            node.load(archive)
+
+    with _serving(state, state_dir, keep, apply_real_overlay, before=load_images):
         yield state
 
 

@@ -27,25 +27,15 @@ pytestmark = pytest.mark.integration
 def test_the_sdk_pushes_from_its_pod_and_reads_back_through_the_service(
     kubetune: ClusterHandle, ns: str
 ) -> None:
-    losses = ["0.9", "0.5", "0.7", "0.3"]
+    losses = list(katibsdk.PUSHED_LOSSES)
     code = TRAINER.code(
         PUSHER.read_text(), "report-as-pod", "default", "${trialParameters.x}", *losses
     )
-    exp = builders.experiment(
-        "push",
-        ns,
-        objective_spec=builders.objective("loss", "minimize", strategies=False),
-        parameters=[builders.categorical("x", ["a"])],
-        trial_parameters=builders.references(x="x"),
-        primary_container="training",
-        trial_spec=builders.trial_job(
-            code, container="training", image=TRAINER_IMAGE, backoff_limit=0
-        ),
-        collector="Push",
-        maxTrialCount=1,
-        parallelTrialCount=1,
+    trial_spec = builders.trial_job(
+        code, container="training", image=TRAINER_IMAGE, backoff_limit=0
     )
-    exp["spec"]["trialTemplate"]["retain"] = True  # the pod stays, for its address and log
+    # The pod stays, for its address and log.
+    exp = katibsdk.one_trial_experiment("push", ns, trial_spec)
     running.run(kubetune, exp)
 
     (trial,) = running.trials_of(kubetune, ns, "push")

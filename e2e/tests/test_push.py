@@ -39,24 +39,13 @@ def db_manager(cluster: ClusterHandle) -> tuple[str, str]:
 )
 def test_sdk_pushes_metrics_and_reads_them_back(kubetune: ClusterHandle, ns: str) -> None:
     _, from_host = db_manager(kubetune)
-    losses = ["0.9", "0.5", "0.7", "0.3"]
-    exp = builders.experiment(
-        "push",
-        ns,
-        objective_spec=builders.objective("loss", "minimize", strategies=False),
-        parameters=[builders.categorical("x", ["a"])],
-        trial_parameters=builders.references(x="x"),
-        primary_container="training",
-        trial_spec=builders.trial_job(
-            [sdk_python(), str(PUSHER), "report", "default", "${trialParameters.x}", *losses],
-            container="training",
-            backoff_limit=0,
-        ),
-        collector="Push",
-        maxTrialCount=1,
-        parallelTrialCount=1,
+    losses = list(katibsdk.PUSHED_LOSSES)
+    trial_spec = builders.trial_job(
+        [sdk_python(), str(PUSHER), "report", "default", "${trialParameters.x}", *losses],
+        container="training",
+        backoff_limit=0,
     )
-    exp["spec"]["trialTemplate"]["retain"] = True  # the pod stays, for its log
+    exp = katibsdk.one_trial_experiment("push", ns, trial_spec)  # the pod stays, for its log
     kubectl.apply(kubetune, exp, check=True)
 
     overlay.wait_succeeded(kubetune, ns, "push")
@@ -96,21 +85,11 @@ def test_a_custom_collector_reports_through_db_manager(kubetune: ClusterHandle, 
         "import pathlib; print('x=${trialParameters.x}'); p = pathlib.Path('/katib/out.log'); "
         "p.write_text('loss=0.8\\nacc=0.1\\nloss=0.25\\ndone\\n')"
     )
-    exp = builders.experiment(
-        "custom",
-        ns,
-        objective_spec=builders.objective("loss", "minimize", strategies=False),
-        parameters=[builders.categorical("x", ["a"])],
-        trial_parameters=builders.references(x="x"),
-        primary_container="training",
-        trial_spec=builders.trial_job(
-            [sdk_python(), "-c", script], container="training", backoff_limit=0
-        ),
-        collector=None,
-        maxTrialCount=1,
-        parallelTrialCount=1,
+    trial_spec = builders.trial_job(
+        [sdk_python(), "-c", script], container="training", backoff_limit=0
     )
-    exp["spec"]["trialTemplate"]["retain"] = True  # the pod stays, to show what was injected
+    # The pod stays, to show what was injected.
+    exp = katibsdk.one_trial_experiment("custom", ns, trial_spec, collector=None)
     exp["spec"]["metricsCollectorSpec"] = {
         "source": {"fileSystemPath": {"path": "/katib/out.log", "kind": "File"}},
         "collector": {

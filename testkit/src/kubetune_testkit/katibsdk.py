@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kubetune import naming
+from kubetune_testkit import builders
 from kubetune_testkit.accounts import service_account_token
 from kubetune_testkit.deploying import ROOT
 
@@ -24,6 +25,29 @@ REQUIREMENTS = ROOT / "e2e" / "katib-sdk" / "requirements.txt"
 CLIENT = ROOT / "e2e" / "katib-sdk" / "tune_and_read.py"
 PUSHER = ROOT / "e2e" / "katib-sdk" / "push_and_read.py"
 CACHE = Path(os.environ.get("KUBETUNE_CACHE", Path.home() / ".cache" / "kubetune"))
+PUSHED_LOSSES = ("0.9", "0.5", "0.7", "0.3")
+"""What the push tests' trial reports, one per epoch (PUSHER's `report` modes)."""
+
+
+def one_trial_experiment(
+    name: str, namespace: str, trial_spec: dict[str, Any], collector: str | None = "Push"
+) -> dict[str, Any]:
+    """One trial minimizing `loss` whose `training` container talks to db-manager with the SDK
+    (collector kind Push by default), its pod retained for its log and address."""
+    exp = builders.experiment(
+        name,
+        namespace,
+        objective_spec=builders.objective("loss", "minimize", strategies=False),
+        parameters=[builders.categorical("x", ["a"])],
+        trial_parameters=builders.references(x="x"),
+        primary_container="training",
+        trial_spec=trial_spec,
+        collector=collector,
+        maxTrialCount=1,
+        parallelTrialCount=1,
+    )
+    exp["spec"]["trialTemplate"]["retain"] = True
+    return exp
 
 
 def sdk_python() -> str:

@@ -276,13 +276,9 @@ def medianstop_experiment(pods: PodPython, ns: str, name: str, max_trials: int =
         builders.objective("accuracy", "maximize", strategies=False),
         seed="7",
         maxTrialCount=max_trials,
-        earlyStopping={
-            "algorithmName": "medianstop",
-            "algorithmSettings": [
-                {"name": "min_trials_required", "value": "2"},
-                {"name": "start_step", "value": "2"},
-            ],
-        },
+        earlyStopping=builders.algorithm_spec(
+            "medianstop", {"min_trials_required": "2", "start_step": "2"}
+        ),
     )
     exp["spec"]["trialTemplate"]["retain"] = True
     return exp

@@ -521,10 +521,13 @@ def up(
     quiet: bool = False,
     node_mode: str = "",
     audit: bool = False,
+    before: Callable[[], None] | None = None,
 ) -> State:
     """Start etcd, kube-apiserver, KCM, scheduler (and the node agent) and wait for Ready.
 
-    ``node_mode="kubelet"`` runs a real node instead of the node agent (see ``node``).
+    ``node_mode="kubelet"`` runs a real node instead of the node agent (see ``node``);
+    ``before`` then runs once a dead node's leftovers are gone and before the node is claimed,
+    where a snapshot of the host sees no node.
     ``audit`` makes the API server log every request at the Metadata level (who, verb,
     resource) to ``<state>/logs/audit.log`` (``State.audit_log``), for counting requests by
     client: its own metrics have no client label.
@@ -550,6 +553,8 @@ def up(
             node.validate_mode(node_mode)
             node_ip = node.node_ip()
             reap_stale_node(quiet)
+            if before is not None:
+                before()
             node.claim(state_dir, _holds_real_node)
         except node.NodeBusy as exc:
             raise RealNodeBusy(str(exc)) from None
@@ -729,8 +734,6 @@ def _start_node(state: State, pki: certs.Pki, starter: _Starter, deadline: float
         _client_kubeconfig(node_dir / f"{stem}.kubeconfig", state, pki, user, user)
     try:
         cmds = node.prepare(node_dir, pki.directory, state.node_ip, NODE_NAME, state.ports)
-        # Whatever an earlier node left (it was killed before its `down`) goes first.
-        node.teardown(node_dir / "containerd-root", {})
         containerd = starter.start("containerd", cmds["containerd"], env=node.containerd_env())
         _wait("containerd", node.containerd_ready, deadline, containerd)
         node.import_node_images(node_dir)
@@ -787,18 +790,15 @@ def up_real_node(
     **options: Any,
 ) -> State:
     """``up(node_mode="kubelet")`` once no other run holds the machine's one real node, waiting
-    at most ``wait`` seconds (test envs run side by side). ``before`` runs right before each try:
-    a snapshot of the host taken there sees no other node."""
+    at most ``wait`` seconds (test envs run side by side). ``before`` is ``up``'s, run on each
+    try."""
     deadline = time.monotonic() + wait
     while True:
         if _real_node_held_by_another(state_dir) and time.monotonic() < deadline:
             time.sleep(poll)
             continue
-        reap_stale_node(quiet=True)
-        if before is not None:
-            before()
         try:
-            return up(state_dir, node_mode="kubelet", **options)
+            return up(state_dir, node_mode="kubelet", before=before, **options)
         except RealNodeBusy:
             if time.monotonic() > deadline:
                 raise
