@@ -18,6 +18,7 @@ import pytest
 from kubetune.clock import SYSTEM
 from kubetune.kube import LEASES, Kube
 from kubetune.runtime.electing import LeaderElector
+from kubetune.runtime.wakeups import Wakeup
 from kubetune_testkit.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -91,8 +92,8 @@ class Watcher:
 
 
 @pytest.fixture
-def stops() -> Iterator[dict[str, threading.Event]]:
-    events = {"slow": threading.Event(), "fast": threading.Event()}
+def stops() -> Iterator[dict[str, Wakeup]]:
+    events = {"slow": Wakeup(), "fast": Wakeup()}
     yield events
     for event in events.values():
         event.set()
@@ -105,7 +106,7 @@ def _holder(kube: Kube, namespace: str, name: str) -> str:
 
 @pytest.mark.parametrize("leader_first", ["slow", "fast"])
 def test_one_leader_at_every_moment_with_clocks_15s_apart(
-    kube: Kube, namespace: str, stops: dict[str, threading.Event], leader_first: str
+    kube: Kube, namespace: str, stops: dict[str, Wakeup], leader_first: str
 ) -> None:
     """The first elector leads; the other, its clock 15 s away, must wait through many renew
     periods (no overlap, no take-over), and take over once the leader is cut off."""

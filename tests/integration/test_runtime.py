@@ -43,6 +43,7 @@ from kubetune.runtime import Context, Controller, Key, OnDemand, Result, own_key
 from kubetune.runtime.electing import LeaderElector
 from kubetune.runtime.queue import WorkQueue
 from kubetune.runtime.watching import WATCH_RESTARTS, Event, Informer
+from kubetune.runtime.wakeups import Wakeup
 from kubetune_testkit import skips
 from localcluster.pytest_plugin import ClusterHandle
 
@@ -59,8 +60,8 @@ def wait_for(check: Callable[[], bool], timeout: float = 30.0, what: str = "cond
 
 
 @pytest.fixture
-def stop() -> Iterator[threading.Event]:
-    event = threading.Event()
+def stop() -> Iterator[Wakeup]:
+    event = Wakeup()
     yield event
     event.set()
 
@@ -236,7 +237,8 @@ ELECTOR_SCRIPT = textwrap.dedent(
     kube = Kube(connect(sys.argv[1]))
     elector = LeaderElector(kube, sys.argv[2], "handover", sys.argv[3],
                             lease_duration=3, renew_deadline=2, retry_period=0.3)
-    stop = threading.Event()
+    from kubetune.runtime.wakeups import Wakeup
+    stop = Wakeup()
     signal.signal(signal.SIGTERM, lambda *a: stop.set())
     thread = elector.start(stop)
     print("candidate", flush=True)
@@ -385,7 +387,7 @@ def _through(cluster: ClusterHandle, proxy: PausableProxy) -> Kube:
 
 
 def test_a_leader_whose_renewal_hangs_steps_down_before_its_lease_expires(
-    cluster: ClusterHandle, namespace: str, proxy: PausableProxy, stop: threading.Event
+    cluster: ClusterHandle, namespace: str, proxy: PausableProxy, stop: Wakeup
 ) -> None:
     """A renew request that never answers must not keep a leader acting past its lease (the
     request timeout was 30 s, the lease 15 s): the request times out within the renew deadline

@@ -22,6 +22,7 @@ import urllib3
 from kubetune import errors
 from kubetune.kube import SECRETS, Kube, Obj
 from kubetune.runtime.electing import LeaderElector
+from kubetune.runtime.wakeups import Wakeup
 from kubetune_webhook import certificates, rotating
 
 log = logging.getLogger(__name__)
@@ -93,9 +94,9 @@ class CertificateSync:
             log.info("caBundle %s the serving CA", "trusts" if trusted else "does not trust yet")
         (self.trusted.set if trusted else self.trusted.clear)()
 
-    def _campaign(self) -> tuple[threading.Event, threading.Thread]:
+    def _campaign(self) -> tuple[Wakeup, threading.Thread]:
         """Start a new candidacy (at start, and after a lost Lease): its stop event, its thread."""
-        own_stop = threading.Event()
+        own_stop = Wakeup()
         self.elector = LeaderElector(self.kube, self.plan.namespace, self.lease_name, self.identity)
         return own_stop, self.elector.start(own_stop)
 

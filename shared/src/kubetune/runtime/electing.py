@@ -25,6 +25,7 @@ import urllib3
 from kubetune import errors
 from kubetune.clock import SYSTEM, Clock, rfc3339_micro
 from kubetune.kube import LEASES, Kube, Obj
+from kubetune.runtime.wakeups import Wakeup, first_of
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +56,8 @@ class LeaderElector:
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
         self.clock = clock
-        self.is_leader = threading.Event()
-        self.lost = threading.Event()
+        self.is_leader = Wakeup()
+        self.lost = Wakeup()
         self._lock = threading.Lock()
         self._renewed_at = 0.0  # monotonic start of the last successful acquire/renew
         self._deadline = 0.0  # monotonic time by which the current attempt must end
@@ -226,12 +227,25 @@ class LeaderElector:
         if self.is_leader.is_set():
             self.release()
 
-    def _watch_deadline(self, stop: threading.Event) -> None:
-        """Step down on time even while a renew request hangs in `run`."""
-        while not stop.is_set() and not self._check_deadline():
-            stop.wait(min(0.1, self.renew_deadline / 10))
+    def _until_deadline(self) -> float:
+        """Seconds until the last renewal is `renew_deadline` old: the first moment
+        `_check_deadline` can step down (a renewal meanwhile only moves it later)."""
+        with self._lock:
+            left = self._renewed_at + self.renew_deadline - self.clock.monotonic()
+        return max(0.01, left)
 
-    def start(self, stop: threading.Event) -> threading.Thread:
+    def _watch_deadline(self, stop: Wakeup) -> None:
+        """Step down on time even while a renew request hangs in `run`. Sleeps until leading,
+        then until the deadline of the last renewal: one wake per renewal, not a poll."""
+        while not stop.is_set() and not self._check_deadline():
+            if not self.is_leader.is_set():
+                leading_or_stopped = first_of(stop, self.is_leader, self.lost)
+                if not self.is_leader.is_set():
+                    leading_or_stopped.wait()
+                continue
+            stop.wait(self._until_deadline())
+
+    def start(self, stop: Wakeup) -> threading.Thread:
         """Start campaigning; the thread returned ends after the release on `stop`, or on loss."""
         thread = threading.Thread(
             target=self.run, args=(stop,), name="leader-election", daemon=True

@@ -22,6 +22,7 @@ from kubetune.kube import Kube, connect
 from kubetune.runtime.controlling import Controller
 from kubetune.runtime.electing import LeaderElector
 from kubetune.runtime.serving import serve_probes
+from kubetune.runtime.wakeups import Wakeup, first_of
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ class Process:
         # False: run without probes when the port is taken (pods sharing one network, as in
         # the local cluster, where every algorithm wants 6789; its readiness is a file).
         self.probes_required = probes_required
-        self.stop = threading.Event()
+        self.stop = Wakeup()
         self.fatal = threading.Event()
         identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
         self.elector: LeaderElector | None = None
@@ -109,8 +110,7 @@ class Process:
         try:
             if self.elector is not None:
                 election = self.elector.start(self.stop)
-                while not self.stop.is_set() and not self.elector.is_leader.wait(0.2):
-                    pass
+                first_of(self.stop, self.elector.is_leader).wait()
                 if self.stop.is_set():
                     return 0
             for controller in self.controllers:
@@ -124,10 +124,13 @@ class Process:
                 workers += controller.start_workers(self.stop)
             self.started.set()
             log.info("started %s", ", ".join(c.name for c in self.controllers))
-            while not self.stop.wait(0.2):
-                if self.elector is not None and self.elector.lost.is_set():
+            # Asleep until SIGTERM or a lost Lease: no timer wakes an idle process.
+            if self.elector is None:
+                self.stop.wait()
+            else:
+                first_of(self.stop, self.elector.lost).wait()
+                if self.elector.lost.is_set():
                     self.fatal.set()
-                    break
         finally:
             self.stop.set()
             for controller in self.controllers:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -11,7 +13,28 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 Check = Callable[[], bool]
 
 
-def serve_probes(address: str, port: int, *, healthy: Check, ready: Check) -> ThreadingHTTPServer:
+class ProbeServer(ThreadingHTTPServer):
+    """Serves with no timer: `socketserver`'s loop wakes every half second by default to look
+    for a shutdown, which in an idle controller is most of its wakes. Here it sleeps until a
+    connection comes, and `shutdown` connects to wake it (again until the loop has ended: a
+    connection that came before the shutdown request was seen is served as a normal one)."""
+
+    daemon_threads = True
+
+    def serve(self) -> None:
+        self.serve_forever(poll_interval=None)  # type: ignore[arg-type]
+
+    def shutdown(self) -> None:
+        waiting = threading.Thread(target=super().shutdown, name="probes-shutdown", daemon=True)
+        waiting.start()
+        host, port = self.server_address[:2]
+        while waiting.is_alive():
+            with contextlib.suppress(OSError):
+                socket.create_connection((str(host), port), timeout=1).close()
+            waiting.join(0.05)
+
+
+def serve_probes(address: str, port: int, *, healthy: Check, ready: Check) -> ProbeServer:
     """Start the probe server in a daemon thread; the caller shuts it down."""
 
     class _Handler(BaseHTTPRequestHandler):
@@ -44,7 +67,6 @@ def serve_probes(address: str, port: int, *, healthy: Check, ready: Check) -> Th
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002
             return
 
-    server = ThreadingHTTPServer((address, port), _Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, name="probes", daemon=True).start()
+    server = ProbeServer((address, port), _Handler)
+    threading.Thread(target=server.serve, name="probes", daemon=True).start()
     return server
