@@ -42,8 +42,8 @@ from kubetune.kube import (
 from kubetune.runtime import Context, Controller, Key, OnDemand, Result, own_key, running
 from kubetune.runtime.electing import LeaderElector
 from kubetune.runtime.queue import WorkQueue
-from kubetune.runtime.watching import WATCH_RESTARTS, Event, Informer
 from kubetune.runtime.wakeups import Wakeup
+from kubetune.runtime.watching import WATCH_RESTARTS, Event, Informer
 from kubetune_testkit import skips
 from localcluster.pytest_plugin import ClusterHandle
 
@@ -87,6 +87,11 @@ def test_informer_sees_add_modify_delete(kube: Kube, namespace: str, stop: threa
     assert informer.synced.wait(30)
     kube.create(CONFIGMAPS, configmap("a"), namespace)
     kube.patch(CONFIGMAPS, "a", {"data": {"v": "2"}}, namespace)
+    assert kube.get(CONFIGMAPS, "a", namespace)["metadata"].get("managedFields")
+    wait_for(lambda: ("MODIFIED", "a") in seen, what="the update event")
+    cached = informer.get(namespace, "a")
+    assert cached is not None and cached["data"] == {"v": "2"}
+    assert "managedFields" not in cached["metadata"]  # the cache never holds them
     kube.delete(CONFIGMAPS, "a", namespace)
     wait_for(lambda: ("DELETED", "a") in seen, what="the delete event")
     events = [e for e in seen if e[1] == "a"]

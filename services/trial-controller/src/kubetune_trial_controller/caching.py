@@ -5,7 +5,7 @@ hundred MiB. Most are finished, and of a finished Trial the reconcile reads only
 `retainRun`, its job's kind and whether it ended (to delete the job,
 `reconciling._delete_job`), so only those are kept: no labels (nothing here selects Trials by
 label, and each label is an index entry), only the true conditions it tests. A Trial still
-running is kept whole, without `managedFields` (nobody here reads them): its next reconcile
+running is kept whole (less the managedFields every informer drops): its next reconcile
 renders the job and writes the status with the resourceVersion it read. EarlyStopped alone
 is not final: such a Trial may still wait for its observation.
 """
@@ -43,13 +43,11 @@ def is_final(obj: Obj) -> bool:
 
 
 def slim(obj: Obj) -> Obj:
-    """The Trial as cached: without managedFields; a finished one reduced to what a finished
-    Trial's reconcile reads."""
+    """The Trial as cached (the informer has dropped its managedFields already): a finished
+    one reduced to what a finished Trial's reconcile reads."""
     meta = obj.get("metadata") or {}
     if not is_final(obj):
-        if "managedFields" not in meta:
-            return obj
-        return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+        return obj
     spec = obj.get("spec") or {}
     run_spec = spec.get("runSpec")
     kept_spec: Obj = {}

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from kubetune import config, flags, metrichistory, naming
 from kubetune.kube import EVENTS, PODS, TRIALS
-from kubetune.runtime import Controller, owner_keys, running
+from kubetune.runtime import Controller, changed_beyond, owner_keys, running
 from kubetune_trial_controller import caching, kinds, podverdict, reconciling, refusals
 
 log = logging.getLogger(__name__)
@@ -81,13 +81,16 @@ def build(args: argparse.Namespace) -> Controller:
     )
     if pods:
         # A batch/v1 Job's success is read from its pods a second before the Job controller
-        # writes it (`podverdict`); only pods carrying the trial label, kept slim.
+        # writes it (`podverdict`); only pods carrying the trial label, kept slim. Of a pod's
+        # six or so updates, the ones that change nothing the slim copy keeps (its scheduling,
+        # its containers' states, finalizers) wake no pass.
         controller.watch(
             PODS,
             owner_keys("Job", "batch/v1"),
             namespace=namespace,
             label_selector=naming.LABEL_TRIAL,
             transform=podverdict.slim,
+            predicate=changed_beyond(),
         )
     refused = refusals.event_keys(k.kind for k in allowed)
     for reason in refusals.REASONS:

@@ -27,6 +27,7 @@ from kubetune.conditions import TrialCondition
 from kubetune.jobstatus import JobPhase
 from kubetune.kube import EVENTS, PODS, ROLE_BINDINGS, TRIALS, Kube, Obj, Resource
 from kubetune.runtime import Context, Key, OnDemand, Result, owner_keys
+from kubetune.runtime.versioned import PerVersion
 from kubetune_trial_controller import building, deciding, katibpods, kinds, podverdict, refusals
 from kubetune_trial_controller.kinds import JobKind
 
@@ -80,6 +81,10 @@ class TrialReconciler:
         # (namespace, owner uid, service accounts) -> when the binding was last seen to hold
         # them: the next Trials of that Experiment need no GET of it for a while.
         self._bound: dict[tuple[str, str, tuple[str, ...]], float] = {}
+        # A pass runs on every change of the Trial, its job and its pods: the Trial is parsed
+        # and the job judged once per version of each (`versioned`).
+        self._trials: PerVersion[Trial] = PerVersion()
+        self._job_states: PerVersion[jobstatus.JobStatus] = PerVersion()
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -211,7 +216,12 @@ class TrialReconciler:
                 "while the Trial is running",
             )
         try:
-            state = jobstatus.evaluate_job(job, rules, kind.kind, kind.api_version)
+            state = self._job_states.get(
+                job,
+                lambda: jobstatus.evaluate_job(job, rules, kind.kind, kind.api_version),
+                rules,
+                kind,
+            )
         except jobstatus.ConditionError as e:
             named = next(
                 (f for f, x in _fields(rules) if x == getattr(e, "expression", None)), None
@@ -281,7 +291,7 @@ class TrialReconciler:
         if raw is None or (raw.get("metadata") or {}).get("deletionTimestamp"):
             return Result.done()
         try:
-            trial = Trial.model_validate(raw)
+            trial = self._trials.get(raw, lambda: Trial.model_validate(raw))
         except ValidationError as e:
             raise errors.TerminalError(f"Trial {key} does not match the v1beta1 schema: {e}") from e
         if deciding.needs_job(trial):

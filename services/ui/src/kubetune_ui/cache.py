@@ -100,7 +100,6 @@ class Cluster:
             self._experiment_changed,
             namespace=namespace,
             resync_period=math.inf,
-            transform=_without_managed_fields,
         )
         self.trials = Informer(
             kube,
@@ -108,7 +107,6 @@ class Cluster:
             self._trial_changed,
             namespace=namespace,
             resync_period=math.inf,
-            transform=_without_managed_fields,
         )
 
     def start(self) -> None:
@@ -154,11 +152,3 @@ class Cluster:
         the informer's label index."""
         label = naming.label_value(experiment)
         return self.trials.select(namespace, {naming.LABEL_EXPERIMENT: label})
-
-
-def _without_managed_fields(obj: Obj) -> Obj:
-    """The object as the UI keeps it: managedFields (often half an object) are never shown."""
-    meta = obj.get("metadata")
-    if isinstance(meta, dict) and "managedFields" in meta:
-        obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
-    return obj
