@@ -342,7 +342,8 @@ def _sh_run_body(command: str, log_dir: str, metrics_file: str | None) -> str:
         # sees EOF once the child and everything it started have closed their output.
         # `command exec` keeps a failed redirection from ending the wrapper.
         lines.append(
-            f"{_sh_remove(fifo)}; if mkfifo {fifo} && {{ command exec 4<>{fifo}; }} 2>/dev/null; then"
+            f"{_sh_remove(fifo)}; if mkfifo {fifo} &&"
+            f" {{ command exec 4<>{fifo}; }} 2>/dev/null; then"
             f" tee -a {m} < {fifo} 4>&- & katib_tee=$!;"
             f" else {{ command exec 4>>{m}; }} 2>/dev/null || exec 4>/dev/null; fi"
         )
