@@ -113,7 +113,12 @@ def test_event_collection_imports_its_reader(tmp_path):
 # hand): flags, source, client, the wait (no training process registers: exit 4) and the report,
 # which fails at once (a closed local port); then the standard library modules it loaded.
 # Each listed one cost a share of its start in every trial pod (bench/collector_start.py).
-HEAVY_STDLIB = ("logging", "dataclasses", "inspect", "typing", "datetime", "traceback", "ast")
+HEAVY_STDLIB = (
+    *("logging", "dataclasses", "inspect", "typing", "datetime", "traceback", "ast"),
+    # the TLS client is `_ssl` and `_socket` (kubetune.tlsclient); the IDNA codec loads for a
+    # str host name; argparse's default help width loads `shutil` (with bz2 and lzma)
+    *("ssl", "socket", "selectors", "encodings.idna", "shutil"),
+)
 SIDECAR = """
 import sys
 sys.path[:0] = sys.argv[1:3]

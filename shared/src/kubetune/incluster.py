@@ -1,4 +1,4 @@
-"""The API server as a pod reaches it: HTTP/1.1 over `ssl`, nothing else imported.
+"""The API server as a pod reaches it: HTTP/1.1 over TLS (`tlsclient`), nothing else imported.
 
 Why: importing `kubernetes.client` builds hundreds of model classes, about 0.35 s of CPU, and
 urllib3 or even `http.client` (which loads the `email` package to parse headers) cost more
@@ -20,15 +20,14 @@ raises `ProtocolError`, a `ConnectionError`: every transport failure here is an 
 from __future__ import annotations
 
 import os
-import select
-import socket
-import ssl
 import threading
 import time
 import urllib.parse
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+
+from kubetune import tlsclient
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 HOST_ENV, PORT_ENV = "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"
@@ -61,29 +60,21 @@ _NO_BODY = (204, 304)
 class Connection:
     """One keep-alive TLS connection: a request written whole, its answer read as it comes."""
 
-    def __init__(self, host: str, port: int, context: ssl.SSLContext, timeout: float | None):
-        raw = socket.create_connection((host, port), timeout=timeout)
-        try:
-            self.sock = context.wrap_socket(raw, server_hostname=host)
-        except BaseException:
-            raw.close()
-            raise
-        self.reader = self.sock.makefile("rb")
+    def __init__(self, host: str, port: int, context: tlsclient.Context, timeout: float | None):
+        self.stream = context.connect(host, port, timeout)
 
     def dropped(self) -> bool:
         """Whether the server closed it while idle (readable with nothing asked: EOF)."""
         try:
-            readable, _, _ = select.select([self.sock], [], [], 0)
+            return self.stream.readable_now()
         except (OSError, ValueError):
             return True
-        return bool(readable)
 
     def close(self) -> None:
-        self.reader.close()
-        self.sock.close()
+        self.stream.close()
 
     def line(self) -> bytes:
-        text = self.reader.readline(_LINE_LIMIT + 1)
+        text = self.stream.readline(_LINE_LIMIT + 1)
         if not text:
             raise ProtocolError("the server closed the connection")
         if len(text) > _LINE_LIMIT:
@@ -144,7 +135,7 @@ class Answer:
                         pass
                     self._done = True
                     return b""
-            data = conn.reader.read1(min(amt, self._left))
+            data = conn.stream.read1(min(amt, self._left))
             if not data:
                 raise ProtocolError("the server closed the connection inside a chunk")
             self._left -= len(data)
@@ -152,10 +143,10 @@ class Answer:
                 raise ProtocolError("a chunk did not end with CRLF")
             return data
         if self._left is None:
-            data = conn.reader.read1(amt)
+            data = conn.stream.read1(amt)
             self._done = not data
             return data
-        data = conn.reader.read1(min(amt, self._left))
+        data = conn.stream.read1(min(amt, self._left))
         if not data:
             raise ProtocolError(f"the server closed the connection {self._left} bytes short")
         self._left -= len(data)
@@ -196,7 +187,7 @@ class Pool:
     """Keep-alive TLS connections to one server, at most `maxsize` kept idle (beyond that a
     request opens a connection and closes it after)."""
 
-    def __init__(self, url: str, context: ssl.SSLContext, maxsize: int) -> None:
+    def __init__(self, url: str, context: tlsclient.Context, maxsize: int) -> None:
         parts = urllib.parse.urlsplit(url)
         self.host, self.port = parts.hostname or "", parts.port or 443
         bracketed = f"[{self.host}]" if ":" in self.host else self.host
@@ -246,8 +237,8 @@ class Pool:
                 if conn is None:
                     conn = Connection(self.host, self.port, self.context, connect_timeout)
                     connecting = False
-                conn.sock.settimeout(read_timeout)
-                conn.sock.sendall(request)
+                conn.stream.settimeout(read_timeout)
+                conn.stream.sendall(request)
                 return Answer(conn, self, method)
             except OSError:
                 if conn is not None:
@@ -280,7 +271,7 @@ class InCluster:
         self._header()  # a missing token fails here, not at the first request
         # As the kubernetes client's default: 5 connections per CPU kept open.
         maxsize = pool_size if pool_size is not None else (os.cpu_count() or 1) * 5
-        context = ssl.create_default_context(cafile=str(ca_file))
+        context = tlsclient.Context(str(ca_file))
         self.pool = Pool(self.host, context, maxsize)
 
     @classmethod

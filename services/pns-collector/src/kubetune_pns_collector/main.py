@@ -41,9 +41,20 @@ def _env(flag: str) -> str:
     return "KUBETUNE_" + flag.upper().replace("-", "_")
 
 
+HELP_WIDTH = 98
+
+
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    """argparse's help at a fixed width. Its default asks `shutil` for the terminal's, and
+    argparse makes a formatter for every flag added, so every start (not only `--help`)
+    imported `shutil` and with it `bz2` and `lzma`."""
+    return argparse.HelpFormatter(prog, width=HELP_WIDTH)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="pns-collector",
+        formatter_class=_formatter,
         description="Wait for every training process of this pod, collect its metrics while "
         "it runs and report them in the Trial's status.observation.",
     )
