@@ -109,7 +109,7 @@ def test_a_kept_connection_is_reused_unless_it_was_closed_while_idle(
     (kept,) = transport.pool._idle
     pod.get(CONFIGMAPS, "kube-root-ca.crt", namespace)
     assert transport.pool._idle == [kept]
-    kept.sock.shutdown(socket.SHUT_RDWR)  # at EOF, as when the server closed it
+    kept.stream._sock.shutdown(socket.SHUT_RDWR)  # at EOF, as when the server closed it
     pod.patch(CONFIGMAPS, "kube-root-ca.crt", {"metadata": {"labels": {"seen": "yes"}}}, namespace)
     (fresh,) = transport.pool._idle
     assert fresh is not kept
