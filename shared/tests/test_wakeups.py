@@ -1,4 +1,4 @@
-"""`runtime.wakeups`: one wait for the first of several events, and `versioned.PerVersion`."""
+"""`kubetune.wakeups`: one wait for the first of several events, and `versioned.PerVersion`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import urllib.request
 
 from kubetune.runtime.serving import serve_probes
 from kubetune.runtime.versioned import PerVersion
-from kubetune.runtime.wakeups import Wakeup, first_of
+from kubetune.wakeups import Wakeup, first_of
 
 
 def test_first_of_is_set_by_whichever_source_is_set_first() -> None:

@@ -18,7 +18,7 @@ import pytest
 from kubetune.clock import SYSTEM
 from kubetune.kube import LEASES, Kube
 from kubetune.runtime.electing import LeaderElector
-from kubetune.runtime.wakeups import Wakeup
+from kubetune.wakeups import Wakeup
 from kubetune_testkit.waiting import wait_for
 
 pytestmark = pytest.mark.integration

@@ -42,8 +42,8 @@ from kubetune.kube import (
 from kubetune.runtime import Context, Controller, Key, OnDemand, Result, own_key, running
 from kubetune.runtime.electing import LeaderElector
 from kubetune.runtime.queue import WorkQueue
-from kubetune.runtime.wakeups import Wakeup
 from kubetune.runtime.watching import WATCH_RESTARTS, Event, Informer
+from kubetune.wakeups import Wakeup
 from kubetune_testkit import skips
 from localcluster.pytest_plugin import ClusterHandle
 
@@ -242,7 +242,7 @@ ELECTOR_SCRIPT = textwrap.dedent(
     kube = Kube(connect(sys.argv[1]))
     elector = LeaderElector(kube, sys.argv[2], "handover", sys.argv[3],
                             lease_duration=3, renew_deadline=2, retry_period=0.3)
-    from kubetune.runtime.wakeups import Wakeup
+    from kubetune.wakeups import Wakeup
     stop = Wakeup()
     signal.signal(signal.SIGTERM, lambda *a: stop.set())
     thread = elector.start(stop)

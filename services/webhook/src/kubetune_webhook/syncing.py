@@ -22,7 +22,7 @@ import urllib3
 from kubetune import errors
 from kubetune.kube import SECRETS, Kube, Obj
 from kubetune.runtime.electing import LeaderElector
-from kubetune.runtime.wakeups import Wakeup
+from kubetune.wakeups import Wakeup
 from kubetune_webhook import certificates, rotating
 
 log = logging.getLogger(__name__)

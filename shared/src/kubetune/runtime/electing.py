@@ -25,7 +25,7 @@ import urllib3
 from kubetune import errors
 from kubetune.clock import SYSTEM, Clock, rfc3339_micro
 from kubetune.kube import LEASES, Kube, Obj
-from kubetune.runtime.wakeups import Wakeup, first_of
+from kubetune.wakeups import Wakeup, first_of
 
 log = logging.getLogger(__name__)
 

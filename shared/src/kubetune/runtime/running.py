@@ -22,7 +22,7 @@ from kubetune.kube import Kube, connect
 from kubetune.runtime.controlling import Controller
 from kubetune.runtime.electing import LeaderElector
 from kubetune.runtime.serving import serve_probes
-from kubetune.runtime.wakeups import Wakeup, first_of
+from kubetune.wakeups import Wakeup, first_of
 
 log = logging.getLogger(__name__)
 
