@@ -37,7 +37,11 @@ def test_costly_conditions_stall_neither_the_controller_nor_other_trials(
     controller("--trial-resources", f"Job.v1.batch,{WIDGET_KIND}")
     kube.create(TRIALS, trial("like", WIDGET, success=LIKE, failure=WIDGET_FAILURE), namespace)
     kube.create(TRIALS, trial("costly", WIDGET, success=COSTLY, failure=WIDGET_FAILURE), namespace)
-    wait_for("Running", lambda: is_true(kube.get_or_none(TRIALS, "like", namespace), "Running"))
+    for name in ("like", "costly"):  # both Widgets created before the operator writes them
+        wait_for(
+            f"{name} Running",
+            lambda name=name: is_true(kube.get_or_none(TRIALS, name, namespace), "Running"),
+        )
     # What backtracked for ever as a regex: the operator writes a long `aaa...c`.
     state = {"state": "a" * 5000 + "c"}
     kube.patch(WIDGETS, "like", {"status": state}, namespace, subresource="status")
