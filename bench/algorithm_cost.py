@@ -27,12 +27,12 @@ import tempfile
 from pathlib import Path
 
 CHILD = """
-import json, os, sys, tempfile
+import json, resource, sys, tempfile
 from pathlib import Path
 
 def cpu():
-    t = os.times()
-    return (t.user + t.system) * 1000
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return (used.ru_utime + used.ru_stime) * 1000
 
 import kubetune_suggestion_algorithm.main
 from kubetune_suggestion_algorithm import algorithms
