@@ -103,8 +103,14 @@ def test_a_failed_cleanup_is_reported_and_retried(
         assert "attempt 1/10" in event["message"], event["message"]
         assert str(directory) in event["message"], event["message"]
         assert "retrying in 10 s" in event["message"], event["message"]
-        annotations = kube.get(SUGGESTIONS, "exp", namespace)["metadata"]["annotations"]
-        assert annotations[cleaning.ATTEMPT_ANNOTATION].startswith("2 ")
+        # the Event is written before the next attempt's annotation: wait for that too
+        attempt = wait_for(
+            "the next attempt's annotation",
+            lambda: (kube.get(SUGGESTIONS, "exp", namespace)["metadata"].get("annotations") or {})
+            .get(cleaning.ATTEMPT_ANNOTATION),
+            30,
+        )
+        assert attempt.startswith("2 "), attempt
         assert directory.is_dir()
         assert kube.get_or_none(SUGGESTIONS, "exp", namespace) is not None  # held, not lost
     finally:
