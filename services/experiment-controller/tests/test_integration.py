@@ -149,6 +149,57 @@ def test_a_finished_trials_successor_is_created_from_an_assignment_at_hand(
     assert after.index("create trial") < after.index("requests 7"), recording.writes
 
 
+def test_a_running_trial_deleted_after_its_assignment_was_compacted_is_replaced(
+    kube: Kube, namespace: str, controller: RunningController
+) -> None:
+    """The algorithm keeps only the name of an assignment whose Trial exists; deleting that
+    Trial (as the Katib take-over asks for a Trial running Katib's collector) leaves nothing to
+    recreate it from: a new assignment takes its index, and maxTrialCount is still reached."""
+    name = "lost"
+    kube.create(
+        EXPERIMENTS, experiment_manifest(name, namespace, max_trials=3, parallel=2), namespace
+    )
+    algorithm = StandInAlgorithm(kube, namespace, name)
+    wait_for("the Suggestion", algorithm.suggestion)
+    assert algorithm.fulfil() == 3  # random: 2 to start, 1 ahead (capped by maxTrialCount)
+    first = {naming.trial_name(name, str(i)) for i in range(2)}
+    wait_for(
+        "2 trials",
+        lambda: {t["metadata"]["name"] for t in trials_of(kube, namespace, name)} == first,
+    )
+    for trial_name in first:
+        set_trial(kube, namespace, trial_name, "Running")
+    algorithm.compact(first)
+    kube.delete(TRIALS, naming.trial_name(name, "0"), namespace)
+    wait_for(
+        "a request beyond maxTrialCount for the lost assignment",
+        lambda: algorithm.suggestion()["spec"]["requests"] >= 4,  # type: ignore[index]
+    )
+    done = ("Succeeded", "True", "ExperimentMaxTrialsReached")
+    finished: set[str] = set()
+    for _ in range(10):  # each round finishes every open Trial
+        if last_condition(kube, namespace, name) == done:
+            break
+        algorithm.fulfil()
+
+        def open_trials() -> tuple[list[str]] | None:
+            """(the Trials not finished yet,), or ([],) once the Experiment is done."""
+            if last_condition(kube, namespace, name) == done:
+                return ([],)
+            names = [t["metadata"]["name"] for t in trials_of(kube, namespace, name)]
+            waiting = [n for n in names if n not in finished]
+            return (waiting,) if waiting else None
+
+        (waiting,) = wait_for("an open trial or completion", open_trials, 60)
+        for trial_name in waiting:
+            set_trial(kube, namespace, trial_name, "Succeeded", 0.5)
+            finished.add(trial_name)
+    assert last_condition(kube, namespace, name) == done
+    status = experiment_status(kube, namespace, name)
+    assert (status["trials"], status["trialsSucceeded"]) == (3, 3)
+    assert set(status["succeededTrialList"]) == {naming.trial_name(name, str(i)) for i in (1, 2, 3)}
+
+
 def test_runs_to_max_trials_with_counts_optimum_and_parallelism(
     kube: Kube, namespace: str, controller: RunningController
 ) -> None:

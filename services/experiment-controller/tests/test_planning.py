@@ -265,6 +265,42 @@ def test_a_trimmed_suggestion_keeps_its_indexes() -> None:
     assert [t.name for t in p.new_trials] == [naming.trial_name("exp", "16")]
 
 
+def _compacted(view: planning.SuggestionView, upto: int) -> planning.SuggestionView:
+    """`view` with its first `upto` entries reduced to their names, as the algorithm does."""
+    entries = [{"name": a["name"]} if i < upto else a for i, a in enumerate(view.assignments)]
+    return planning.SuggestionView(requests=view.requests, assignments=entries)
+
+
+def test_a_trial_deleted_after_its_assignment_was_compacted_is_replaced() -> None:
+    """Its parameters are gone from the Suggestion: a new assignment takes its place, so the
+    Experiment still reaches maxTrialCount (it used to stay Running forever)."""
+    view = _compacted(suggestion(4, requests=4), 4)
+    trials = [trial(0, "Succeeded"), trial(2, "Succeeded"), trial(3, "Running")]  # 1 deleted
+    existing = {t.name for t in trials}
+    assert planning.compacted_without_trial(view, existing) == [naming.trial_name("exp", "1")]
+    stuck = plan(experiment(max_trials=4, algorithm="tpe"), trials, view, NOW)
+    assert stuck.requests is None and stuck.new_trials == []  # without knowing it is lost
+    p = plan(experiment(max_trials=4, algorithm="tpe"), trials, view, NOW, lost=1)
+    assert p.requests == 5  # one index beyond maxTrialCount, for the lost one
+    more = suggestion(5, requests=5)
+    view = planning.SuggestionView(requests=5, assignments=[*view.assignments, more.assignments[4]])
+    p = plan(experiment(max_trials=4, algorithm="tpe"), trials, view, NOW, lost=1)
+    assert [t.name for t in p.new_trials] == [naming.trial_name("exp", "4")]
+    # still never more Trials than maxTrialCount: with 4 there, nothing more starts
+    four = [*trials, trial(4, "Running")]
+    p = plan(experiment(max_trials=4, algorithm="tpe"), four, view, NOW, lost=1)
+    assert p.new_trials == [] and p.requests is None
+
+
+def test_a_lost_assignment_does_not_hold_a_finished_grid_open() -> None:
+    """A grid's end: its last points are Trials, or lost ones that can never become Trials."""
+    entries = _compacted(suggestion(3, requests=3), 3).assignments
+    view = planning.SuggestionView(requests=3, exhausted=True, assignments=entries)
+    trials = [trial(0, "Succeeded"), trial(2, "Succeeded")]  # 1 deleted
+    p = plan(experiment(max_trials=10, algorithm="grid"), trials, view, NOW, lost=1)
+    assert _last(p) == ("Succeeded", "True", conditions.ExperimentReason.SUGGESTION_END_REACHED)
+
+
 def test_random_and_grid_ask_a_wave_ahead_so_a_successor_needs_no_algorithm_pass() -> None:
     """Their points do not depend on results: `parallel` more are asked for than may start,
     so the pass that sees a Trial finish creates its successor from an assignment at hand."""

@@ -106,8 +106,9 @@ def test_a_failed_cleanup_is_reported_and_retried(
         # the Event is written before the next attempt's annotation: wait for that too
         attempt = wait_for(
             "the next attempt's annotation",
-            lambda: (kube.get(SUGGESTIONS, "exp", namespace)["metadata"].get("annotations") or {})
-            .get(cleaning.ATTEMPT_ANNOTATION),
+            lambda: (
+                kube.get(SUGGESTIONS, "exp", namespace)["metadata"].get("annotations") or {}
+            ).get(cleaning.ATTEMPT_ANNOTATION),
             30,
         )
         assert attempt.startswith("2 "), attempt

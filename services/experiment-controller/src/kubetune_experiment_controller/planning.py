@@ -6,11 +6,13 @@ status (counts, bounded name lists, optimal trial, conditions, times), the Sugge
 reads the inputs and carries the plan out with one status write.
 
 Deviations from upstream, all to keep the promise "never more than maxTrialCount Trials":
-- `requests` never exceeds maxTrialCount and never shrinks; MetricsUnavailable trials count as
-  finished for the parallelism arithmetic too (upstream left them out, so an experiment with
-  metrics-unavailable trials could ask for more than maxTrialCount);
-- only assignments at an index below maxTrialCount become Trials, and never more than
-  `parallel - active` per pass nor more than `maxTrialCount - len(trials)` in total;
+- `requests` never exceeds maxTrialCount (plus one for each assignment whose Trial was deleted
+  after the algorithm compacted it: a new assignment replaces it) and never shrinks;
+  MetricsUnavailable trials count as finished for the parallelism arithmetic too (upstream
+  left them out, so an experiment with metrics-unavailable trials could ask for more than
+  maxTrialCount);
+- only assignments at an index below maxTrialCount (plus those lost) become Trials, and never
+  more than `parallel - active` per pass nor more than `maxTrialCount - len(trials)` in total;
 - lowering parallelTrialCount does not delete running trials (upstream deleted the newest);
   new trials wait until the active count is below the new limit;
 - EarlyStopped trials without an objective are not subtracted from `requests`;
@@ -209,17 +211,36 @@ def assignments_ahead(experiment: Experiment) -> int:
     return parallel_of(experiment)
 
 
-def required_requests(experiment: Experiment, counts: Counts, current: int) -> tuple[int, int]:
-    """(wanted spec.requests, how many trials may start now)."""
+def compacted_without_trial(suggestion: SuggestionView | None, existing: set[str]) -> list[str]:
+    """Names of name-only entries (compacted by the algorithm once their Trial existed) with no
+    Trial in `existing`: Trials deleted since, or (for a moment) not in a lagging cache yet.
+    Their parameters are gone, so a deleted one is replaced by a new assignment, not
+    recreated; `reconciling` confirms each with the API server before it counts as lost."""
+    if suggestion is None:
+        return []
+    return [
+        name
+        for a in suggestion.assignments
+        if "parameterAssignments" not in a and (name := a.get("name")) and name not in existing
+    ]
+
+
+def required_requests(
+    experiment: Experiment, counts: Counts, current: int, lost: int = 0
+) -> tuple[int, int]:
+    """(wanted spec.requests, how many trials may start now). `lost` assignments (their Trial
+    deleted after the algorithm compacted them) take an index each, so the cap on requests is
+    maxTrialCount plus them: a deleted Trial is replaced instead of leaving the Experiment
+    short of maxTrialCount forever."""
     parallel = parallel_of(experiment)
     maximum = experiment.spec.max_trial_count
     required = parallel if maximum is None else max(0, min(maximum - counts.finished, parallel))
     add = max(0, required - counts.active)
     # Above a lowered parallelTrialCount no slot opens soon: nothing is asked ahead then.
     ahead = assignments_ahead(experiment) if counts.active <= parallel else 0
-    wanted = counts.total + add + ahead
+    wanted = counts.total + lost + add + ahead
     if maximum is not None:
-        wanted = min(wanted, maximum)
+        wanted = min(wanted, maximum + lost)
     return max(wanted, current), add
 
 
@@ -229,8 +250,10 @@ def select_assignments(
     existing: set[str],
     total: int,
     add: int,
+    lost: int = 0,
 ) -> list[TrialAssignment]:
-    """Assignments without a Trial, oldest first, within parallelism and maxTrialCount."""
+    """Assignments without a Trial, oldest first, within parallelism and maxTrialCount (the
+    index limit moved on by the `lost` assignments; the number of Trials is not)."""
     if suggestion is None or add <= 0:
         return []
     maximum = experiment.spec.max_trial_count
@@ -239,7 +262,7 @@ def select_assignments(
     for index, assignment in enumerate(suggestion.assignments, start=suggestion.offset):
         if len(chosen) >= room:
             break
-        if maximum is not None and index >= maximum:
+        if maximum is not None and index >= maximum + lost:
             break
         # Without parameterAssignments: compacted by the algorithm once its Trial existed.
         if assignment.get("name") not in existing and "parameterAssignments" in assignment:
@@ -254,8 +277,10 @@ def plan(
     now: str,
     *,
     max_listed: int = DEFAULT_MAX_LISTED,
+    lost: int = 0,
 ) -> Plan:
-    """Everything one reconcile decides (no I/O)."""
+    """Everything one reconcile decides (no I/O). `lost`: assignments whose Trial was deleted
+    after the algorithm compacted them (`compacted_without_trial`, confirmed absent)."""
     status = (experiment.status or ExperimentStatus()).model_copy(deep=True)
     events: list[Event] = []
     if not conditions.is_true(status.conditions, ExperimentCondition.CREATED):
@@ -300,7 +325,10 @@ def plan(
     failed = counts[TrialState.FAILED] + counts[TrialState.METRICS_UNAVAILABLE]
     existing = {t.name for t in trials}
     assignments = suggestion.assignments if suggestion is not None else ()
-    unconsumed = [a for a in assignments if a.get("name") not in existing]
+    # A name-only entry without its Trial can never become one (its parameters are gone).
+    unconsumed = [
+        a for a in assignments if a.get("name") not in existing and "parameterAssignments" in a
+    ]
     if (
         objective is not None
         and best is not None
@@ -344,8 +372,8 @@ def plan(
         return Plan(status=status, events=events)
 
     current = suggestion.requests if suggestion is not None else 0
-    wanted, add = required_requests(experiment, counts, current)
-    new_trials = select_assignments(experiment, suggestion, existing, counts.total, add)
+    wanted, add = required_requests(experiment, counts, current, lost)
+    new_trials = select_assignments(experiment, suggestion, existing, counts.total, add, lost)
     return Plan(
         status=status,
         create_suggestion=suggestion is None,

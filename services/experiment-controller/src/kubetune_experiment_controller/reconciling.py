@@ -72,6 +72,8 @@ class Reconciler:
         self.pool = ThreadPoolExecutor(create_concurrency, thread_name_prefix="create-trial")
         # Per Experiment, its last status write's answer (`kubetune.runtime.ownwrites`).
         self._written = OwnWrites()
+        # Per Experiment, compacted assignments whose Trial is confirmed deleted.
+        self._lost: dict[Key, set[str]] = {}
 
     # --- reading -------------------------------------------------------------------------
 
@@ -82,6 +84,25 @@ class Reconciler:
         10,000 Trials from the API server instead would be costly)."""
         labels = {naming.LABEL_EXPERIMENT: naming.label_value(experiment)}
         return [summaries.summary_of(t) for t in ctx.list(TRIALS, namespace, labels)]
+
+    def lost_assignments(
+        self, ctx: Context, key: Key, suggestion: planning.SuggestionView | None, existing: set[str]
+    ) -> int:
+        """How many compacted assignments lost their Trial. A name missing from the Trial cache
+        may only lag behind this controller's own create, so each is confirmed by a GET once;
+        the confirmed names are remembered per Experiment (a compacted name is never created
+        again by this controller)."""
+        candidates = planning.compacted_without_trial(suggestion, existing)
+        if not candidates:
+            return 0
+        confirmed = self._lost.setdefault(key, set())
+        for name in candidates:
+            if name not in confirmed and ctx.kube.get_or_none(TRIALS, name, key.namespace) is None:
+                confirmed.add(name)
+                ctx.log.info(
+                    "trial %s was deleted after its assignment was used: replacing it", name
+                )
+        return sum(1 for name in candidates if name in confirmed)
 
     def read_experiment(self, ctx: Context, key: Key) -> Obj | None:
         """The Experiment from the informer cache; the answer of this controller's last status
@@ -113,6 +134,7 @@ class Reconciler:
     def _reconcile(self, ctx: Context, key: Key) -> Result:
         obj = self.read_experiment(ctx, key)
         if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
+            self._lost.pop(key, None)
             return Result.done()  # owner references take the Suggestion and the Trials with it
         try:
             experiment = Experiment.model_validate(obj)
@@ -124,8 +146,11 @@ class Reconciler:
         suggestion_obj = ctx.read(SUGGESTIONS, suggestion_key, trust_absent=True)
         suggestion = planning.SuggestionView.of(suggestion_obj) if suggestion_obj else None
         trials = self.trials_of(ctx, key.namespace, key.name)
+        lost = self.lost_assignments(ctx, key, suggestion, {t.name for t in trials})
         now = rfc3339(ctx.clock.now())
-        plan = planning.plan(experiment, trials, suggestion, now, max_listed=self.max_listed)
+        plan = planning.plan(
+            experiment, trials, suggestion, now, max_listed=self.max_listed, lost=lost
+        )
         requeue = plan.requeue_after
         if plan.create_suggestion:
             self.create_suggestion(ctx, obj, experiment, plan.requests or 0)

@@ -70,6 +70,26 @@ class StandInAlgorithm:
             except errors.Conflict:
                 continue
 
+    def compact(self, names: set[str]) -> None:
+        """Reduce the entries of `names` to their name, as the algorithm does once their
+        Trials exist."""
+        suggestion = self.suggestion()
+        assert suggestion is not None
+        entries = [
+            {"name": a["name"]} if a["name"] in names else a
+            for a in (suggestion.get("status") or {}).get("suggestions") or []
+        ]
+        self.kube.patch(
+            SUGGESTIONS,
+            self.experiment,
+            {
+                "metadata": {"resourceVersion": suggestion["metadata"]["resourceVersion"]},
+                "status": {"suggestions": entries},
+            },
+            self.namespace,
+            subresource="status",
+        )
+
     def set_conditions(self, conditions: list[Obj], **extra: Any) -> None:
         """Write the Suggestion's conditions as the suggestion-controller would."""
         assert self.suggestion() is not None
