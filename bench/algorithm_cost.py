@@ -40,7 +40,7 @@ from kubetune.algorithmsettings import parse
 from kubetune.api.experiment import ParameterSpec
 try:
     from kubetune_suggestion_algorithm.outcomes import Outcome
-except ImportError:  # main keeps Outcome in studying; commit 40c6e40 moved it to outcomes.py
+except ImportError:  # a checkout from before outcomes.py
     from kubetune_suggestion_algorithm.studying import Outcome
 imported = cpu()
 algorithm, trials = sys.argv[1], int(sys.argv[2])

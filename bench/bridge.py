@@ -67,7 +67,7 @@ def _serve(port: int, ready: Any) -> None:
     from kubetune.api.common import ParameterAssignment
     from kubetune.api.suggestion import TrialAssignment
     from kubetune.katibapi import pb, pb_grpc
-    from kubetune_suggestion_algorithm import studying
+    from kubetune_suggestion_algorithm.outcomes import Outcome
 
     search = _algorithm()
     seen: dict[str, TrialAssignment] = {}
@@ -88,7 +88,7 @@ def _serve(port: int, ready: Any) -> None:
                     order.append(trial.name)
                 if trial.status.condition == pb.TrialStatus.SUCCEEDED:
                     value = float(trial.status.observation.metrics[0].value)
-                    outcomes[trial.name] = studying.Outcome(value)
+                    outcomes[trial.name] = Outcome(value)
             assignments = [seen[n] for n in order]
             search.catch_up(assignments, outcomes)
             new = search.next_assignments(len(assignments), request.current_request_number)

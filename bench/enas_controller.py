@@ -26,7 +26,8 @@ from kubetune import algorithmsettings
 from kubetune.api.common import AlgorithmSetting
 from kubetune.api.experiment import Experiment
 from kubetune.api.suggestion import TrialAssignment
-from kubetune_suggestion_algorithm import algorithms, studying
+from kubetune_suggestion_algorithm import algorithms
+from kubetune_suggestion_algorithm.outcomes import Outcome
 from kubetune_testkit.examples import examples
 
 
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             study_name="bench",
             nas_config=experiment.spec.nas_config,
         )
-        handed: list[studying.Outcome] = []
+        handed: list[Outcome] = []
         assignments: list[TrialAssignment] = []
         times = []
         cpu = []
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             times.append(time.perf_counter() - started)
             cpu.append(time.process_time() - started_cpu)
             assignments += new
-            handed += [studying.Outcome(0.5 + 0.4 * (i % 7) / 7) for i in range(count)]
+            handed += [Outcome(0.5 + 0.4 * (i % 7) / 7) for i in range(count)]
             search.catch_up(
                 assignments, {a.name: o for a, o in zip(assignments, handed, strict=True)}
             )

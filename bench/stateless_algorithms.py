@@ -72,7 +72,7 @@ def _build(algorithm: str, data_dir: Path) -> Any:
 
 
 def run(algorithm: str, size: int, repeat: int) -> tuple[float, float, str]:
-    from kubetune_suggestion_algorithm.studying import Outcome
+    from kubetune_suggestion_algorithm.outcomes import Outcome
 
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp)

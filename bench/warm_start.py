@@ -26,6 +26,7 @@ from kubetune.api.suggestion import TrialAssignment
 from kubetune.api.warmstart import WarmStartSource
 from kubetune.knownresults import KnownResult
 from kubetune_suggestion_algorithm import searchspaces, studying, warmstarting
+from kubetune_suggestion_algorithm.outcomes import Outcome
 
 PARAMETERS = [
     ParameterSpec.model_validate(p)
@@ -63,14 +64,14 @@ def _point(assignment: TrialAssignment) -> dict[str, str]:
 def run(search: studying.Search, trials: int, target: float | None) -> list[float]:
     """Up to `trials` trials, one at a time; stops at the first value <= `target`."""
     assignments: list[TrialAssignment] = []
-    outcomes: dict[str, studying.Outcome] = {}
+    outcomes: dict[str, Outcome] = {}
     values: list[float] = []
     for index in range(trials):
         (new,) = search.next_assignments(index, 1)
         assignments.append(new)
         value = loss(_point(new))
         values.append(value)
-        outcomes[new.name] = studying.Outcome(value)
+        outcomes[new.name] = Outcome(value)
         search.catch_up(assignments, outcomes)
         if target is not None and value <= target:
             break

@@ -33,18 +33,19 @@ HOSTPATH_VOLUME: Obj = {
     "capacity": {"storage": "1Gi"},
     "hostPath": {"path": HOST_PREFIX, "type": "DirectoryOrCreate"},
 }
-"""A one-node cluster with no volume provisioner: the random algorithm's study on a hostPath PV
-(katib-config's `persistentVolumeSpec`, its path a prefix kubetune adds the PV's name to)."""
+"""A one-node cluster with no volume provisioner: the tpe algorithm's study on a hostPath PV
+(katib-config's `persistentVolumeSpec`, its path a prefix kubetune adds the PV's name to).
+TPE, because random keeps no study (each point comes from its index)."""
 
 
 @pytest.fixture(scope="module")
 def hostpath_volumes(kubetune: ClusterHandle) -> ClusterHandle:
-    """katib-config gives the random algorithm a hostPath PV, as an admin of a cluster with no
+    """katib-config gives the tpe algorithm a hostPath PV, as an admin of a cluster with no
     provisioner would, and the suggestion-controller restarts to read it (it only matters to
     FromVolume Experiments)."""
     cm = get_json(kubetune, "configmap", "katib-config", "-n", "kubeflow")
     config = yaml.safe_load(cm["data"]["katib-config.yaml"])
-    (entry,) = [s for s in config["runtime"]["suggestions"] if s["algorithmName"] == "random"]
+    (entry,) = [s for s in config["runtime"]["suggestions"] if s["algorithmName"] == "tpe"]
     entry["persistentVolumeSpec"] = HOSTPATH_VOLUME
     patch = {"data": {"katib-config.yaml": yaml.safe_dump(config, sort_keys=False)}}
     kubetune.kubectl(
@@ -73,6 +74,7 @@ def test_from_volume_study_survives_its_pod_and_its_directory_leaves_the_node(
 ) -> None:
     cluster = hostpath_volumes
     exp = trialkinds.score_experiment(TRAINER, ns, "fromvol", "FromVolume", max_trials=4)
+    exp["spec"]["algorithm"]["algorithmName"] = "tpe"
     # One trial at a time, each a few seconds: the pod is deleted while trials remain.
     exp["spec"]["parallelTrialCount"] = 1
     slow = "import time; time.sleep(4)\n" + trialkinds.SCORE_SCRIPT
@@ -80,7 +82,7 @@ def test_from_volume_study_survives_its_pod_and_its_directory_leaves_the_node(
     pod["containers"][0]["command"] = TRAINER.code(slow)
     exp["spec"]["trialTemplate"]["retain"] = True
     kubectl.apply(cluster, exp, check=True)
-    deployment = "fromvol-random"
+    deployment = "fromvol-tpe"
 
     def first_trial_and_pod() -> list[str] | None:
         status = get_json(cluster, "experiment", "fromvol", "-n", ns).get("status") or {}

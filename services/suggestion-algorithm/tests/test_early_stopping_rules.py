@@ -25,9 +25,10 @@ def _suggestions(kube: Kube, namespace: str, count: int) -> list[dict[str, Any]]
     return entries if len(entries) >= count else None
 
 
-def _told(process: ServiceProcess) -> int:
-    """How many finished Trials the algorithm process has told its study so far."""
-    return sum(int(n) for n in re.findall(r"told (\d+) finished trials", process.output()))
+def _seen(process: ServiceProcess) -> int:
+    """How many finished Trials the algorithm process's last passes have seen."""
+    found = re.findall(r"the algorithm has seen (\d+) finished trials", process.output())
+    return max((int(n) for n in found), default=0)
 
 
 def _succeed(kube: Kube, namespace: str, entry: dict[str, Any], accs: list[float]) -> None:
@@ -96,8 +97,8 @@ def test_rules_come_with_the_assignments_after_min_trials_required(
         _succeed(kube, namespace, first[0], [0.2, 0.4, 0.9])  # average of the first 2: 0.3
         _succeed(kube, namespace, first[1], [0.6, 0.8, 0.9])  # 0.7
         # The rules come from the Trials the algorithm has seen: ask for more only once its
-        # cache has both (it tells each finished Trial to its study once, and says so).
-        wait_for("both Trials told to the study", lambda: _told(process) >= 2, 60)
+        # cache has both (a pass says how many finished Trials it saw when that grows).
+        wait_for("both Trials seen by the algorithm", lambda: _seen(process) >= 2, 60)
         kube.patch(SUGGESTIONS, "exp", {"spec": {"requests": 3}}, namespace)
         entries = wait_for("a third assignment", lambda: _suggestions(kube, namespace, 3), 60)
         rules = entries[2].get("earlyStoppingRules")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kubetune.api.experiment import ParameterSpec
-from kubetune_suggestion_algorithm import permuting, sampling, studying
+from kubetune_suggestion_algorithm import indexed, permuting, studying
 from kubetune_testkit import capped
 
 
@@ -37,12 +37,12 @@ def test_permute_shuffles_by_the_seed_and_refuses_indexes_outside() -> None:
 
 
 def test_grid_of_21_parameters_of_1001_values_gives_distinct_valid_points() -> None:
-    points = [sampling.grid_point(WIDE, 7, i) for i in range(200)]
+    points = [indexed.grid_point(WIDE, 7, i) for i in range(200)]
     assert len({tuple(p.values()) for p in points}) == 200
     assert all(list(p) == [w.name for w in WIDE] for p in points)
     assert all(0 <= int(v) <= 1000 for p in points for v in p.values())
-    assert points == [sampling.grid_point(WIDE, 7, i) for i in range(200)]  # a pure function
-    assert points != [sampling.grid_point(WIDE, 8, i) for i in range(200)]
+    assert points == [indexed.grid_point(WIDE, 7, i) for i in range(200)]  # a pure function
+    assert points != [indexed.grid_point(WIDE, 8, i) for i in range(200)]
 
 
 def test_grid_of_21_parameters_of_1001_values_is_searched(tmp_path: Path) -> None:
@@ -59,13 +59,13 @@ def test_grid_point_of_a_9e18_int_range_needs_no_memory() -> None:
     """One int parameter 0..9e18: its points are computed, never listed (capped child)."""
     setup = (
         "import json\nfrom kubetune.api.experiment import ParameterSpec\n"
-        "from kubetune_suggestion_algorithm import sampling"
+        "from kubetune_suggestion_algorithm import indexed"
     )
     space = {"min": "0", "max": "9000000000000000000"}
     spec = {"name": "x", "parameterType": "int", "feasibleSpace": space}
     code = (
         f"p = [ParameterSpec.model_validate({spec!r})]\n"
-        "print(json.dumps([sampling.grid_point(p, 1, i)['x'] for i in range(100)]))"
+        "print(json.dumps([indexed.grid_point(p, 1, i)['x'] for i in range(100)]))"
     )
     values = [int(v) for v in json.loads(capped.run(setup, code))]
     assert len(set(values)) == 100 and all(0 <= v <= 9 * 10**18 for v in values)
@@ -73,7 +73,7 @@ def test_grid_point_of_a_9e18_int_range_needs_no_memory() -> None:
 
 def test_the_last_point_then_exhausted() -> None:
     small = [_int("a", "0", "2"), _int("b", "0", "4", step="2")]
-    points = {tuple(sampling.grid_point(small, 5, i).values()) for i in range(9)}
+    points = {tuple(indexed.grid_point(small, 5, i).values()) for i in range(9)}
     assert points == {(str(a), str(b)) for a in range(3) for b in (0, 2, 4)}
-    with pytest.raises(sampling.GridExhausted):
-        sampling.grid_point(small, 5, 9)
+    with pytest.raises(indexed.GridExhausted):
+        indexed.grid_point(small, 5, 9)

@@ -10,7 +10,7 @@ from kubetune.api.common import AlgorithmSetting
 from kubetune.api.experiment import ParameterSpec
 from kubetune.api.suggestion import TrialAssignment
 from kubetune_suggestion_algorithm import algorithms, hyperband
-from kubetune_suggestion_algorithm.studying import Outcome
+from kubetune_suggestion_algorithm.outcomes import Outcome
 
 
 def _p(name: str, kind: str, **space: object) -> ParameterSpec:

@@ -13,8 +13,9 @@ from kubetune import algorithmsettings, nas
 from kubetune.api.common import AlgorithmSetting
 from kubetune.api.experiment import NasConfig
 from kubetune.api.suggestion import TrialAssignment
-from kubetune_suggestion_algorithm import algorithms, studying
+from kubetune_suggestion_algorithm import algorithms
 from kubetune_suggestion_algorithm.controller import Controller, Node, Settings, Tape
+from kubetune_suggestion_algorithm.outcomes import Outcome
 
 CONFIG = NasConfig.model_validate(
     {
@@ -70,7 +71,7 @@ def test_enas_assignments_decode_to_valid_architectures(tmp_path: Path) -> None:
         new = search.next_assignments(start, count)
         assert [a.name for a in new] == [f"nas-{a.name[4:]}" for a in new] and len(new) == count
         handed += new
-        search.catch_up(handed, {a.name: studying.Outcome(0.5) for a in handed})
+        search.catch_up(handed, {a.name: Outcome(0.5) for a in handed})
     assert len({a.name for a in handed}) == len(handed)
     for assignment in handed:
         values = _values(assignment)
@@ -153,7 +154,7 @@ def test_controller_learns_which_operation_pays() -> None:
 def test_enas_state_survives_a_restart(tmp_path: Path) -> None:
     search = _build("enas", tmp_path, controller_train_steps="5")
     first = search.next_assignments(0, 2)
-    search.catch_up(first, {first[0].name: studying.Outcome(0.9)})
+    search.catch_up(first, {first[0].name: Outcome(0.9)})
     second = search.next_assignments(2, 1)
     state = tmp_path / "enas.ns.nas.uid-1.npz"
     assert state.exists()
@@ -163,9 +164,9 @@ def test_enas_state_survives_a_restart(tmp_path: Path) -> None:
     # the batch the old pod handed out (its write may have been lost) comes back unchanged,
     assert again.next_assignments(2, 1) == second
     # and the controller continues from its 5 training steps, not from scratch.
-    again.catch_up(first + second, {first[0].name: studying.Outcome(0.9)})
+    again.catch_up(first + second, {first[0].name: Outcome(0.9)})
     fresh = _build("enas", None, controller_train_steps="5")
-    fresh.catch_up(first + second, {first[0].name: studying.Outcome(0.9)})
+    fresh.catch_up(first + second, {first[0].name: Outcome(0.9)})
     third = again.next_assignments(3, 1)
     assert third[0].name != second[0].name
     restored = Controller(4, 6, Settings(), 0)

@@ -11,7 +11,8 @@ import pytest
 
 from kubetune.api.experiment import Experiment
 from kubetune.api.trial import Trial
-from kubetune_suggestion_algorithm import studying, syncing
+from kubetune_suggestion_algorithm import syncing
+from kubetune_suggestion_algorithm.outcomes import Outcome
 
 OBJECTIVE = {"type": "minimize", "objectiveMetricName": "loss"}
 EXPERIMENT = Experiment.model_validate(
@@ -45,20 +46,20 @@ def _trial(types: list[str], value: str | None = "0.5") -> Trial:
     [
         (["Created"], "0.5", None),
         (["Created", "Running"], "0.5", None),
-        (["Succeeded"], "0.5", studying.Outcome(0.5)),
-        (["Succeeded"], None, studying.Outcome(None)),
-        (["EarlyStopped"], "0.5", studying.Outcome(0.5)),
+        (["Succeeded"], "0.5", Outcome(0.5)),
+        (["Succeeded"], None, Outcome(None)),
+        (["EarlyStopped"], "0.5", Outcome(0.5)),
         (["EarlyStopped"], None, None),
         (["EarlyStopped", "MetricsUnavailable"], None, None),
-        (["Failed"], "0.5", studying.Outcome(None)),
-        (["MetricsUnavailable"], None, studying.Outcome(None)),
+        (["Failed"], "0.5", Outcome(None)),
+        (["MetricsUnavailable"], None, Outcome(None)),
         # the cases the algorithm and the experiment-controller disagreed on
-        (["EarlyStopped", "Killed"], "0.5", studying.Outcome(None)),
-        (["Succeeded", "Failed"], "0.5", studying.Outcome(None)),
+        (["EarlyStopped", "Killed"], "0.5", Outcome(None)),
+        (["Succeeded", "Failed"], "0.5", Outcome(None)),
         (["Running", "MetricsUnavailable"], None, None),
     ],
 )
 def test_outcome_follows_the_trial_state(
-    types: list[str], value: str | None, expected: studying.Outcome | None
+    types: list[str], value: str | None, expected: Outcome | None
 ) -> None:
     assert syncing.outcome(EXPERIMENT, _trial(types, value)) == expected

@@ -13,6 +13,7 @@ from kubetune.api.common import ParameterAssignment
 from kubetune.api.experiment import ParameterSpec
 from kubetune.api.suggestion import TrialAssignment
 from kubetune_suggestion_algorithm import algorithms, searchspaces, studying
+from kubetune_suggestion_algorithm.outcomes import Outcome
 
 
 def _p(name: str, kind: str, **space: object) -> ParameterSpec:
@@ -64,7 +65,7 @@ def _run(search: studying.Search, count: int, batch: int, objective: object) -> 
     """Drive the search like the cluster would: ask `batch`, finish them, tell, repeat."""
     written: list[TrialAssignment] = []
     values: list[float] = []
-    outcomes: dict[str, studying.Outcome] = {}
+    outcomes: dict[str, Outcome] = {}
     while len(written) < count:
         search.catch_up(written, outcomes)
         new = search.next_assignments(len(written), min(batch, count - len(written)))
@@ -75,7 +76,7 @@ def _run(search: studying.Search, count: int, batch: int, objective: object) -> 
             point = {p.name: p.value for p in assignment.parameter_assignments or []}
             value = objective(point)  # type: ignore[operator]
             values.append(value)
-            outcomes[assignment.name] = studying.Outcome(value)
+            outcomes[assignment.name] = Outcome(value)
     return values
 
 
@@ -148,7 +149,7 @@ def test_unwritten_assignments_are_reused_after_a_crash(tmp_path: Path) -> None:
 def test_finished_trials_are_told_once_also_by_a_new_process(tmp_path: Path) -> None:
     search = _search(tmp_path, "tpe", MIXED)
     written = search.next_assignments(0, 3)
-    outcomes = {written[0].name: studying.Outcome(1.0), written[1].name: studying.Outcome(None)}
+    outcomes = {written[0].name: Outcome(1.0), written[1].name: Outcome(None)}
     assert search.catch_up(written, outcomes) == 2
     assert search.catch_up(written, outcomes) == 0
     restarted = _search(tmp_path, "tpe", MIXED)
@@ -172,7 +173,7 @@ def test_status_is_replayed_into_an_empty_study(tmp_path: Path) -> None:
         for i in range(3)
     ]
     search = _search(tmp_path / "fresh", "random", MIXED)
-    told = search.catch_up(written, {written[0].name: studying.Outcome(0.5)})
+    told = search.catch_up(written, {written[0].name: Outcome(0.5)})
     assert told == 1
     assert sorted(search.by_index()) == [0, 1, 2]
     new = search.next_assignments(3, 2)

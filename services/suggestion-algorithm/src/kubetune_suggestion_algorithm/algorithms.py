@@ -1,10 +1,15 @@
 """Which implementation runs an algorithm, behind the one interface `syncing` uses.
 
-`studying.Search` (an Optuna study on the data directory) runs the sampler-based algorithms;
+`indexed.IndexedSearch` runs random and grid (each point a pure function of its index);
+`studying.Search` (an Optuna study on the data directory) runs the sampler-based algorithms,
+and random or grid when the Experiment warm-starts or its volume already holds a study;
 `hyperband.Hyperband` and `pbt.Pbt` keep no state of their own (the Suggestion's status and the
 Trials are their state; pbt keeps the trials' checkpoints under the data directory). Every
 implementation has `catch_up(assignments, outcomes)`, `next_assignments(start, count)` and
 `exhausted`. `nasalgorithms` runs darts and enas (`nasConfig` instead of parameters).
+
+Each implementation is imported when it is built: a random search never loads Optuna, NumPy
+or scikit-optimize.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from typing import Protocol
 from kubetune.algorithmsettings import Value
 from kubetune.api.experiment import NasConfig, ParameterSpec
 from kubetune.api.suggestion import TrialAssignment
-from kubetune_suggestion_algorithm import hyperband, nasalgorithms, pbt, studying
+from kubetune_suggestion_algorithm import indexed
+from kubetune_suggestion_algorithm.outcomes import Outcome
 
 STATELESS = ("hyperband", "pbt")
 """Algorithms whose state is entirely in the cluster: no study, no volume needed."""
@@ -29,7 +35,7 @@ class Algorithm(Protocol):
     exhausted: bool
 
     def catch_up(
-        self, assignments: Sequence[TrialAssignment], outcomes: dict[str, studying.Outcome]
+        self, assignments: Sequence[TrialAssignment], outcomes: dict[str, Outcome]
     ) -> int: ...
 
     def next_assignments(self, start: int, count: int) -> list[TrialAssignment]: ...
@@ -52,33 +58,50 @@ def build(
     study_name: str,
     nas_config: NasConfig | None = None,
     directions: Sequence[bool] = (),
+    warm_start: bool = False,
 ) -> Algorithm:
     """The algorithm; `directions` (per objective, whether it is maximised) when there are
-    several objectives: its study gets one direction each (`kubetune.multiobjective`)."""
+    several objectives: its study gets one direction each (`kubetune.multiobjective`);
+    `warm_start`: known results go into a study, so random and grid keep one."""
+    seed = settings.get("random_state")
+    fixed = seed if isinstance(seed, int) else uid_seed(uid)
+    if (
+        algorithm in indexed.ALGORITHMS
+        and not warm_start
+        and (data_dir is None or not (data_dir / indexed.JOURNAL).exists())
+    ):
+        return indexed.IndexedSearch(algorithm, parameters, experiment, fixed)
     if algorithm in NAS:
+        from kubetune_suggestion_algorithm import nasalgorithms
+
         config = nas_config or NasConfig()
         if algorithm == "darts":
             return nasalgorithms.Darts(settings, config, experiment)
         state = None if data_dir is None else data_dir / f"enas.{study_name}.npz"
         return nasalgorithms.Enas(settings, config, experiment, maximize, uid_seed(uid), state)
-    seed = settings.get("random_state")
     if algorithm == "hyperband":
+        from kubetune_suggestion_algorithm import hyperband
+
         return hyperband.Hyperband(
             settings,
             parameters,
             experiment,
             maximize,
-            seed if isinstance(seed, int) else uid_seed(uid),
+            fixed,
         )
     if algorithm == "pbt":
+        from kubetune_suggestion_algorithm import pbt
+
         return pbt.Pbt(
             settings,
             parameters,
             experiment,
             maximize,
-            seed if isinstance(seed, int) else uid_seed(uid),
+            fixed,
             data_dir,
         )
+    from kubetune_suggestion_algorithm import studying
+
     study = studying.open_study(
         data_dir, study_name, directions or maximize, seed if isinstance(seed, int) else None
     )

@@ -39,9 +39,6 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 from kubetune import algorithmsettings, naming
 from kubetune.algorithmsettings import Value
@@ -49,7 +46,7 @@ from kubetune.api.common import ParameterAssignment
 from kubetune.api.experiment import ParameterSpec
 from kubetune.api.suggestion import TrialAssignment
 from kubetune_suggestion_algorithm import searchspaces
-from kubetune_suggestion_algorithm.studying import Outcome
+from kubetune_suggestion_algorithm.outcomes import Outcome
 
 
 @dataclass(frozen=True)
@@ -77,32 +74,6 @@ def schedule(eta: float, r_l: float) -> list[Rung]:
             rungs.append(Rung(s, i, size, resource, first))
             first += size
     return rungs
-
-
-def sample(space: Sequence[searchspaces.Dimension], rng: random.Random) -> dict[str, Any]:
-    """A uniform draw in the internal space (distribution and step honoured)."""
-    params: dict[str, Any] = {}
-    for d in space:
-        dist = d.distribution
-        if isinstance(dist, CategoricalDistribution):
-            params[d.name] = rng.choice(list(dist.choices))
-        elif isinstance(dist, IntDistribution):
-            if dist.log:
-                value = math.exp(rng.uniform(math.log(dist.low), math.log(dist.high)))
-                params[d.name] = min(max(round(value), dist.low), dist.high)
-            else:
-                params[d.name] = dist.low + rng.randint(0, (dist.high - dist.low) // dist.step) * (
-                    dist.step
-                )
-        elif isinstance(dist, FloatDistribution):
-            if dist.log:
-                params[d.name] = math.exp(rng.uniform(math.log(dist.low), math.log(dist.high)))
-            elif dist.step is not None:
-                count = round((dist.high - dist.low) / dist.step)
-                params[d.name] = dist.low + rng.randint(0, count) * dist.step
-            else:
-                params[d.name] = rng.uniform(dist.low, dist.high)
-    return params
 
 
 class Hyperband:
@@ -171,7 +142,7 @@ class Hyperband:
 
     def _point(self, index: int, rung: Rung) -> dict[str, str] | None:
         if rung.rung == 0:
-            params = sample(self.space, random.Random(f"{self.seed}/{index}"))
+            params = searchspaces.draw(self.space, random.Random(f"{self.seed}/{index}"))
             point = searchspaces.external(self.space, params)
         else:
             previous = self.rungs[self.rungs.index(rung) - 1]

@@ -24,7 +24,7 @@ from kubetune.api.common import ParameterAssignment
 from kubetune.api.experiment import NasConfig
 from kubetune.api.suggestion import TrialAssignment
 from kubetune_suggestion_algorithm.controller import Controller, Settings
-from kubetune_suggestion_algorithm.studying import Outcome
+from kubetune_suggestion_algorithm.outcomes import Outcome
 
 log = logging.getLogger(__name__)
 

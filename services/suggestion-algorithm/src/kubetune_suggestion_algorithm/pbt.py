@@ -1,6 +1,6 @@
 """Population based training (Jaderberg et al.) with the mechanics of Katib's pbt service.
 
-Neighbours: `syncing` drives it through the interface of `studying.Search`; `hyperband.sample`
+Neighbours: `syncing` drives it through the interface of `studying.Search`; `searchspaces.draw`
 draws random points; the checkpoint directories live under the algorithm's data directory (the
 Suggestion's volume), where the pod webhook mounts each trial's own directory.
 
@@ -46,8 +46,7 @@ from kubetune.api.common import ParameterAssignment
 from kubetune.api.experiment import ParameterSpec, ParameterType
 from kubetune.api.suggestion import TrialAssignment
 from kubetune_suggestion_algorithm import searchspaces
-from kubetune_suggestion_algorithm.hyperband import sample
-from kubetune_suggestion_algorithm.studying import Outcome
+from kubetune_suggestion_algorithm.outcomes import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +137,7 @@ class Pbt:
     # -- the plan ---------------------------------------------------------------------------
 
     def _random(self, index: int) -> dict[str, str]:
-        params = sample(self.space, random.Random(f"{self.seed}/{index}"))
+        params = searchspaces.draw(self.space, random.Random(f"{self.seed}/{index}"))
         return searchspaces.external(self.space, params)
 
     def _written(self, index: int) -> dict[str, str] | None:
@@ -204,7 +203,7 @@ class Pbt:
 
     def _random_value(self, name: str, rng: random.Random) -> str:
         dimension = next(d for d in self.space if d.name == name)
-        return dimension.to_external(sample([dimension], rng)[name])
+        return dimension.to_external(searchspaces.draw([dimension], rng)[name])
 
     def plan(self, start: int, until: int) -> dict[int, Member]:
         """The members of slots start..until-1 that can be known now.

@@ -3,17 +3,16 @@
 Neighbours: `studying` owns the study (storage, replay, telling) and calls `propose` for the
 points it still needs; every point becomes a study trial there.
 
-- random, tpe, multivariate-tpe, cmaes, sobol: Optuna samplers (`RandomSampler`, `TPESampler`
+- random (in a study: warm start, or a volume from before `indexed`), tpe, multivariate-tpe,
+  cmaes, sobol: Optuna samplers (`RandomSampler`, `TPESampler`
   with `constant_liar` as upstream forced, `CmaEsSampler`, `QMCSampler(qmc_type="sobol")`);
   the study asks them directly (`ask_sampler`). On a multi-objective study (one direction per
   objective) random, sobol and both TPEs work unchanged: TPE splits the trials by
   non-domination instead of by one value.
 - nsga2, nsga3: Optuna's genetic samplers (`NSGAIISampler`, `NSGAIIISampler`), single or
   multi-objective; a generation is `population_size` trials, bred from the previous ones.
-- grid: the cartesian product of `kubetune.algorithmsettings.grid_axis`, in an order shuffled
-  by the seed (as Optuna's GridSampler does), taken by assignment index: the point of index i
-  is a pure function of (space, seed, i), computed without listing the grid, so a replay after
-  a crash gives the same point, and the end of the grid is exact (`GridExhausted`).
+- grid: `indexed.grid_point` (a pure function of space, seed and index); a study asks it only
+  when it already holds the Experiment (warm start, or a volume from before `indexed`).
 - bayesianoptimization: scikit-optimize's `Optimizer` (as upstream), refitted on every call from
   the study's finished trials (minimisation; values negated for maximize), pending trials told
   with the best value so far (constant liar), `ask(n_points=n)`. Beyond `BO_MAX_POINTS`
@@ -24,27 +23,24 @@ points it still needs; every point becomes a study trial there.
 
 from __future__ import annotations
 
-import math
 import random
 import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import optuna
-from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from kubetune import algorithmsettings
 from kubetune.algorithmsettings import Value
-from kubetune.api.experiment import ParameterSpec
-from kubetune_suggestion_algorithm import permuting, searchspaces
+from kubetune_suggestion_algorithm import searchspaces
+from kubetune_suggestion_algorithm.searchspaces import (
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
 
 BO_MAX_POINTS = 200
 SAMPLER_ALGORITHMS = ("random", "tpe", "multivariate-tpe", "cmaes", "sobol", "nsga2", "nsga3")
-
-
-class GridExhausted(Exception):
-    """Every point of the grid has been handed out."""
 
 
 def _int(value: Value) -> int | None:
@@ -128,33 +124,6 @@ def genetic_sampler(
         return optuna.samplers.NSGAIIISampler(
             dividing_parameter=_int(settings.get("dividing_parameter")) or 3, **common
         )
-
-
-def grid_point(parameters: Sequence[ParameterSpec], seed: int, index: int) -> dict[str, str]:
-    """The `index`-th point of the shuffled grid (Katib text values), computed from `index`
-    alone: its place in the seeded shuffle (`permuting`), read as a mixed-radix number whose
-    digits (last parameter fastest) pick each parameter's value. Nothing is listed, so any grid
-    size costs O(number of parameters) per point.
-
-    Raises:
-        GridExhausted: index ≥ the number of grid points.
-        ValueError: a parameter has no finite grid (`algorithmsettings.validate` says so first).
-    """
-    axes = []
-    for parameter in parameters:
-        axis = algorithmsettings.grid_axis(parameter)
-        if axis is None:
-            raise ValueError(f"parameter {parameter.name} has no finite grid")
-        axes.append(axis)
-    size = math.prod(axis.count for axis in axes)
-    if index >= size:
-        raise GridExhausted(f"all {size} grid points are assigned")
-    flat = permuting.permute(index, size, seed)
-    point: dict[str, str] = {}
-    for axis in reversed(axes):
-        flat, position = divmod(flat, axis.count)
-        point[axis.name] = axis.value(position)
-    return {p.name: point[p.name] for p in parameters}
 
 
 def _skopt_dimensions(space: Sequence[searchspaces.Dimension]) -> list[Any]:

@@ -28,15 +28,16 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal
-
-import optuna
+from typing import TYPE_CHECKING, Any, Literal
 
 from kubetune import conditions, earlystopping, metrichistory, observations
 from kubetune.algorithmsettings import Value
 from kubetune.api.base import Condition
 from kubetune.api.common import ComparisonType, EarlyStoppingRule, EarlyStoppingSpec, ObjectiveType
 from kubetune.conditions import TrialState
+
+if TYPE_CHECKING:
+    import optuna
 
 Series = dict[int, float]
 """One Trial's objective history: 0-based report index -> value (kept reports only)."""
@@ -102,6 +103,8 @@ def medianstop(
 
 
 def _pruner(algorithm: str, settings: Mapping[str, Value]) -> optuna.pruners.BasePruner:
+    import optuna  # only the optuna-* rules load it: medianstop and the algorithm start without
+
     if algorithm == earlystopping.OPTUNA_SUCCESSIVE_HALVING:
         return optuna.pruners.SuccessiveHalvingPruner(
             min_resource=int(settings["min_resource"] or 1),
@@ -137,6 +140,8 @@ def _prunes_function(
     direction: Literal["minimize", "maximize"],
 ) -> Callable[[float], bool]:
     """Whether Optuna's pruner prunes a trial reporting `value` at `pruner_step`."""
+    import optuna
+
     step = pruner_step(algorithm, settings)
     if algorithm == earlystopping.OPTUNA_SUCCESSIVE_HALVING:
         # The pruner keeps each trial's rung value in the trial's storage: replay the
@@ -185,6 +190,8 @@ def optuna_pruner(
     values = [v for series in histories for v in series.values()]
     if not values:
         return []
+    import optuna
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     prunes = _prunes_function(
         algorithm, settings, histories, "maximize" if maximize else "minimize"

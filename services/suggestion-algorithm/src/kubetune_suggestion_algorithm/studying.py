@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import optuna
@@ -26,35 +25,19 @@ from optuna.storages import BaseStorage, InMemoryStorage, JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
-from kubetune import algorithmsettings
 from kubetune.algorithmsettings import Value
-from kubetune.api.common import ParameterAssignment
 from kubetune.api.experiment import ParameterSpec
 from kubetune.api.suggestion import TrialAssignment
-from kubetune_suggestion_algorithm import sampling, searchspaces
+from kubetune_suggestion_algorithm import indexed, sampling, searchspaces
+from kubetune_suggestion_algorithm.outcomes import Outcome
 
 log = logging.getLogger(__name__)
 
 INDEX = "kubetune_index"
 NAME = "kubetune_name"
 SEED = "kubetune_seed"
-JOURNAL = "study.journal"
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What a finished Trial tells the study: a value, or failure (value None); `further`:
-    the values of the objectives after the first (multi-objective Experiments)."""
-
-    value: float | None
-    further: tuple[float, ...] = ()
-
-    def told(self) -> float | list[float]:
-        """The value(s) `study.tell` takes: one per objective of the study."""
-        assert self.value is not None
-        return [self.value, *self.further] if self.further else self.value
 
 
 CaughtUp = tuple[tuple[tuple[str, bool], ...], frozenset[tuple[str, Outcome]]]
@@ -71,7 +54,7 @@ def open_study(
         storage = InMemoryStorage()
     else:
         data_dir.mkdir(parents=True, exist_ok=True)
-        storage = JournalStorage(JournalFileBackend(str(data_dir / JOURNAL)))
+        storage = JournalStorage(JournalFileBackend(str(data_dir / indexed.JOURNAL)))
     directions = [maximize] if isinstance(maximize, bool) else list(maximize)
     study = optuna.create_study(
         storage=storage,
@@ -199,8 +182,8 @@ class Search:
         attrs = {INDEX: index, NAME: name}
         if self.algorithm == "grid":
             try:
-                point = sampling.grid_point(self.parameters, self.seed, index)
-            except sampling.GridExhausted:
+                point = indexed.grid_point(self.parameters, self.seed, index)
+            except indexed.GridExhausted:
                 return None
             self.study.enqueue_trial(searchspaces.internal(self.space, point), user_attrs=attrs)
             trial = self.study.ask(self.distributions)
@@ -243,17 +226,7 @@ class Search:
                 self.exhausted = True
                 break
             values = searchspaces.external(self.space, params)
-            out.append(
-                TrialAssignment(
-                    name=self.assignment_name(index),
-                    parameter_assignments=[
-                        ParameterAssignment(name=p.name, value=values[p.name])
-                        for p in self.parameters
-                    ],
-                )
-            )
-        if self.algorithm == "grid" and start + len(out) >= algorithmsettings.grid_size(
-            self.parameters
-        ):
+            out.append(indexed.assignment(self.experiment, index, self.parameters, values))
+        if self.algorithm == "grid" and indexed.grid_handed_out(self.parameters, start + len(out)):
             self.exhausted = True
         return out

@@ -39,7 +39,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from kubetune import (
     algorithmsettings,
@@ -61,7 +61,11 @@ from kubetune.api.warmstart import WarmStartStatus
 from kubetune.conditions import SuggestionCondition, TrialState
 from kubetune.kube import EXPERIMENTS, SUGGESTIONS, Kube, Obj, Resource
 from kubetune.runtime.ownwrites import OwnWrites, resource_version
-from kubetune_suggestion_algorithm import algorithms, stoppingrules, studying, warmstarting
+from kubetune_suggestion_algorithm import algorithms, stoppingrules
+from kubetune_suggestion_algorithm.outcomes import Outcome
+
+if TYPE_CHECKING:
+    from kubetune_suggestion_algorithm.studying import Search
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +124,7 @@ def size_of(obj: Obj) -> int:
     return len(json.dumps(obj, separators=(",", ":")).encode())
 
 
-def outcome(experiment: Experiment, trial: Trial) -> studying.Outcome | None:
+def outcome(experiment: Experiment, trial: Trial) -> Outcome | None:
     """What a Trial tells the algorithm, or None while it has nothing to tell (upstream: only
     Succeeded/EarlyStopped with an objective value teach; other endings are failures; an early
     stopped Trial without observation stays hidden until its metrics arrive)."""
@@ -131,9 +135,9 @@ def outcome(experiment: Experiment, trial: Trial) -> studying.Outcome | None:
     values = observations.objective_values(objective, observation) if objective else [None]
     # Several objectives teach only together: a trial missing one of them is a failure.
     told = (
-        studying.Outcome(values[0], tuple(v for v in values[1:] if v is not None))
+        Outcome(values[0], tuple(v for v in values[1:] if v is not None))
         if all(v is not None for v in values)
-        else studying.Outcome(None)
+        else Outcome(None)
     )
     state = conditions.trial_state(conds)
     if state is TrialState.EARLY_STOPPED:
@@ -141,7 +145,7 @@ def outcome(experiment: Experiment, trial: Trial) -> studying.Outcome | None:
     if state is TrialState.SUCCEEDED:
         return told
     if state in (TrialState.FAILED, TrialState.KILLED, TrialState.METRICS_UNAVAILABLE):
-        return studying.Outcome(None)
+        return Outcome(None)
     return None
 
 
@@ -179,7 +183,7 @@ Reader = Callable[[Resource], "Obj | None"]
 """How a pass reads its Suggestion or Experiment (the same name): a watch cache's copy in the
 process (`reconciling`), a GET when none is given."""
 
-Unchanged = tuple[str, str, int, frozenset[str], frozenset[tuple[str, "studying.Outcome"]]]
+Unchanged = tuple[str, str, int, frozenset[str], frozenset[tuple[str, Outcome]]]
 """What a pass's result depends on: the Suggestion's resourceVersion, the Experiment's uid and
 generation (its spec), the Trials' names and their outcomes."""
 
@@ -191,7 +195,7 @@ class ParsedTrial:
 
     key: tuple[str, str, int]
     trial: Trial
-    outcome: studying.Outcome | None
+    outcome: Outcome | None
 
 
 @dataclass
@@ -222,6 +226,8 @@ class Syncer:
     """The resourceVersion of the last write's conflict: a reader's copy of it is stale."""
     _unchanged: Unchanged | None = None
     """The inputs of the last pass that wrote nothing: the same again writes nothing."""
+    finished_seen: int = 0
+    """How many finished Trials the last pass gave the algorithm (logged when it grows)."""
     _parsed: dict[str, ParsedTrial] = field(default_factory=dict)
     _experiment_parsed: tuple[tuple[str, int], Experiment] | None = None
 
@@ -264,16 +270,22 @@ class Syncer:
                 data_dir=self.data_dir,
                 study_name=f"{self.namespace}.{self.name}.{experiment.metadata.uid}",
                 nas_config=experiment.spec.nas_config,
+                warm_start=experiment.spec.warm_start is not None,
             )
             self.search_key = key
             self.warm = None
-            if experiment.spec.warm_start is not None and isinstance(self.search, studying.Search):
-                self.warm_start(experiment, self.search)
+            if experiment.spec.warm_start is not None:
+                from kubetune_suggestion_algorithm import studying
+
+                if isinstance(self.search, studying.Search):
+                    self.warm_start(experiment, self.search)
         return self.search
 
-    def warm_start(self, experiment: Experiment, search: studying.Search) -> None:
+    def warm_start(self, experiment: Experiment, search: Search) -> None:
         """Known results into the new study before its first assignment, and an Event on the
         Experiment saying how many came and why some did not."""
+        from kubetune_suggestion_algorithm import warmstarting
+
         imported = warmstarting.warm_start(
             search, self.kube, self.namespace, experiment, self.warm_start_dir
         )
@@ -320,11 +332,11 @@ class Syncer:
 
     def _trials(
         self, experiment: Experiment, trial_objects: Iterable[Obj]
-    ) -> tuple[list[Obj], dict[str, Trial], dict[str, studying.Outcome]]:
+    ) -> tuple[list[Obj], dict[str, Trial], dict[str, Outcome]]:
         """The raw Trials, the parsed ones by name and their outcomes (parsed once per
         resourceVersion; an object without one is parsed every time)."""
         raw_trials = list(trial_objects)
-        outcomes: dict[str, studying.Outcome] = {}
+        outcomes: dict[str, Outcome] = {}
         trials: dict[str, Trial] = {}
         parsed: dict[str, ParsedTrial] = {}
         generation = (str(experiment.metadata.uid), experiment.metadata.generation or 0)
@@ -377,7 +389,7 @@ class Syncer:
         experiment: Experiment,
         raw_trials: list[Obj],
         trials: dict[str, Trial],
-        outcomes: dict[str, studying.Outcome],
+        outcomes: dict[str, Outcome],
     ) -> bool:
         suggestion = Suggestion.model_validate(raw)
         status = suggestion.status
@@ -403,6 +415,9 @@ class Syncer:
         told = search.catch_up(assignments, outcomes)
         if told:
             log.info("told %d finished trials to the study", told)
+        if len(outcomes) > self.finished_seen:
+            log.info("the algorithm has seen %d finished trials", len(outcomes))
+        self.finished_seen = len(outcomes)
 
         requests = suggestion.spec.requests or 0
         new = search.next_assignments(len(assignments), requests - len(assignments))
