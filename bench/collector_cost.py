@@ -28,7 +28,9 @@ instructions the collector executed (its threads included): a figure that CPU-s 
 machine are not. Each variant of the collector compared at the same `--seconds`. To run it as the
 image does, `--command` a script `#!<python> -ISu` that puts the site-packages directory and its
 `.zip` (`images/assemble.py zip_pure_packages`) on `sys.path` and calls
-`kubetune_pns_collector.main.run()`, the image's entrypoint.
+`kubetune_pns_collector.main.run()`, the image's entrypoint; `--bare` runs it as the local
+overlay's image map does (the same flags, this venv's packages and editable sources on
+`sys.path`).
 
 Without `--kubeconfig` it starts a local control plane (no node agent) and stops it after.
 Needs root (mount namespaces). Prints medians per phase; no asserts.
@@ -57,6 +59,7 @@ import yaml
 
 from kubetune import procwait
 from kubetune.kube import NAMESPACES, ROLE_BINDINGS, ROLES, SERVICE_ACCOUNTS, TRIALS, Kube, connect
+from kubetune_testkit.deploying import collector_start
 
 TRAINING = (
     "import os, sys, time\n"
@@ -330,11 +333,13 @@ def measure(kubeconfig: str, args: argparse.Namespace) -> None:
     }
     if os.environ.get("PYTHONPATH"):  # a checkout's sources over the installed ones
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    command = (
-        args.command.split()
-        if args.command
-        else [str(Path(sys.executable).parent / "pns-collector")]
-    )
+    bin_dir = str(Path(sys.executable).parent)
+    if args.command:
+        command = args.command.split()
+    elif args.bare:
+        command = [f"{bin_dir}/python3", "-I", "-S", "-u", "-c", collector_start(bin_dir)]
+    else:
+        command = [f"{bin_dir}/pns-collector"]
     if args.instructions:
         counts = [
             one_trial(kube, namespace, env, files, [*CALLGRIND, *command], args.seconds, False)
@@ -383,6 +388,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--kubeconfig", help="a local cluster (kubetune's CRDs are applied)")
     parser.add_argument("--command", help="the collector's command (default: pns-collector)")
+    parser.add_argument(
+        "--bare",
+        action="store_true",
+        help="start it as the local overlay's image map does (python -I -S, as the image)",
+    )
     parser.add_argument(
         "--instructions",
         action="store_true",

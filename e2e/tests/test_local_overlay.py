@@ -18,6 +18,8 @@ import json
 import os
 import shlex
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -439,9 +441,30 @@ def test_image_map_renders_the_venv(tmp_path: Path) -> None:
 
     path = tmp_path / "map.yaml"
     path.write_text(deploying.render_image_map(bin_dir="/some/venv/bin"))
-    entry = ImageMap.load(str(path)).lookup("ghcr.io/kubetune/pns-collector:0.1.0")
+    images = ImageMap.load(str(path))
+    entry = images.lookup("ghcr.io/kubetune/webhook:0.1.0")
     assert entry is not None
-    assert entry.entrypoint == ["pns-collector"] and entry.path == ["/some/venv/bin"]
+    assert entry.entrypoint == ["webhook"] and entry.path == ["/some/venv/bin"]
+    # The collector starts bare, as its image does, with the venv's packages on sys.path.
+    entry = images.lookup("ghcr.io/kubetune/pns-collector:0.1.0")
+    assert entry is not None
+    assert entry.entrypoint[:5] == ["/some/venv/bin/python3", "-I", "-S", "-u", "-c"]
+    code = entry.entrypoint[5]
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    assert f"'/some/venv/lib/{version}/site-packages'" in code, code
+    assert code.endswith("from kubetune_pns_collector.main import run; run()"), code
+
+
+def test_the_bare_collector_start_finds_the_venvs_packages() -> None:
+    """Started as the rendered map starts it, from this venv: no `site`, yet it runs."""
+    bin_dir = deploying.venv_bin()
+    start = deploying.collector_start(bin_dir)
+    run = subprocess.run(
+        [f"{bin_dir}/python3", "-I", "-S", "-u", "-c", start, "--help"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("usage: pns-collector"), run.stdout
 
 
 def test_api_server_calls_the_webhook_on_loopback(

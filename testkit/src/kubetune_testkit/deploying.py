@@ -178,6 +178,36 @@ def venv_bin() -> str:
     return str(Path(sys.prefix) / "bin")
 
 
+COLLECTOR_START_PLACEHOLDER = '"@COLLECTOR_START@"'
+
+
+def bare_sys_path(bin_dir: str) -> list[str]:
+    """What `site` would put on sys.path for the venv of `bin_dir`: its site-packages and the
+    directories its .pth files name (editable installs), for an interpreter started with -S."""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    site_packages = Path(bin_dir).parent / "lib" / version / "site-packages"
+    entries = [str(site_packages)]
+    for pth in sorted(site_packages.glob("*.pth")):
+        for line in pth.read_text().splitlines():
+            line = line.strip()
+            if line and not line.startswith(("#", "import ")) and Path(line).is_dir():
+                entries.append(line)
+    return entries
+
+
+def collector_start(bin_dir: str) -> str:
+    """The `python -I -S -c` code that starts the collector as its image's entrypoint does."""
+    return (
+        f"import sys; sys.path += {bare_sys_path(bin_dir)!r}; "
+        "from kubetune_pns_collector.main import run; run()"
+    )
+
+
 def render_image_map(template: Path = IMAGE_MAP_TEMPLATE, bin_dir: str | None = None) -> str:
-    """The node agent's image map with the venv bin directory filled in."""
-    return template.read_text().replace(VENV_BIN_PLACEHOLDER, bin_dir or venv_bin())
+    """The node agent's image map with the venv bin directory (and the collector's bare start
+    from that venv) filled in."""
+    bin_dir = bin_dir or venv_bin()
+    text = template.read_text().replace(
+        COLLECTOR_START_PLACEHOLDER, json.dumps(collector_start(bin_dir))
+    )
+    return text.replace(VENV_BIN_PLACEHOLDER, bin_dir)
