@@ -118,6 +118,8 @@ HEAVY_STDLIB = (
     # the TLS client is `_ssl` and `_socket` (kubetune.tlsclient); the IDNA codec loads for a
     # str host name; argparse's default help width loads `shutil` (with bz2 and lzma)
     *("ssl", "socket", "selectors", "encodings.idna", "shutil"),
+    # the flags are kubetune.lightflags': argparse loaded gettext, locale and textwrap
+    *("argparse", "gettext", "locale", "textwrap"),
 )
 SIDECAR = """
 import sys

@@ -26,6 +26,7 @@ import re
 import sys
 from collections.abc import Sequence
 
+from kubetune import lightflags
 from kubetune.typenames import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -181,23 +182,12 @@ class BoolEnv(argparse.BooleanOptionalAction):
 
 def add_connection_flags(parser: argparse.ArgumentParser) -> None:
     """Where the cluster is and how to log: every process has these."""
-    parser.add_argument(
-        "--kubeconfig",
-        action=EnvDefault,
-        env="KUBECONFIG",
-        help="kubeconfig path (default: in-cluster, else ~/.kube/config)",
-    )
-    parser.add_argument(
-        "--log-format",
-        action=EnvDefault,
-        env="KUBETUNE_LOG_FORMAT",
-        default="text",
-        choices=["text", "json"],
-        help="log line format",
-    )
-    parser.add_argument(
-        "--log-level", action=EnvDefault, env="KUBETUNE_LOG_LEVEL", default="info", help="log level"
-    )
+    for flag in lightflags.CONNECTION_FLAGS:
+        choices = {"choices": list(flag.choices)} if flag.choices is not None else {}
+        parser.add_argument(
+            flag.name, action=EnvDefault, env=flag.env, default=flag.default, help=flag.help,
+            **choices,
+        )  # fmt: skip
 
 
 def add_config_flag(parser: argparse.ArgumentParser) -> None:

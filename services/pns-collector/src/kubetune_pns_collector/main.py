@@ -9,7 +9,6 @@ registered in time, or `--timeout` expired.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import signal
@@ -18,9 +17,8 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from kubetune import flags, lightlog, procwait
+from kubetune import lightflags, lightlog, procwait
 from kubetune.api.enums import MetricStrategyType, ObjectiveType
-from kubetune.flags import EnvDefault
 from kubetune.incluster import InCluster
 from kubetune.kube import Kube, connect
 from kubetune.observations import Objective, Strategy
@@ -29,7 +27,7 @@ from kubetune_pns_collector import collecting, parsing, reporting, stopping, sum
 
 if TYPE_CHECKING:
     from types import FrameType
-    from typing import NoReturn
+    from typing import Any, NoReturn
 
 log = lightlog.get("pns-collector")
 
@@ -41,32 +39,21 @@ def _env(flag: str) -> str:
     return "KUBETUNE_" + flag.upper().replace("-", "_")
 
 
-HELP_WIDTH = 98
-
-
-def _formatter(prog: str) -> argparse.HelpFormatter:
-    """argparse's help at a fixed width. Its default asks `shutil` for the terminal's, and
-    argparse makes a formatter for every flag added, so every start (not only `--help`)
-    imported `shutil` and with it `bz2` and `lzma`."""
-    return argparse.HelpFormatter(prog, width=HELP_WIDTH)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="pns-collector",
-        formatter_class=_formatter,
-        description="Wait for every training process of this pod, collect its metrics while "
-        "it runs and report them in the Trial's status.observation.",
+def build_parser() -> lightflags.Parser:
+    p = lightflags.Parser(
+        "pns-collector",
+        "Wait for every training process of this pod, collect its metrics while it runs and "
+        "report them in the Trial's status.observation.",
+        lightflags.CONNECTION_FLAGS,
     )
-    flags.add_connection_flags(p)
 
-    def flag(name: str, **kw: object) -> None:
-        p.add_argument(f"--{name}", action=EnvDefault, env=_env(name), **kw)  # type: ignore[arg-type]
+    def flag(name: str, **kw: Any) -> None:
+        p.add(lightflags.Flag(f"--{name}", env=_env(name), **kw))
 
     flag("trial-name", required=True, help="the Trial to report to")
     flag("namespace", default=None, help="the Trial's namespace (default: the pod's)")
     flag("objective-metric", required=True, help="objective metric name")
-    flag("objective-type", default="", choices=["minimize", "maximize", ""], help="goal type")
+    flag("objective-type", default="", choices=("minimize", "maximize", ""), help="goal type")
     flag("additional-metrics", default="", help="more metric names, ';'-separated")
     flag("metric-strategies", default="", help="name=min|max|latest, ';'-separated")
     flag("collector-kind", default="StdOut", choices=KINDS, help="where metrics come from")
@@ -77,21 +64,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="PrometheusMetric: the training's endpoint, e.g. http://127.0.0.1:8080/metrics",
     )
     flag("scrape-interval", type=float, default=1.0, help="PrometheusMetric: seconds per scrape")
-    flag("format", default="TEXT", choices=["TEXT", "JSON"], help="metrics file format")
-    p.add_argument(
-        "--filter",
-        action="append",
-        default=[],
-        help="metrics-format regex with two groups (name, value); repeatable",
+    flag("format", default="TEXT", choices=("TEXT", "JSON"), help="metrics file format")
+    p.add(
+        lightflags.Flag(
+            "--filter",
+            repeat=True,
+            help="metrics-format regex with two groups (name, value)",
+        )
     )
     flag("log-dir", default=procwait.DEFAULT_LOG_DIR, help="shared dir of the PID records")
     flag("expected-processes", type=int, default=1, help="number of wrapped containers")
-    p.add_argument(
-        "--early-stop-rule",
-        action="append",
-        default=[],
-        help="name;value;comparison;startStep; repeatable",
-    )
+    p.add(lightflags.Flag("--early-stop-rule", repeat=True, help="name;value;comparison;startStep"))
     flag("register-timeout", type=float, default=600.0, help="seconds to wait for registration")
     flag("timeout", type=float, default=0.0, help="seconds to wait in all (0 = no limit)")
     flag(
@@ -109,7 +92,7 @@ def _names(text: str) -> list[str]:
     return [n.strip() for n in text.split(";") if n.strip()]
 
 
-def objective_from(args: argparse.Namespace) -> Objective:
+def objective_from(args: lightflags.Values) -> Objective:
     strategies = []
     for item in _names(args.metric_strategies):
         name, _, value = item.partition("=")
@@ -125,7 +108,7 @@ def objective_from(args: argparse.Namespace) -> Objective:
     )
 
 
-def _namespace(args: argparse.Namespace) -> str:
+def _namespace(args: lightflags.Values) -> str:
     if args.namespace:
         return str(args.namespace)
     try:
@@ -134,7 +117,7 @@ def _namespace(args: argparse.Namespace) -> str:
         return "default"
 
 
-def build_source(args: argparse.Namespace, names: list[str]) -> collecting.Source | None:
+def build_source(args: lightflags.Values, names: list[str]) -> collecting.Source | None:
     """The metric source of the collector kind (None for None/Push: nothing to collect)."""
     kind = args.collector_kind
     if kind in ("None", "Push"):
@@ -162,7 +145,7 @@ def build_source(args: argparse.Namespace, names: list[str]) -> collecting.Sourc
     return collecting.TextSource(path, parser, echo)
 
 
-def _library_logging(args: argparse.Namespace) -> None:
+def _library_logging(args: lightflags.Values) -> None:
     """The same lines from the libraries that log through `logging`; only the kinds and
     connections that load them pay for its import."""
     import logging
