@@ -21,7 +21,7 @@ import yaml
 from kubetune_cli import main as cli
 from kubetune_db_manager import main as db_manager
 
-from kubetune import config
+from kubetune import config, lightflags
 from kubetune.api.suggestion import Suggestion
 from kubetune_experiment_controller import main as experiment_controller
 from kubetune_pns_collector import main as pns_collector
@@ -71,8 +71,9 @@ SCRIPTS: list[tuple[list[str], list[str]]] = [
     (["kubetune"], ["--kubeconfig", "--namespace"]),
 ]
 
-# Container image (service) -> its parser; the webhook's parser also takes the subcommand.
-PARSERS: dict[str, Callable[[], argparse.ArgumentParser]] = {
+# Container image (service) -> its parser (argparse's, or kubetune.lightflags' for the collector,
+# which starts in every trial pod); the webhook's parser also takes the subcommand.
+PARSERS: dict[str, Callable[[], argparse.ArgumentParser | lightflags.Parser]] = {
     "experiment-controller": experiment_controller.parser,
     "trial-controller": trial_controller.parser,
     "suggestion-controller": suggestion_controller.parser,

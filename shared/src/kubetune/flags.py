@@ -183,10 +183,9 @@ class BoolEnv(argparse.BooleanOptionalAction):
 def add_connection_flags(parser: argparse.ArgumentParser) -> None:
     """Where the cluster is and how to log: every process has these."""
     for flag in lightflags.CONNECTION_FLAGS:
-        choices = {"choices": list(flag.choices)} if flag.choices is not None else {}
         parser.add_argument(
             flag.name, action=EnvDefault, env=flag.env, default=flag.default, help=flag.help,
-            **choices,
+            choices=flag.choices,
         )  # fmt: skip
 
 
