@@ -7,12 +7,14 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from kubetune import api
 from kubetune_testkit import builders, conditions, paths
 from kubetune_testkit.examples import examples
+from kubetune_testkit.processes import ServiceProcess
 from kubetune_testkit.waiting import wait_for
 
 
@@ -73,3 +75,24 @@ def test_examples_and_paths_are_of_this_checkout() -> None:
     kinds = {doc["kind"] for _, doc in examples()}
     assert kinds == {"Experiment", "Suggestion", "Trial"}
     assert all(doc["kind"] == "Trial" for _, doc in examples("Trial"))
+
+
+def test_a_process_that_outlives_its_sigterm_fails_with_its_threads_stacks(
+    tmp_path: Path,
+) -> None:
+    """The stop's failure says where the process hung: SIGABRT makes the fault handler (on in
+    every run) write each thread's stack into the log the error shows."""
+    ignores_sigterm = (
+        "import signal, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "def stuck_here():\n"
+        "    print('ready', flush=True)\n"
+        "    time.sleep(120)\n"
+        "stuck_here()\n"
+    )
+    process = ServiceProcess("python3", ["-c", ignores_sigterm], tmp_path).start()
+    wait_for("the process to ignore SIGTERM", lambda: "ready" in process.output(), 30)
+    with pytest.raises(AssertionError, match="still ran 1 s after SIGTERM") as failure:
+        process.stop(timeout=1)
+    assert "in stuck_here" in str(failure.value), failure.value
+    assert not process.alive()

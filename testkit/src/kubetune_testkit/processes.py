@@ -6,6 +6,7 @@ tested as shipped; the process's output goes to a log file the test prints on fa
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import socket
@@ -60,9 +61,14 @@ class ServiceProcess:
                 [console_script(self.script), *self.args, *extra],
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env=self.env,
+                env=self._env(),
             )
         return self
+
+    def _env(self) -> dict[str, str]:
+        """The run's environment, with Python's fault handler on: a run that outlives its
+        SIGTERM gets SIGABRT, which makes the handler write every thread's stack to the log."""
+        return {**(os.environ if self.env is None else self.env), "PYTHONFAULTHANDLER": "1"}
 
     @property
     def popen(self) -> subprocess.Popen[bytes]:
@@ -85,8 +91,15 @@ class ServiceProcess:
             try:
                 return self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                self.kill()
-                raise
+                self.proc.send_signal(signal.SIGABRT)  # the fault handler dumps the stacks
+                try:
+                    self.proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    self.kill()
+                raise AssertionError(
+                    f"{self.script} still ran {timeout:.0f} s after SIGTERM; its threads' "
+                    f"stacks are at the end of its log:\n{self.logs()}"
+                ) from None
         return self.proc.returncode
 
     def alive(self) -> bool:
