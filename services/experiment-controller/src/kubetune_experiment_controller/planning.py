@@ -325,10 +325,10 @@ def plan(
     failed = counts[TrialState.FAILED] + counts[TrialState.METRICS_UNAVAILABLE]
     existing = {t.name for t in trials}
     assignments = suggestion.assignments if suggestion is not None else ()
-    # A name-only entry without its Trial can never become one (its parameters are gone).
-    unconsumed = [
-        a for a in assignments if a.get("name") not in existing and "parameterAssignments" in a
-    ]
+    # Entries without a Trial in the cache, less the lost ones (name-only, their Trial
+    # confirmed deleted: they can never become Trials); one missing only from a lagging cache
+    # still holds the Experiment open.
+    unconsumed = sum(1 for a in assignments if a.get("name") not in existing) - lost
     if (
         objective is not None
         and best is not None
@@ -351,7 +351,7 @@ def plan(
         _complete(
             status, ExperimentCondition.FAILED, ExperimentReason.FAILED, MSG_SUGGESTION_FAILED, now
         )
-    elif suggestion is not None and suggestion.exhausted and counts.active == 0 and not unconsumed:
+    elif suggestion is not None and suggestion.exhausted and counts.active == 0 and unconsumed <= 0:
         _complete(
             status,
             ExperimentCondition.SUCCEEDED,
