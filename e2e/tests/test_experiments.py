@@ -13,6 +13,7 @@ import random
 import re
 import subprocess
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -228,6 +229,11 @@ def test_prometheus_metric_collector_scrapes_the_trainers_endpoint(
         assert metric(trial, "score", "latest") == pytest.approx(first + 0.01, abs=1e-4)
 
 
+def stamp(rfc3339: str) -> float:
+    """A container status time (whole seconds, `Z`) as seconds since the epoch."""
+    return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
+
+
 def test_a_trial_with_two_training_containers_waits_for_both(
     kubetune: ClusterHandle, ns: str
 ) -> None:
@@ -249,11 +255,14 @@ def test_a_trial_with_two_training_containers_waits_for_both(
     (pod,) = get_json(
         kubetune, "pods", "-n", ns, "-l", f"katib.kubeflow.org/trial={trial['metadata']['name']}"
     )["items"]
-    ended = {
-        s["name"]: s["state"]["terminated"]["finishedAt"]
-        for s in pod["status"]["containerStatuses"]
-    }
-    assert ended["metrics-logger-and-collector"] >= ended["eval"] >= ended["training"]
+    states = {s["name"]: s["state"]["terminated"] for s in pod["status"]["containerStatuses"]}
+    ended = {name: stamp(state["finishedAt"]) for name, state in states.items()}
+    # Whole seconds, and a container's finishedAt is when the node saw it exit, a moment after
+    # its process wrote the end record the collector waits for: the collector may be seen to
+    # end a second before eval. It must not end before eval's 4 s sleep was over.
+    collector = ended["metrics-logger-and-collector"]
+    assert collector >= stamp(states["eval"]["startedAt"]) + 4, states
+    assert collector >= ended["training"] and ended["eval"] >= ended["training"], states
     log = kubetune.kubectl(
         "logs", "-n", ns, pod["metadata"]["name"], "-c", "metrics-logger-and-collector"
     ).stdout
