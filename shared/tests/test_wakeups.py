@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import functools
+import subprocess
+import sys
 import threading
 import urllib.request
+
+import pytest
 
 from kubetune.runtime.serving import serve_probes
 from kubetune.runtime.versioned import PerVersion
@@ -79,3 +83,34 @@ def test_the_memory_starts_over_past_its_limit() -> None:
     for version in ("1", "2", "3", "1"):
         memo.get(_obj("u", version), functools.partial(compute, version))
     assert computed == ["1", "2", "3", "1"]  # "1" was forgotten when "3" came in
+
+
+# A SIGTERM the kernel hands to a thread other than the main one: its Python handler runs only
+# when the main thread next runs bytecode.
+SIGTERM_TO_A_WORKER = """
+import signal, sys, threading, time
+from kubetune import wakeups
+stop = threading.Event()
+signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+def worker():
+    time.sleep(0.3)
+    signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+    time.sleep(60)
+threading.Thread(target=worker, daemon=True).start()
+if sys.argv[1] == "untimed":
+    stop.wait()
+else:
+    wakeups.wait_in_main_thread(stop)
+print("woken", flush=True)
+"""
+
+
+def test_the_main_threads_wait_sees_a_sigterm_delivered_to_another_thread() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", SIGTERM_TO_A_WORKER, "helper"],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stdout == "woken\n", done
+    # Why the helper: an untimed wait sleeps through that signal.
+    with pytest.raises(subprocess.TimeoutExpired):
+        subprocess.run([sys.executable, "-c", SIGTERM_TO_A_WORKER, "untimed"], timeout=5)

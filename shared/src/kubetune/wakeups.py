@@ -40,3 +40,17 @@ def first_of(*sources: Wakeup) -> threading.Event:
     for source in sources:
         source.listen(any_set)
     return any_set
+
+
+SIGNAL_CHECK = 1.0
+"""Seconds between the main thread's looks for a signal while it waits."""
+
+
+def wait_in_main_thread(event: threading.Event) -> None:
+    """Block the main thread until `event` is set (by a signal handler, say), waking once a
+    second. CPython runs a signal's handler only when the main thread runs bytecode, and the
+    kernel may deliver SIGTERM to any thread: delivered to a gRPC or worker thread, it does not
+    interrupt the main thread's untimed wait, which then slept through it for ever (CI saw
+    db-manager still running 30 s after SIGTERM, its main thread in `Event.wait()`)."""
+    while not event.wait(SIGNAL_CHECK):
+        pass

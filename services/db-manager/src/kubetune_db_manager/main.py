@@ -20,6 +20,7 @@ from types import FrameType
 from kubetune import flags, logs
 from kubetune.flags import EnvDefault
 from kubetune.runtime.serving import serve_probes
+from kubetune.wakeups import wait_in_main_thread
 
 log = logging.getLogger("db-manager")
 
@@ -138,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         port,
         args.watch_namespace or "all namespaces",
     )
-    stop.wait()
+    wait_in_main_thread(stop)
     server.stop(args.shutdown_grace).wait()
     probes.shutdown()
     log.info("stopped")

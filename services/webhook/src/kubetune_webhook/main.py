@@ -23,6 +23,7 @@ from kubetune import config as katib_config
 from kubetune import flags, logs
 from kubetune.flags import EnvDefault
 from kubetune.kube import Kube, connect
+from kubetune.wakeups import wait_in_main_thread
 from kubetune_webhook import (
     authorizing,
     certificates,
@@ -374,7 +375,7 @@ def run_serve(args: argparse.Namespace) -> int:
     host, port = server.server_address[:2]
     log.info("serving admission on https://%s:%d", host, port, extra={"port": port})
     serving.serve(server)
-    stopping.wait()
+    wait_in_main_thread(stopping)
     server.shutdown()
     server.server_close()
     if sync is not None:

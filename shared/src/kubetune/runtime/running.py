@@ -22,7 +22,7 @@ from kubetune.kube import Kube, connect
 from kubetune.runtime.controlling import Controller
 from kubetune.runtime.electing import LeaderElector
 from kubetune.runtime.serving import serve_probes
-from kubetune.wakeups import Wakeup, first_of
+from kubetune.wakeups import Wakeup, first_of, wait_in_main_thread
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ class Process:
         try:
             if self.elector is not None:
                 election = self.elector.start(self.stop)
-                first_of(self.stop, self.elector.is_leader).wait()
+                wait_in_main_thread(first_of(self.stop, self.elector.is_leader))
                 if self.stop.is_set():
                     return 0
             for controller in self.controllers:
@@ -124,11 +124,11 @@ class Process:
                 workers += controller.start_workers(self.stop)
             self.started.set()
             log.info("started %s", ", ".join(c.name for c in self.controllers))
-            # Asleep until SIGTERM or a lost Lease: no timer wakes an idle process.
+            # Asleep until SIGTERM or a lost Lease (a look for a signal once a second).
             if self.elector is None:
-                self.stop.wait()
+                wait_in_main_thread(self.stop)
             else:
-                first_of(self.stop, self.elector.lost).wait()
+                wait_in_main_thread(first_of(self.stop, self.elector.lost))
                 if self.elector.lost.is_set():
                     self.fatal.set()
         finally:
