@@ -50,7 +50,8 @@ SCORE = (
 )
 
 
-def _hyperband(name: str, namespace: str) -> Obj:
+def _hyperband(name: str, namespace: str, seconds: int = 0) -> Obj:
+    """Katib's hyperband example; each Trial trains for `seconds` before it scores."""
     experiment = overlay._experiment(name, namespace, "Never")
     spec = experiment["spec"]
     spec["algorithm"] = {
@@ -76,8 +77,9 @@ def _hyperband(name: str, namespace: str) -> Obj:
     ]
     container = template["trialSpec"]["spec"]["template"]["spec"]["containers"][0]
     # One shell line, as Katib runs the primary container (command and args joined).
+    score = f"import time; time.sleep({seconds}); {SCORE}" if seconds else SCORE
     container["command"] = python_code(
-        SCORE,
+        score,
         "${trialParameters.learningRate}",
         "${trialParameters.numberLayers}",
         "${trialParameters.numberEpochs}",
@@ -88,7 +90,9 @@ def _hyperband(name: str, namespace: str) -> Obj:
 def _kill_algorithm_pod_once_assigned(
     cluster: ClusterHandle, namespace: str, name: str, count: int = 2
 ) -> None:
-    """Wait for `count` assignments, then delete the algorithm's pod."""
+    """Wait for `count` assignments, then delete the algorithm's pod (the Trials must train long
+    enough for this to find the first rung running: a Trial that only prints its score lets the
+    whole schedule end within a poll or two)."""
     deadline = time.monotonic() + overlay.EXPERIMENT_TIMEOUT
     while time.monotonic() < deadline:
         out = cluster.kubectl("get", "suggestion", "-n", namespace, name, "-o", "json", check=False)
@@ -96,7 +100,7 @@ def _kill_algorithm_pod_once_assigned(
             status = json.loads(out.stdout).get("status") or {}
             if len(status.get("suggestions") or []) >= count:
                 break
-        time.sleep(1)
+        time.sleep(0.5)
     selector = f"{naming.LABEL_SUGGESTION}={naming.label_value(name)}"
     out = cluster.kubectl("delete", "pod", "-n", namespace, "-l", selector, "--wait=false")
     assert "deleted" in out.stdout, f"no algorithm pod to delete: {out.stdout} {out.stderr}"
@@ -107,7 +111,8 @@ def test_hyperband_runs_upstreams_brackets_and_survives_a_restart(
 ) -> None:
     cluster, namespace = kubetune, ns
     name = "hyperband"
-    cluster.kubectl("create", "-f", "-", stdin=json.dumps(_hyperband(name, namespace)))
+    experiment = _hyperband(name, namespace, seconds=5)
+    cluster.kubectl("create", "-f", "-", stdin=json.dumps(experiment))
     _kill_algorithm_pod_once_assigned(cluster, namespace, name)
     exp = overlay.wait_succeeded(cluster, namespace, name)
     assert _condition(exp, "Succeeded")["reason"] == "ExperimentSuggestionEndReached"
