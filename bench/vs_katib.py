@@ -11,11 +11,12 @@ loopback address).
 
 CPU is counted per process group with cgroup v1 cpuacct (bench/cpuacct.py), exited
 processes included: kube-apiserver + etcd, KCM + scheduler, the node agent, and the pods
-sorted by component (controllers, db-manager, PostgreSQL, collector, algorithm, trial). "Own
-CPU" is the sum of the system's pods, trials' own processes included; the node agent's
-per-container machinery (sandbox, nsenter, launcher) is shown apart as `runtime`. Counters
-are read when the Experiment is created and when it is Succeeded. `--audit` also prints the
-API requests per trial by client (e2e_throughput's audit-log count).
+sorted by component (controllers, db-manager, PostgreSQL, collector, algorithm, trial; each
+container's program the moment it execs). "Own CPU" is the sum of the system's pods, trials'
+own processes included; the node agent's per-container machinery (sandbox, nsenter,
+launcher) is shown apart as `runtime`. Counters are read when the Experiment is created and
+when it is Succeeded. `--audit` also prints the API requests per trial by client
+(e2e_throughput's audit-log count).
 
     python bench/vs_katib.py --trials 40 --seconds 3 --parallel 8 --repeat 3
     python bench/vs_katib.py --trials 20 --seconds 1 --parallel 1 --repeat 3
@@ -112,6 +113,8 @@ def accounted(groups: CpuGroups, system: str, state: Any) -> Iterator[None]:
         if group is not None:
             groups.add(group, child.pid)
     sorter.start()
+    if not sorter.on_exec:
+        print("no process events (root needed): pods sorted by a 50 ms poll only", flush=True)
     try:
         yield
     finally:
