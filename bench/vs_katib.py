@@ -168,7 +168,11 @@ def table(runs: dict[str, list[Obj]]) -> None:
     keys: list[str] = []
     for system in SYSTEMS:
         for run in runs[system]:
-            keys += [k for k in run if k not in keys]
+            after = -1  # a figure only one system has goes right after the one before it
+            for k in run:
+                if k not in keys:
+                    keys.insert(after + 1, k)
+                after = keys.index(k)
     print(f"\n{'figure (median)':<40}{'Katib':>10}{'kubetune':>10}{'kt/Katib':>10}")
     for key in keys:
         if key.startswith("load"):
