@@ -141,13 +141,13 @@ def figures(system: str, result: Obj, trials: int) -> Obj:
         k.removeprefix(prefix): v / trials for k, v in counted.items() if k.startswith(prefix)
     }
     pods = {k.removeprefix(POD): v for k, v in per_trial.items() if k.startswith(POD)}
+    own = sum(v for k, v in pods.items() if k not in (RUNTIME, "other"))
     # A component of several processes (`controllers.<process>`) is shown summed and by process.
     for part, value in list(pods.items()):
-        if "." in part:
-            whole = part.split(".")[0]
+        whole, dot, process = part.partition(".")
+        if dot:
             pods[whole] = pods.get(whole, 0.0) + value
-            pods[part.replace(".", ": ")] = pods.pop(part)
-    own = sum(v for k, v in pods.items() if k not in (RUNTIME, "other") and ": " not in k)
+            pods[f"{whole}: {process}"] = pods.pop(part)
     return {
         "wall / ideal": result["ratio"],
         "overhead p50 s": result["overhead_p50"],

@@ -316,16 +316,10 @@ def test_refused_trial_pods_fail_the_experiment(
     """Issue 13 defect 5: a policy refuses every trial pod of the namespace; each Trial fails
     with the refusal (it stayed Running for ever) and maxFailedTrialCount ends the Experiment."""
     refusal = "trial pods are not allowed in this namespace"
-    labels = "object.metadata.labels"
     expression = (
-        f"!has({labels}) || !('katib.kubeflow.org/trial' in {labels} || 'policy-probe' in {labels})"
+        "!has(object.metadata.labels) || !('katib.kubeflow.org/trial' in object.metadata.labels)"
     )
-    # The API server loads a new policy a moment after it is stored: wait until a probe pod is
-    # refused, or the first Trials may be created (and succeed) before it applies. The probe is
-    # not trial-labelled, so kubetune's webhook (which refuses a pod of an unknown Trial) lets it
-    # through to the policy.
-    probe = {"policy-probe": "yes"}
-    with refusing_pods(kube, ns, expression, refusal, probe):
+    with refusing_pods(kube, ns, expression, refusal):
         exp = quick_experiment(ns, "refused", "Never", 3)
         exp["spec"]["maxFailedTrialCount"] = 1
         apply(kubetune, exp)

@@ -39,7 +39,7 @@ def refusing_policy(kube: Kube, namespace: str) -> Iterator[None]:
         "!has(object.metadata.labels) || !('job-name' in object.metadata.labels) || "
         "object.metadata.labels['job-name'] != 'refused'"
     )
-    with refusing_pods(kube, namespace, expression, REFUSAL, {"job-name": "refused"}):
+    with refusing_pods(kube, namespace, expression, REFUSAL):
         yield
 
 

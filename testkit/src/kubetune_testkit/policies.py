@@ -18,6 +18,8 @@ POLICIES = Resource(
     "ValidatingAdmissionPolicy",
     False,
 )
+PROBE_LABEL = "kubetune-test/policy-probe"
+"""A pod with this label is refused by every policy of `refusing_pods`: its probe."""
 BINDINGS = Resource(
     "admissionregistration.k8s.io",
     "v1",
@@ -43,17 +45,15 @@ def _refused(kube: Kube, namespace: str, labels: dict[str, str], message: str) -
 
 
 @contextlib.contextmanager
-def refusing_pods(
-    kube: Kube,
-    namespace: str,
-    expression: str,
-    message: str,
-    probe_labels: dict[str, str] | None = None,
-) -> Iterator[None]:
+def refusing_pods(kube: Kube, namespace: str, expression: str, message: str) -> Iterator[None]:
     """Until the block ends, pods of `namespace` for which the CEL `expression` is false are
-    refused with `message`. With `probe_labels`, first wait until a pod with those labels is
-    refused (the API server loads a new policy within a second or so, longer when busy)."""
+    refused with `message`. The block starts once the policy is in effect: the API server loads a
+    new policy a second or so after it is stored (longer when busy), so the policy also refuses
+    a pod labelled `PROBE_LABEL` and a dry-run of one is retried until it is refused. The probe
+    carries no trial label, so kubetune's pod webhook leaves it to the policy."""
     name = f"refuse-{namespace}"
+    labels = "object.metadata.labels"
+    probed = f"!(has({labels}) && '{PROBE_LABEL}' in {labels}) && ({expression})"
     rules = [
         {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
     ]
@@ -63,7 +63,7 @@ def refusing_pods(
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": {"resourceRules": rules},
-            "validations": [{"expression": expression, "message": message}],
+            "validations": [{"expression": probed, "message": message}],
         },
     }
     binding = {
@@ -73,11 +73,10 @@ def refusing_pods(
     try:
         kube.create(POLICIES, policy)
         kube.create(BINDINGS, binding)
-        if probe_labels is not None:
-            wait_for(
-                "the refusing policy to take effect",
-                lambda: _refused(kube, namespace, probe_labels, message),
-            )
+        wait_for(
+            "the refusing policy to take effect",
+            lambda: _refused(kube, namespace, {PROBE_LABEL: "yes"}, message),
+        )
         yield
     finally:
         for resource in (BINDINGS, POLICIES):
