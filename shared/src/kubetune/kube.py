@@ -1,4 +1,5 @@
-"""The only module that imports the `kubernetes` client: connection and raw resource access.
+"""The only module that imports the `kubernetes` client at run time: connection and raw resource
+access (`jobfields` reads the client's models only to generate its table).
 
 Controllers handle objects as plain dicts of any group/version/kind (a Trial's job can be any
 custom resource), so this module speaks in `Resource` (group, version, plural) and paths, and
@@ -649,53 +650,3 @@ class Kube:
             if entry.get("kind") == kind and "/" not in entry.get("name", ""):
                 return Resource(group, version, entry["name"], kind, bool(entry.get("namespaced")))
         raise errors.NotFound(404, "NotFound", f"kind {kind} is not served by {api_version}")
-
-
-_LIST_TYPE = re.compile(r"^(?:List|list)\[(.+)\]$")
-_DICT_TYPE = re.compile(r"^(?:Dict|dict)\[str, (.+)\]$|^dict\(str, (.+)\)$")
-
-
-def unknown_fields(model: str, obj: Any, path: str = "") -> builtins.list[str]:
-    """Paths in `obj` that the client's typed model `model` (e.g. "V1Job") has no field for.
-
-    For built-in kinds the API server drops unknown fields (with a warning at most), so a
-    misspelt field in a trial template would silently do nothing. Katib's webhook catches them
-    by round-tripping a batch/v1 Job through the typed struct; this walks the client's model
-    descriptions (`openapi_types`, `attribute_map`) to the same effect.
-    """
-    import kubernetes.client
-
-    cls: Any = getattr(kubernetes.client, model, None)
-    if not hasattr(cls, "attribute_map") or not isinstance(obj, dict):
-        return []
-    by_wire = {wire: attr for attr, wire in cls.attribute_map.items()}
-    found: builtins.list[str] = []
-    for key, value in obj.items():
-        sub = f"{path}.{key}" if path else str(key)
-        attr = by_wire.get(key)
-        if attr is None:
-            found.append(sub)
-            continue
-        found += _unknown_in(cls.openapi_types[attr], value, sub)
-    return found
-
-
-def _unknown_in(type_name: str, value: Any, path: str) -> builtins.list[str]:
-    if m := _LIST_TYPE.match(type_name):
-        items = value if isinstance(value, builtins.list) else []
-        out: builtins.list[str] = []
-        for index, item in enumerate(items):
-            out += _unknown_in(m.group(1), item, f"{path}[{index}]")
-        return out
-    if m := _DICT_TYPE.match(type_name):
-        inner = m.group(1) or m.group(2)
-        entries = value if isinstance(value, dict) else {}
-        out = []
-        for key, item in entries.items():
-            out += _unknown_in(inner, item, f"{path}[{key}]")
-        return out
-    import kubernetes.client
-
-    if hasattr(getattr(kubernetes.client, type_name, None), "attribute_map"):
-        return unknown_fields(type_name, value, path)
-    return []

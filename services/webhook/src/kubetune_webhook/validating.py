@@ -26,9 +26,9 @@ from kubetune import (
     algorithmsettings,
     earlystopping,
     errors,
+    jobfields,
     jobstatus,
     knownresults,
-    kube,
     naming,
     nas,
     observations,
@@ -567,7 +567,7 @@ def validate_trial_template(
         # The API server would drop these silently: the trial would run without them.
         problems += [
             f"{base}.trialSpec.{path}: unknown field of a batch/v1 Job; check its spelling"
-            for path in kube.unknown_fields("V1Job", job)
+            for path in jobfields.unknown_fields(job)
         ]
     where = (
         f"{base}.trialSpec"
