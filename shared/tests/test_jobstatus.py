@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import gjson
 import pytest
 
 from kubetune import jobstatus
@@ -586,3 +587,20 @@ def test_pathological_wildcard_key_ends_on_a_long_key() -> None:
     """The library made `*a*a*a*a*a*a*b` a regex that backtracks polynomially on a long key."""
     job = batch_job({"a" * 50_000 + "c": {"type": "x"}})
     assert match(job, "status.*a*a*a*a*a*a*b") is None
+
+
+def test_a_parsed_expression_is_reused_without_carrying_state_between_documents() -> None:
+    """Each expression is parsed once (`boundedgjson._parsed`); every evaluation starts afresh."""
+    from kubetune import boundedgjson
+
+    expr = 'status.conditions.#(type=="Complete")#|#(status=="True")#'
+    done = {"status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+    running = {"status": {"conditions": [{"type": "Complete", "status": "False"}]}}
+    assert boundedgjson.get(done, expr) == [{"type": "Complete", "status": "True"}]
+    assert boundedgjson.get(running, expr) == []
+    assert boundedgjson.get(done, "status.conditions.#.type") == ["Complete"]
+    assert boundedgjson.get(running, "status.conditions.#") == 1
+    # A malformed expression raises on every evaluation, not only the first.
+    for _ in range(2):
+        with pytest.raises(gjson.GJSONParseError, match="Unbalanced parentheses"):
+            boundedgjson.get(done, "status.conditions.#(type==")
