@@ -2,7 +2,7 @@
 the training command (`kubetune.procwait.wrap_argv`, StdOut: teed into the metrics file).
 
 The command is `true`, so what is measured is the wrapper alone: its shell, the programs it
-runs (`mv` of the records, `mkfifo`, `tee`, ...) and its subshells, in user + system CPU of
+runs (`mkfifo`, `tee`, ...) and its subshells, in user + system CPU of
 the exited children (`RUSAGE_CHILDREN`). Every external program is a fork and exec in every
 trial pod. `--before DIR` (a checkout's `shared/src`) measures that checkout's wrapper too,
 alternating, so both see the same load. Prints medians in CPU-ms and the load average.

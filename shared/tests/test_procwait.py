@@ -354,6 +354,34 @@ def test_record_format_and_parsing() -> None:
         assert parse_record(text).running, text
 
 
+def test_a_record_cut_short_counts_only_once_its_writer_is_gone(
+    log_dir: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    """The wrapper writes its records in place (no `mv`): while it lives, a first line without
+    its newline may be half of `exit 137` and is not an end; once it is gone the file is read
+    as it is."""
+    assert parse_record("exit 13", whole_lines_only=True).running
+    assert parse_record("exit 137\n", whole_lines_only=True).code == 137
+    assert parse_record("exit 13").code == 13
+    # A live registered process whose file reads `exit 1` (no newline): still waited on.
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.6)"])
+    procs.append(p)
+    procwait.pid_file(log_dir, p.pid).write_text("exit 1")
+    started = time.monotonic()
+    result = wait_for_training(log_dir, timeout=10)
+    assert time.monotonic() - started >= 0.4, "the cut-short record was taken as the end"
+    assert [(r.pid, r.outcome, r.code) for r in result.processes] == [(p.pid, Outcome.EXITED, 1)]
+
+
+def test_the_wrapper_writes_its_records_without_an_mv_process(log_dir: Path) -> None:
+    script = procwait.sh_wrap("true", str(log_dir), metrics_file=str(log_dir / "metrics.log"))
+    assert " mv " not in script and ".pid.tmp" not in script
+    done = subprocess.run(["sh", "-c", script], timeout=30, check=False)
+    assert done.returncode == 0
+    assert [p.read_text() for p in log_dir.glob("*.pid")] == ["completed\n"]
+    assert not [p.name for p in log_dir.iterdir() if p.name.startswith(".")]
+
+
 def test_write_record_is_atomic_and_leaves_no_temp_file(log_dir: Path) -> None:
     procwait.register(log_dir, 4242)
     procwait.record_end(log_dir, 4242, 3)

@@ -20,9 +20,13 @@ On-disk protocol (shared by the command wrapper the webhook injects and by the c
   - ``signal <n>``: the command was killed by signal ``n`` (``sh`` reports ``128+n``).
 
   Every record except ``running`` is an *end record* and is final.
-* Atomicity: a record is written to ``<dir>/.<pid>.pid.tmp`` and renamed over
-  ``<dir>/<pid>.pid`` (``mv -f`` in the same directory is ``rename(2)``), so a reader sees the
-  old record or the new one, never a half-written file. Dot files are never registrations.
+* Writing: the wrapper writes each record with one ``printf`` straight into the file, as
+  Katib's ``echo completed >`` does (a temp file renamed over it took an ``mv`` process, a fork
+  and exec in every trial pod, twice per trial). A reader can then see the file empty or cut
+  short while a write is under way, so a record counts only once its line ends in ``\n``; once
+  the process is gone the file is read as it is. Python writers (the collector's
+  ``early-stopped`` mark, :func:`register`) still write ``<dir>/.<pid>.pid.tmp`` and rename it.
+  Dot files are never registrations.
 
 The waiter's reading of it:
 
@@ -216,8 +220,14 @@ def format_exit_status(returncode: int) -> str:
     return f"exit {returncode}"
 
 
-def parse_record(text: str) -> Record:
-    """Parse a record; anything unknown is treated like ``running`` (no valid end recorded)."""
+def parse_record(text: str, *, whole_lines_only: bool = False) -> Record:
+    """Parse a record; anything unknown is treated like ``running`` (no valid end recorded).
+
+    `whole_lines_only` while the writer may still be writing: a first line without its ``\n``
+    may be cut short (``exit 1`` of ``exit 137``), so it is read as ``running``.
+    """
+    if whole_lines_only and "\n" not in text:
+        return Record(running=True, raw=text.strip())
     line = text.split("\n", 1)[0].strip()
     if line == COMPLETED:
         return Record(running=False, outcome=Outcome.COMPLETED, raw=line)
@@ -276,10 +286,7 @@ def read_record(log_dir: str | os.PathLike[str], pid: int) -> Record | None:
 def sh_register(log_dir: str = DEFAULT_LOG_DIR) -> str:
     """POSIX sh that registers the current shell (``$$``); run it before the real command."""
     d = shlex.quote(log_dir)
-    return (
-        f"{{ [ -d {d} ] || mkdir -p {d}; }} && printf '%s\\n' {RUNNING} > {d}/.$$.pid.tmp"
-        f" && mv -f {d}/.$$.pid.tmp {d}/$$.pid"
-    )
+    return f"{{ [ -d {d} ] || mkdir -p {d}; }} && printf '%s\\n' {RUNNING} > {d}/$$.pid"
 
 
 def sh_record_end(log_dir: str = DEFAULT_LOG_DIR, *, status: str = "$?") -> str:
@@ -297,7 +304,7 @@ def sh_record_end(log_dir: str = DEFAULT_LOG_DIR, *, status: str = "$?") -> str:
         f"katib_mark=; {{ read -r katib_mark < {d}/$$.pid; }} 2>/dev/null; "
         f'if [ "$katib_mark" = {EARLY_STOPPED} ]; '
         f"then katib_s={EARLY_STOPPED}; katib_rc=0; fi; "
-        f"printf '%s\\n' \"$katib_s\" > {d}/.$$.pid.tmp && mv -f {d}/.$$.pid.tmp {d}/$$.pid; "
+        f"printf '%s\\n' \"$katib_s\" > {d}/$$.pid; "
         "exit $katib_rc"
     )
 
@@ -546,7 +553,7 @@ def _check(t: _Tracked) -> ProcessResult | None:
         text = t.path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         text, st = "", None
-    rec = parse_record(text)
+    rec = parse_record(text, whole_lines_only=True)  # the wrapper may be writing it right now
     if not rec.running and rec.outcome is not None:
         return ProcessResult(t.pid, rec.outcome, rec.code, rec.raw)
     if not t.checked:
