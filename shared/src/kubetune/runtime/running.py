@@ -20,9 +20,12 @@ from types import FrameType
 from kubetune import flags, logs
 from kubetune.kube import Kube, connect
 from kubetune.runtime.controlling import Controller
-from kubetune.runtime.electing import LeaderElector
 from kubetune.runtime.serving import serve_probes
+from kubetune.typenames import TYPE_CHECKING
 from kubetune.wakeups import Wakeup, first_of, wait_in_main_thread
+
+if TYPE_CHECKING:
+    from kubetune.runtime.electing import LeaderElector
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +79,10 @@ class Process:
         identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
         self.elector: LeaderElector | None = None
         if args.leader_elect:
+            # Imported here: a process without leader election (an algorithm pod, one per
+            # Experiment) need not load it and urllib3 (16 ms of CPU at every start).
+            from kubetune.runtime.electing import LeaderElector
+
             self.elector = LeaderElector(
                 kube, args.leader_election_namespace, args.leader_election_id, identity
             )
