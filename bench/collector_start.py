@@ -40,9 +40,8 @@ from pathlib import Path
 
 PROBE = """
 import sys
-from pathlib import Path
 from kubetune import incluster
-incluster.SERVICE_ACCOUNT_DIR = Path(sys.argv[1])
+incluster.SERVICE_ACCOUNT_DIR = type(incluster.SERVICE_ACCOUNT_DIR)(sys.argv[1])
 from kubetune_pns_collector import main
 args = main.build_parser().parse_args(
     ["--trial-name", "t", "--objective-metric", "loss", "--collector-kind", "StdOut",
@@ -62,7 +61,7 @@ import sys
 root = {root!r}
 sys.path[:0] = [root + "/shared/src", root + "/services/pns-collector/src"]
 from kubetune import incluster
-incluster.SERVICE_ACCOUNT_DIR = incluster.Path(sys.argv[1])
+incluster.SERVICE_ACCOUNT_DIR = type(incluster.SERVICE_ACCOUNT_DIR)(sys.argv[1])
 sys.argv = ["pns-collector", "--trial-name", "t", "--objective-metric", "loss",
             "--collector-kind", "StdOut", "--metrics-path", sys.argv[2], "--log-dir", sys.argv[3],
             "--register-timeout", "0", "--report-timeout", "0"]

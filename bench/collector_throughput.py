@@ -150,7 +150,7 @@ def latency(runs: int) -> None:
                 outcome = collecting.Collector(settings, source, summary, reporter).run()
                 reported = time.time_ns()
                 p.wait()
-                ended = procwait.pid_file(log_dir, p.pid).stat().st_mtime_ns
+                ended = os.stat(procwait.pid_file(log_dir, p.pid)).st_mtime_ns
                 assert outcome.code is collecting.ExitCode.OK, outcome
                 samples.append((reported - ended) / 1e6)
         samples.sort()

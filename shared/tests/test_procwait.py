@@ -56,7 +56,7 @@ def run_wrapped(
 
 def wait_registered(log_dir: Path, pid: int, timeout: float = 5.0) -> None:
     end = time.monotonic() + timeout
-    while not procwait.pid_file(log_dir, pid).exists():
+    while not os.path.exists(procwait.pid_file(log_dir, pid)):
         assert time.monotonic() < end, f"pid {pid} never registered"
         time.sleep(0.005)
 
@@ -221,7 +221,7 @@ def test_early_stopped_mark_survives_the_wrapper_and_is_not_a_failure(
     result = wait_for_training(log_dir, timeout=5)
     assert result.processes[0].outcome is Outcome.EARLY_STOPPED
     assert result.succeeded and result.early_stopped
-    assert procwait.pid_file(log_dir, p.pid).read_text() == "early-stopped\n"
+    assert Path(procwait.pid_file(log_dir, p.pid)).read_text() == "early-stopped\n"
 
 
 def test_reused_pid_is_not_mistaken_for_the_registered_process(
@@ -247,7 +247,7 @@ def test_a_process_whose_name_has_parentheses_and_spaces_is_read_right(
     procs.append(sleeper)
     path = procwait.register(log_dir, sleeper.pid)
     assert procwait.is_running(sleeper.pid)
-    assert procwait._bind_process(sleeper.pid, path.stat().st_mtime) is not None
+    assert procwait._bind_process(sleeper.pid, os.stat(path).st_mtime) is not None
     sleeper.kill()
     end = time.monotonic() + 5
     while procwait.is_running(sleeper.pid):  # a zombie (not reaped yet) is not running
@@ -366,7 +366,7 @@ def test_a_record_cut_short_counts_only_once_its_writer_is_gone(
     # A live registered process whose file reads `exit 1` (no newline): still waited on.
     p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.6)"])
     procs.append(p)
-    procwait.pid_file(log_dir, p.pid).write_text("exit 1")
+    Path(procwait.pid_file(log_dir, p.pid)).write_text("exit 1")
     started = time.monotonic()
     result = wait_for_training(log_dir, timeout=10)
     assert time.monotonic() - started >= 0.4, "the cut-short record was taken as the end"
@@ -389,7 +389,7 @@ def test_write_record_is_atomic_and_leaves_no_temp_file(log_dir: Path) -> None:
     assert procwait.read_record(log_dir, 4242) == parse_record("exit 3")
     procwait.mark_early_stopped(log_dir, 4242)
     procwait.record_end(log_dir, 4242, 143)  # the wrapper keeps the collector's mark
-    assert procwait.pid_file(log_dir, 4242).read_text() == "early-stopped\n"
+    assert Path(procwait.pid_file(log_dir, 4242)).read_text() == "early-stopped\n"
     assert procwait.read_record(log_dir, 1) is None
 
 

@@ -139,7 +139,7 @@ def test_connect_in_a_pod_does_not_import_the_kubernetes_package(
     script = (
         "import sys\n"
         "from kubetune import incluster\n"
-        f"incluster.SERVICE_ACCOUNT_DIR = incluster.Path({str(directory)!r})\n"
+        f"incluster.SERVICE_ACCOUNT_DIR = {str(directory)!r}\n"
         "from kubetune.kube import CONFIGMAPS, Kube, connect\n"
         f"Kube(connect()).list(CONFIGMAPS, {namespace!r})\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'kubernetes'))\n"

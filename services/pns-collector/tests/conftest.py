@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -51,7 +52,7 @@ class Procs:
     @staticmethod
     def wait_registered(log_dir: Path, pid: int, timeout: float = 5.0) -> None:
         end = time.monotonic() + timeout
-        while not procwait.pid_file(log_dir, pid).exists():
+        while not os.path.exists(procwait.pid_file(log_dir, pid)):
             assert time.monotonic() < end, f"pid {pid} never registered"
             time.sleep(0.005)
 

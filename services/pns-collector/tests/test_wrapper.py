@@ -132,7 +132,7 @@ def test_sigterm_default_action_is_recorded_as_signal_15(log_dir: Path, shell: s
     sh = [shell, "sh"] if shell == "busybox" else [shell]
     p = subprocess.Popen([*sh, "-c", script])
     try:
-        end_registered = procwait.pid_file(log_dir, p.pid)
+        end_registered = Path(procwait.pid_file(log_dir, p.pid))
         for _ in range(500):
             if end_registered.exists():
                 break
@@ -255,7 +255,7 @@ def test_a_sigterm_right_after_the_first_output_is_forwarded_exactly_once(
             if p.stdout is not None:
                 p.stdout.close()
         received = count.read_text() if count.exists() else "none"
-        record = procwait.pid_file(log_dir, p.pid).read_text().strip()
+        record = Path(procwait.pid_file(log_dir, p.pid)).read_text().strip()
         ends.append((code, received, record))
     wrong = [e for e in ends if e != (5, "1", "exit 5")]
     assert not wrong, f"{len(wrong)} of {len(ends)} tries ended otherwise: {wrong[:5]}"

@@ -22,14 +22,12 @@ from __future__ import annotations
 import os
 import threading
 import time
-import urllib.parse
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 
-from kubetune import tlsclient
+from kubetune import tlsclient, urlparts
 
-SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 HOST_ENV, PORT_ENV = "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"
 TOKEN_REREAD_SECONDS = 60.0
 RETRIES = 3
@@ -188,8 +186,8 @@ class Pool:
     request opens a connection and closes it after)."""
 
     def __init__(self, url: str, context: tlsclient.Context, maxsize: int) -> None:
-        parts = urllib.parse.urlsplit(url)
-        self.host, self.port = parts.hostname or "", parts.port or 443
+        self.host, port = urlparts.host_and_port(url)
+        self.port = port or 443
         bracketed = f"[{self.host}]" if ":" in self.host else self.host
         self.host_header = bracketed if self.port == 443 else f"{bracketed}:{self.port}"
         self.context = context
@@ -255,15 +253,15 @@ class InCluster:
         self,
         host: str,
         *,
-        directory: Path = SERVICE_ACCOUNT_DIR,
+        directory: str | os.PathLike[str] = SERVICE_ACCOUNT_DIR,
         pool_size: int | None = None,
         reread_seconds: float = TOKEN_REREAD_SECONDS,
     ) -> None:
         self.host = host.rstrip("/")
         self.reread_seconds = reread_seconds
-        self.token_file = directory / "token"
-        ca_file = directory / "ca.crt"
-        if not ca_file.is_file() or not ca_file.stat().st_size:
+        self.token_file = os.path.join(directory, "token")
+        ca_file = os.path.join(directory, "ca.crt")
+        if not os.path.isfile(ca_file) or not os.path.getsize(ca_file):
             raise NotInCluster(f"the ServiceAccount CA {ca_file} is missing or empty")
         self._token = ""
         self._read_at = float("-inf")
@@ -271,7 +269,7 @@ class InCluster:
         self._header()  # a missing token fails here, not at the first request
         # As the kubernetes client's default: 5 connections per CPU kept open.
         maxsize = pool_size if pool_size is not None else (os.cpu_count() or 1) * 5
-        context = tlsclient.Context(str(ca_file))
+        context = tlsclient.Context(ca_file)
         self.pool = Pool(self.host, context, maxsize)
 
     @classmethod
@@ -279,7 +277,7 @@ class InCluster:
         cls,
         environ: Mapping[str, str] = os.environ,
         *,
-        directory: Path | None = None,
+        directory: str | os.PathLike[str] | None = None,
         pool_size: int | None = None,
     ) -> InCluster:
         """From `KUBERNETES_SERVICE_HOST`/`_PORT` and the ServiceAccount files.
@@ -299,7 +297,8 @@ class InCluster:
             now = time.monotonic()
             if now - self._read_at >= self.reread_seconds:
                 try:
-                    token = self.token_file.read_text().strip()
+                    with open(self.token_file, encoding="utf-8") as fh:
+                        token = fh.read().strip()
                 except OSError as e:
                     if not self._token:
                         raise NotInCluster(
@@ -322,7 +321,7 @@ class InCluster:
     ) -> Answer:
         """`path` with `query`, `headers` (names may repeat) and the token; the response
         unread. Raises `OSError` when no answer came (after the retries above)."""
-        target = path + ("?" + urllib.parse.urlencode(query) if query else "")
+        target = path + ("?" + urlparts.query_string(query) if query else "")
         sent = [
             *headers,
             ("Authorization", self._header()),

@@ -12,10 +12,9 @@ import builtins
 import json
 import os
 import re
-import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from kubetune import errors
+from kubetune import errors, urlparts
 from kubetune.incluster import InCluster, NotInCluster, Timeout
 from kubetune.plain import Frozen
 from kubetune.typenames import TYPE_CHECKING, Protocol
@@ -82,7 +81,7 @@ def api_version_part(version: str) -> str:
 
 def _segment(value: str) -> str:
     """Percent-escape one path segment (a no-op once validated; kept as the last defence)."""
-    return urllib.parse.quote(value, safe="")
+    return urlparts.quote(value)
 
 
 def group_version_path(group: str, version: str) -> str:

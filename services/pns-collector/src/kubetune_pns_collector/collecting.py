@@ -19,7 +19,6 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 from kubetune import lightlog, procwait
 from kubetune.observations import ObservationSummary
@@ -48,7 +47,7 @@ class Source(Protocol):
 
     def read(self, final: bool) -> Iterator[list[Run]]: ...
 
-    def watch_dirs(self) -> list[Path]: ...
+    def watch_dirs(self) -> list[str]: ...
 
     def polled(self) -> bool:
         """Whether reading it again costs little enough to do on a timer (a file's new
@@ -67,7 +66,9 @@ class TextSource:
     `metrics-logger-and-collector`.
     """
 
-    def __init__(self, path: Path, parser: parsing.Parser, echo: TextIO | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], parser: parsing.Parser, echo: TextIO | None = None
+    ) -> None:
         self.tail = tailing.FileTail(path)
         self.parser = parser
         self.echo = echo
@@ -79,8 +80,8 @@ class TextSource:
                 self.echo.flush()
             yield self.parser.parse_runs(block)
 
-    def watch_dirs(self) -> list[Path]:
-        return [self.tail.path.parent]
+    def watch_dirs(self) -> list[str]:
+        return [os.path.dirname(self.tail.path) or "."]
 
     def polled(self) -> bool:
         # One stat and, when it grew, one read: cheaper on a timer than importing watchfiles
@@ -94,7 +95,7 @@ class TextSource:
 class EventSource:
     """TensorFlow event files under a directory."""
 
-    def __init__(self, root: Path, names: list[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], names: list[str]) -> None:
         from kubetune_pns_collector import tfevents  # only for this kind: it costs CPU to import
 
         self.events = tfevents.EventDirectory(root, names)
@@ -102,8 +103,8 @@ class EventSource:
     def read(self, final: bool) -> Iterator[list[Run]]:
         yield parsing.runs_of(self.events.read())
 
-    def watch_dirs(self) -> list[Path]:
-        return [self.events.root]
+    def watch_dirs(self) -> list[str]:
+        return [os.fspath(self.events.root)]
 
     def polled(self) -> bool:
         return False  # a scan of the whole tree: only on changes
@@ -130,7 +131,7 @@ class Settings(Frozen):
 
     def __init__(
         self,
-        log_dir: Path,
+        log_dir: str | os.PathLike[str],
         expected: int = 1,
         register_timeout: float = 600.0,
         timeout: float | None = None,
@@ -140,7 +141,7 @@ class Settings(Frozen):
         stop_grace: float = 60.0,
         file_poll: float = 0.2,
     ) -> None:
-        self.log_dir = log_dir
+        self.log_dir = os.fspath(log_dir)
         self.expected = expected
         self.register_timeout = register_timeout
         self.timeout = timeout
@@ -279,7 +280,7 @@ class Collector:
         if self.source is not None:
             for d in self.source.watch_dirs():
                 try:
-                    d.mkdir(parents=True, exist_ok=True)
+                    os.makedirs(d, exist_ok=True)
                     dirs.append(d)
                 except OSError as e:
                     log.warning("cannot watch %s (%s); re-reading it every second instead", d, e)

@@ -15,7 +15,6 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from pathlib import Path
 
 from kubetune import lightflags, lightlog, procwait
 from kubetune.api.enums import MetricStrategyType, ObjectiveType
@@ -112,7 +111,8 @@ def _namespace(args: lightflags.Values) -> str:
     if args.namespace:
         return str(args.namespace)
     try:
-        return Path(_SA_NAMESPACE).read_text().strip()
+        with open(_SA_NAMESPACE, encoding="utf-8") as fh:
+            return fh.read().strip()
     except OSError:
         return "default"
 
@@ -122,7 +122,7 @@ def build_source(args: lightflags.Values, names: list[str]) -> collecting.Source
     kind = args.collector_kind
     if kind in ("None", "Push"):
         return None
-    log_dir = Path(args.log_dir)
+    log_dir = str(args.log_dir)
     if kind == "PrometheusMetric":
         if not args.metrics_url:
             raise ValueError("--metrics-url is required for --collector-kind PrometheusMetric")
@@ -132,8 +132,10 @@ def build_source(args: lightflags.Values, names: list[str]) -> collecting.Source
             args.metrics_url, names, args.filter, interval=args.scrape_interval
         )
     if kind == "TensorFlowEvent":
-        return collecting.EventSource(Path(args.metrics_path or log_dir / "tfevent"), names)
-    path = Path(args.metrics_path or log_dir / "metrics.log")
+        return collecting.EventSource(
+            str(args.metrics_path or os.path.join(log_dir, "tfevent")), names
+        )
+    path = str(args.metrics_path or os.path.join(log_dir, "metrics.log"))
     parser: parsing.Parser
     if kind == "File" and args.format == "JSON":
         if args.filter:
@@ -194,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         kube = Kube(api)
         reporter = reporting.Reporter(kube, args.trial_name, _namespace(args))
     settings = collecting.Settings(
-        log_dir=Path(args.log_dir),
+        log_dir=str(args.log_dir),
         expected=args.expected_processes,
         register_timeout=args.register_timeout,
         timeout=args.timeout or None,

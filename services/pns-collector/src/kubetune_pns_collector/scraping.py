@@ -18,7 +18,6 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 
 from kubetune import lightlog, observations
 from kubetune_pns_collector import parsing
@@ -132,7 +131,7 @@ class PrometheusSource:
         stamp = 0.0
         yield [(name, stamp, [value]) for name, value in parse_exposition(text, self.names).items()]
 
-    def watch_dirs(self) -> list[Path]:
+    def watch_dirs(self) -> list[str]:
         return []  # nothing to watch: the collector wakes every second and `read` scrapes
 
     def polled(self) -> bool:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 from kubetune import lightlog
 from kubetune.typenames import TYPE_CHECKING
@@ -30,7 +29,7 @@ class FileTail:
     """Reads what was appended to `path` since the last call."""
 
     def __init__(self, path: str | os.PathLike[str], block: int = BLOCK, max_line: int = MAX_LINE):
-        self.path = Path(path)
+        self.path = os.fspath(path)
         self.block = block
         self.max_line = max_line
         self._fh: BinaryIO | None = None
