@@ -12,6 +12,7 @@ import ctypes
 import importlib.util
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -120,8 +121,39 @@ class State:
         return cls(components=comps, **data)
 
 
+_PORTS = random.SystemRandom()  # never the same sequence in two processes, whatever the seed
+LOWEST_PORT = 10000
+NODE_PORTS_START = 30000  # Services' node ports (30000-32767) are left to them
+
+
+def _ephemeral_low(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> int:
+    """The first port the kernel gives to outgoing connections (32768 by default)."""
+    try:
+        with open(path) as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """Ask the kernel for a free port (bind to 0, read it back, release it)."""
+    """A port nothing listens on, below the kernel's ephemeral range and the node ports, checked
+    by binding it.
+
+    Why not the kernel's pick (bind to 0): that port comes from the ephemeral range, and it is
+    free only until an outgoing connection of any process is given it. kube-apiserver once failed
+    with "bind: address already in use" on such a port, taken in the second etcd needed to start.
+    Outside that range only another listener can take it. Falls back to the kernel's pick when
+    the range leaves no room below it or 200 random tries are all taken.
+    """
+    low = min(_ephemeral_low(), NODE_PORTS_START)
+    for _ in range(200 if low > LOWEST_PORT + 1000 else 0):
+        port = _PORTS.randrange(LOWEST_PORT, low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
