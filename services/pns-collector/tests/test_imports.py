@@ -122,6 +122,8 @@ HEAVY_STDLIB = (
     # paths are strings and URLs are built by kubetune.urlparts: pathlib and urllib.parse (with
     # the ipaddress it loads) cost 3 ms of CPU
     *("pathlib", "urllib.parse", "ipaddress", "fnmatch"),
+    # the Trial's condition names are needed only to mark it early-stopped; contextlib 0.6 ms
+    *("kubetune.conditions", "contextlib"),
 )
 SIDECAR = """
 import sys

@@ -9,7 +9,6 @@ registered in time, or `--timeout` expired.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import sys
@@ -232,8 +231,10 @@ def run() -> NoReturn:
 
         logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
+        try:  # noqa: SIM105 - importing contextlib cost 0.6 ms of CPU in every trial pod
             stream.flush()
+        except (OSError, ValueError):
+            pass  # a closed or broken stream: nothing more can be said on it
     os._exit(code)
 
 
