@@ -38,6 +38,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+# `type(...)(path)`: a str since the collector dropped pathlib, a Path in an older `--before`.
 PROBE = """
 import sys
 from kubetune import incluster

@@ -18,6 +18,7 @@ until the table is written again.
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from typing import Any
@@ -35,15 +36,26 @@ def unknown_fields(job: Any) -> list[str]:
     return _unknown(MODELS, ROOT, job, "")
 
 
-def _unknown(table: Models, type_name: str, value: Any, path: str) -> list[str]:
+@functools.cache
+def _element(type_name: str) -> tuple[str, str]:
+    """("list" or "dict", the element's type) of a collection type, else ("", the type itself);
+    once per type name, as the same few names recur at every node of every template."""
     if m := _LIST_TYPE.match(type_name):
+        return "list", m.group(1)
+    if m := _DICT_TYPE.match(type_name):
+        return "dict", m.group(1) or m.group(2)
+    return "", type_name
+
+
+def _unknown(table: Models, type_name: str, value: Any, path: str) -> list[str]:
+    collection, inner = _element(type_name)
+    if collection == "list":
         items = value if isinstance(value, list) else []
         out: list[str] = []
         for index, item in enumerate(items):
-            out += _unknown(table, m.group(1), item, f"{path}[{index}]")
+            out += _unknown(table, inner, item, f"{path}[{index}]")
         return out
-    if m := _DICT_TYPE.match(type_name):
-        inner = m.group(1) or m.group(2)
+    if collection == "dict":
         entries = value if isinstance(value, dict) else {}
         out = []
         for key, item in entries.items():
@@ -75,9 +87,10 @@ def generate(root: str = ROOT) -> Models:
             continue
         table[name] = {wire: cls.openapi_types[attr] for attr, wire in cls.attribute_map.items()}
         for type_name in table[name].values():
-            while m := _LIST_TYPE.match(type_name) or _DICT_TYPE.match(type_name):
-                type_name = next(g for g in m.groups() if g)
-            pending.append(type_name)
+            collection, inner = _element(type_name)
+            while collection:
+                collection, inner = _element(inner)
+            pending.append(inner)
     return dict(sorted(table.items()))
 
 

@@ -247,7 +247,7 @@ def parse_record(text: str, *, whole_lines_only: bool = False) -> Record:
 def write_record(log_dir: str | os.PathLike[str], pid: int, record: str) -> str:
     """Atomically (temp file + rename) write ``record`` as the first line of ``pid``'s file."""
     target = pid_file(log_dir, pid)
-    tmp = os.path.join(os.path.dirname(target), f".{os.path.basename(target)}{TMP_SUFFIX}")
+    tmp = os.path.join(log_dir, f".{pid}{PID_FILE_SUFFIX}{TMP_SUFFIX}")
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(record.strip() + "\n")
         fh.flush()
