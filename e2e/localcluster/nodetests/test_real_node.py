@@ -158,6 +158,35 @@ def test_a_cluster_ip_service_reaches_a_pod(real_node: cluster.State) -> None:
     wait_for("the Service answered through kube-proxy", lambda: "served-by-web" in fetch())
 
 
+def test_a_secret_s_new_data_reaches_a_running_pod_within_its_resync(
+    real_node: cluster.State,
+) -> None:
+    """Webhook servers that write their own certificate into a mounted Secret (the
+    training-operator's rotator) wait for this: the kubelet resyncs each pod every 10 s, not
+    the default minute, so the new data shows without a container event."""
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "rotated", "namespace": "default"},
+        "stringData": {"tls.crt": "first"},
+    }
+    mounted = pod("mounts", "exec sleep 3600")
+    spec = mounted["spec"]
+    assert isinstance(spec, dict)
+    spec["volumes"] = [{"name": "cert", "secret": {"secretName": "rotated"}}]
+    spec["containers"][0]["volumeMounts"] = [{"name": "cert", "mountPath": "/cert"}]
+    apply(real_node, secret, mounted)
+    wait_for("pod mounts Ready", lambda: pod_ready(real_node, "mounts"))
+
+    def seen() -> str:
+        return kubectl(real_node, "exec", "mounts", "--", "cat", "/cert/tls.crt", check=False)
+
+    wait_for("the first data", lambda: seen() == "first")
+    apply(real_node, {**secret, "stringData": {"tls.crt": "second"}})
+    # Under the default one-minute resync (plus jitter) this takes 60-90 s.
+    wait_for("the new data in the volume", lambda: seen() == "second", timeout=45)
+
+
 def test_a_second_real_node_is_refused_while_one_runs(
     real_node: cluster.State, tmp_path: Path
 ) -> None:

@@ -232,13 +232,63 @@ def apply(kubectl: str, kubeconfig: str, objs: list[Obj]) -> None:
             )
 
 
-def _wait(what: str, check: Callable[[], bool], timeout: float) -> None:
+def _wait(
+    what: str,
+    check: Callable[[], str | None],
+    timeout: float,
+    explain: Callable[[], str] = lambda: "",
+) -> None:
+    """Poll ``check`` (``None`` once done, else why not yet) until ``timeout``; the error then
+    carries the last reason and what ``explain`` finds, for a run nobody watched."""
     deadline = time.monotonic() + timeout
+    last = "never checked"
     while time.monotonic() < deadline:
-        if check():
+        reason = check()
+        if reason is None:
             return
+        last = reason
         time.sleep(1)
-    raise InstallError(f"timed out after {timeout:.0f} s waiting for {what}")
+    found = explain()
+    raise InstallError(
+        f"timed out after {timeout:.0f} s waiting for {what}; last: {last}"
+        + (f"\n{found}" if found else "")
+    )
+
+
+def pods_report(kubectl: str, kubeconfig: str, namespace: str, log_lines: int = 15) -> str:
+    """Each pod of ``namespace``: phase, every container's state and restarts, and the last
+    lines of its log; then the namespace's warning events. What a failed install shows."""
+    lines: list[str] = []
+    try:
+        pods = json.loads(
+            _kubectl(kubectl, kubeconfig, ["-n", namespace, "get", "pods", "-o", "json"])
+        )
+    except (InstallError, ValueError, subprocess.TimeoutExpired) as exc:
+        return f"pods in {namespace}: {exc}"
+    for pod in pods.get("items", []):
+        name = pod["metadata"]["name"]
+        status = pod.get("status", {})
+        lines.append(f"pod {namespace}/{name}: {status.get('phase')}")
+        for cs in status.get("containerStatuses") or []:
+            state = json.dumps(cs.get("state", {}))
+            lines.append(f"  {cs['name']}: {state} restarts={cs.get('restartCount')}")
+        try:
+            log = _kubectl(
+                kubectl, kubeconfig, ["-n", namespace, "logs", name, f"--tail={log_lines}"]
+            )
+        except (InstallError, subprocess.TimeoutExpired) as exc:
+            log = str(exc)
+        lines += [f"  | {line}" for line in log.splitlines()]
+    try:
+        events = _kubectl(
+            kubectl,
+            kubeconfig,
+            ["-n", namespace, "get", "events", "--field-selector=type=Warning", "-o", "wide"],
+        )
+    except (InstallError, subprocess.TimeoutExpired) as exc:
+        events = str(exc)
+    lines += [f"  event: {line}" for line in events.splitlines()[-log_lines:]]
+    return "\n".join(lines)
 
 
 def webhook_probe(namespace: str) -> Obj:
@@ -253,13 +303,14 @@ def webhook_probe(namespace: str) -> Obj:
     }
 
 
-def _webhook_serves(kubectl: str, kubeconfig: str) -> bool:
+def _webhook_refusal(kubectl: str, kubeconfig: str) -> str | None:
+    """``None`` once the webhook admits a probe TFJob, else the API server's answer."""
     probe = webhook_probe(TRAINING_NAMESPACE)
     try:
         _kubectl(kubectl, kubeconfig, ["create", "--dry-run=server", "-f", "-"], json.dumps(probe))
-    except InstallError:
-        return False
-    return True
+    except InstallError as exc:
+        return str(exc)
+    return None
 
 
 def install(
@@ -302,8 +353,9 @@ def install(
         # updates the Secret's volume, and only then does the webhook serve.
         _wait(
             "the training-operator's webhook to serve",
-            lambda: _webhook_serves(kubectl, kubeconfig),
+            lambda: _webhook_refusal(kubectl, kubeconfig),
             timeout,
+            lambda: pods_report(kubectl, kubeconfig, TRAINING_NAMESPACE),
         )
         say("the training-operator's webhook serves")
     if operators.ARGO_WORKFLOWS.name in chosen:
@@ -313,7 +365,11 @@ def install(
             "deployment/workflow-controller",
             f"--timeout={timeout:.0f}s",
         ]
-        _kubectl(kubectl, kubeconfig, ["-n", ARGO_NAMESPACE, *rollout])
+        try:
+            _kubectl(kubectl, kubeconfig, ["-n", ARGO_NAMESPACE, *rollout])
+        except InstallError as exc:
+            found = pods_report(kubectl, kubeconfig, ARGO_NAMESPACE)
+            raise InstallError(f"{exc}\n{found}") from exc
         say("Argo's workflow-controller is available")
 
 
