@@ -8,10 +8,13 @@ connection error instead.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import kubernetes.client
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from kubetune import errors, kube
 from kubetune.kube import JOBS, NAMESPACES, PODS, TRIALS, Kube, Resource
@@ -150,3 +153,20 @@ def test_group_version_path_refuses_what_would_change_the_path(group: str, versi
 def test_group_version_path_of_core_and_named_groups() -> None:
     assert kube.group_version_path("", "v1") == "/api/v1"
     assert kube.group_version_path("kubeflow.org", "v1beta1") == "/apis/kubeflow.org/v1beta1"
+
+
+# The rules as the regexes they were: the hand-written checks must agree on every string.
+_LABEL_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_SUBDOMAIN_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_SUBRESOURCE_RE = re.compile(r"[a-z]+(/[a-z]+)*")
+
+
+@given(st.text(alphabet="az09-./A_%é\n ", max_size=8))
+@example("a\n")
+@example("a..b")
+@example("-a")
+@example("status/")
+def test_name_checks_agree_with_the_dns_1123_regexes(value: str) -> None:
+    assert kube._is_label(value) == bool(_LABEL_RE.fullmatch(value))
+    assert kube._is_subdomain(value) == bool(_SUBDOMAIN_RE.fullmatch(value))
+    assert kube._is_subresource(value) == bool(_SUBRESOURCE_RE.fullmatch(value))

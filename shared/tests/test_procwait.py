@@ -437,3 +437,29 @@ def _descendants_named(pid: int, name: str) -> list[psutil.Process]:
         except psutil.NoSuchProcess:
             continue
     return found
+
+
+@pytest.mark.parametrize(
+    ("text", "running", "code"),
+    [
+        ("exit 3\n", False, 3),
+        ("signal 9\n", False, 9),
+        ("exit \n", True, None),
+        ("exit 1a\n", True, None),
+        ("exit -1\n", True, None),
+        ("exit \uff11\n", True, None),  # a full-width digit is no exit code
+        ("exit  1\n", True, None),
+        ("signal\n", True, None),
+    ],
+)
+def test_only_ascii_digits_make_an_exit_or_signal_record(
+    text: str, running: bool, code: int | None
+) -> None:
+    record = procwait.parse_record(text)
+    assert (record.running, record.code) == (running, code)
+
+
+def test_only_digit_named_pid_files_are_registrations(tmp_path: Path) -> None:
+    for name in ("12.pid", "7.pid", "a12.pid", ".12.pid", "12.pid.tmp", "\uff11.pid", ".pid"):
+        (tmp_path / name).write_text("running\n")
+    assert sorted(procwait.scan_registrations(tmp_path)) == [7, 12]

@@ -215,6 +215,30 @@ def test_runs_equal_upstream_line_by_line(lines: list[str], names: tuple[str, ..
     assert got == expected
 
 
+# The name rules as regexes (ASCII, as the default format's): the string checks that replaced
+# them at import must agree on every name.
+_NAME_RE = re.compile(r"[\w|-]+", re.ASCII)
+_SAFE_NAME_RE = re.compile(r"[^\W\d][\w|-]*", re.ASCII)
+_EXPONENT_START_RE = re.compile(r"[Ee][+-]?[0-9]")
+
+
+@given(st.text(alphabet="aeEzZ_09|-+.=é１ \n", max_size=6))
+@example("e-5")
+@example("E+1")
+@example("é")
+@example("loss\n")
+def test_name_checks_agree_with_the_regexes_they_replace(name: str) -> None:
+    assert parsing._is_name(name) == bool(_NAME_RE.fullmatch(name))
+    assert parsing._exponent_start(name) == bool(_EXPONENT_START_RE.match(name))
+    expected = (
+        bool(_NAME_RE.fullmatch(name))
+        and bool(_SAFE_NAME_RE.fullmatch(name))
+        and not _EXPONENT_START_RE.match(name)
+        and name.lower() not in ("inf", "infinity", "nan")
+    )
+    assert parsing._literal_safe(name) == expected
+
+
 def test_literal_scan_is_taken_for_plain_names_only() -> None:
     """The fast per-name scan is used when every name is safe for it, else the exact regex."""
     assert TextParser(NAMES).literal is not None

@@ -11,7 +11,6 @@ from __future__ import annotations
 import builtins
 import json
 import os
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from kubetune import errors, urlparts
@@ -40,13 +39,29 @@ else:  # the same names at run time, for modules that import them
     Obj = dict[str, object]
     ObjectHook = Callable[[dict[str, object]], object]
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_SUBRESOURCE = re.compile(r"[a-z]+(/[a-z]+)*")
+# The name rules, checked by hand rather than by regex: compiling the three regexes was a
+# sizeable part of `import kubetune.kube`, paid by the collector in every trial pod.
+_LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
+_LABEL_CHARS = _LOWER | frozenset("0123456789-")
 
 
-def _checked(value: str, what: str, pattern: re.Pattern[str], limit: int, rule: str) -> str:
-    if not isinstance(value, str) or len(value) > limit or not pattern.fullmatch(value):
+def _is_label(value: str) -> bool:
+    """A DNS-1123 label's characters: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`."""
+    return bool(value) and _LABEL_CHARS.issuperset(value) and value[0] != "-" and value[-1] != "-"
+
+
+def _is_subdomain(value: str) -> bool:
+    """DNS-1123 labels joined by dots."""
+    return all(_is_label(part) for part in value.split("."))
+
+
+def _is_subresource(value: str) -> bool:
+    """Lowercase words joined by `/` (`status`, `scale`)."""
+    return all(part and _LOWER.issuperset(part) for part in value.split("/"))
+
+
+def _checked(value: str, what: str, valid: Callable[[str], bool], limit: int, rule: str) -> str:
+    if not isinstance(value, str) or len(value) > limit or not valid(value):
         raise errors.InvalidName(
             f"{what} {value!r} is not valid: it must be {rule} of at most {limit} characters; "
             "it was not sent to the API server"
@@ -61,22 +76,22 @@ _SUBDOMAIN_RULE = "a DNS-1123 subdomain (lowercase letters, digits, '-' and '.')
 def object_name(name: str) -> str:
     """`name` if it is a DNS-1123 subdomain (every object kubetune reads or writes), else
     `errors.InvalidName`: a name goes into a URL, so `..`, `/` or `%` must never pass."""
-    return _checked(name, "object name", _DNS_SUBDOMAIN, 253, _SUBDOMAIN_RULE)
+    return _checked(name, "object name", _is_subdomain, 253, _SUBDOMAIN_RULE)
 
 
 def namespace_name(namespace: str) -> str:
     """`namespace` if it is a DNS-1123 label, else `errors.InvalidName`."""
-    return _checked(namespace, "namespace", _DNS_LABEL, 63, _LABEL_RULE)
+    return _checked(namespace, "namespace", _is_label, 63, _LABEL_RULE)
 
 
 def api_group(group: str) -> str:
     """An API group ("" for core) if it is a DNS-1123 subdomain, else `errors.InvalidName`."""
-    return group and _checked(group, "API group", _DNS_SUBDOMAIN, 253, _SUBDOMAIN_RULE)
+    return group and _checked(group, "API group", _is_subdomain, 253, _SUBDOMAIN_RULE)
 
 
 def api_version_part(version: str) -> str:
     """An API version (`v1`, `v1beta1`) if it is a DNS-1123 label, else `errors.InvalidName`."""
-    return _checked(version, "API version", _DNS_LABEL, 63, _LABEL_RULE)
+    return _checked(version, "API version", _is_label, 63, _LABEL_RULE)
 
 
 def _segment(value: str) -> str:
@@ -113,11 +128,11 @@ class Resource(Frozen):
         base = group_version_path(self.group, self.version)
         if self.namespaced and namespace:
             base += f"/namespaces/{_segment(namespace_name(namespace))}"
-        base += f"/{_segment(_checked(self.plural, 'resource', _DNS_LABEL, 63, _LABEL_RULE))}"
+        base += f"/{_segment(_checked(self.plural, 'resource', _is_label, 63, _LABEL_RULE))}"
         if name:
             base += f"/{_segment(object_name(name))}"
         if sub:
-            _checked(sub, "subresource", _SUBRESOURCE, 63, "lowercase words separated by '/'")
+            _checked(sub, "subresource", _is_subresource, 63, "lowercase words separated by '/'")
             base += "/" + "/".join(_segment(part) for part in sub.split("/"))
         return base
 

@@ -13,9 +13,9 @@ report with retries and decides the exit code (`ExitCode`).
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # as `main` does: no `signal` enums at start
 import enum
 import os
-import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -267,7 +267,7 @@ class Collector:
                 procwait.mark_early_stopped(self.settings.log_dir, pid)
                 pids.append(pid)
                 try:
-                    os.kill(pid, signal.SIGTERM)
+                    os.kill(pid, _signal.SIGTERM)
                 except ProcessLookupError:
                     pass
                 except PermissionError:

@@ -35,13 +35,23 @@ DEFAULT_FORMAT = r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)"
 # `\w` would also match `１` or `٣`, which are no number (`kubetune.observations`).
 _A = re.ASCII
 _VALUE = r"[+-]?(?:(?i:inf(?:inity)?|nan)(?![\w|-])|[0-9]*(?:\.[0-9]+)?(?:[Ee][+-]?[0-9]+)?)"
-_DEFAULT_BLOCK = re.compile(r"([\w|-]+)[^\S\n]*=[^\S\n]*(" + _VALUE + ")", _A)
+_DEFAULT_BLOCK = r"([\w|-]+)[^\S\n]*=[^\S\n]*(" + _VALUE + ")"
 # 1.5x faster: a name may not start right after a name character. That gives the same matches
 # unless a match starts where the previous one ended (`loss=1epoch=2`: upstream also finds
 # `epoch`), i.e. unless some value is directly followed by a name character; blocks where
 # `_ADJACENT` (no backtracking, a cheap scan for `=`) finds that use the exact regex.
-_DEFAULT_FAST = re.compile(r"(?<![\w|-])([\w|-]+)[^\S\n]*=[^\S\n]*(" + _VALUE + ")", _A)
-_ADJACENT = re.compile(r"=[^\S\n]*+[+-]?+[0-9]*+(?:\.[0-9]+)?+(?:[Ee][+-]?[0-9]+)?+[\w|-]", _A)
+_DEFAULT_FAST = r"(?<![\w|-])([\w|-]+)[^\S\n]*=[^\S\n]*(" + _VALUE + ")"
+_ADJACENT = r"=[^\S\n]*+[+-]?+[0-9]*+(?:\.[0-9]+)?+(?:[Ee][+-]?[0-9]+)?+[\w|-]"
+
+
+def _default_pattern(text: str) -> re.Pattern[str]:
+    """The default format's regex for this block: the exact one where a value runs straight
+    into a name, else the fast one. Compiled on first use (`re` keeps them), not at import:
+    a collector whose names all take the literal scan below never needs them, and compiling
+    them cost about a thirtieth of its start in every trial pod."""
+    return re.compile(_DEFAULT_BLOCK if re.search(_ADJACENT, text, _A) else _DEFAULT_FAST, _A)
+
+
 # 2-3x faster again when every wanted name is known up front: one scan per name whose pattern
 # starts with the name itself (the regex engine then skips to each occurrence of that literal),
 # the name's left edge checked by a lookbehind placed after it. It finds what the exact regex
@@ -50,15 +60,28 @@ _ADJACENT = re.compile(r"=[^\S\n]*+[+-]?+[0-9]*+(?:\.[0-9]+)?+(?:[Ee][+-]?[0-9]+
 # `x=1loss=2`; `_name_after_name` looks for that) and (2) the name cannot be read as (the start
 # of) a value: it starts with a letter or `_`, not like an exponent (`e5x`), and is not `inf`,
 # `infinity` or `nan` (`_literal_safe`).
-_EXPONENT_START = re.compile(r"[Ee][+-]?[0-9]")
-_NAME = re.compile(r"[\w|-]+", _A)
-_SAFE_NAME = re.compile(r"[^\W\d][\w|-]*", _A)
+_DIGITS = frozenset("0123456789")
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_|-") | _DIGITS
+
+
+def _is_name(name: str) -> bool:
+    """What the default format takes as a name (`[\\w|-]+`, ASCII), whole."""
+    return bool(name) and _NAME_CHARS.issuperset(name)
+
+
+def _exponent_start(name: str) -> bool:
+    """`e5x` or `E-1`: read as (the start of) a value's exponent (`[Ee][+-]?[0-9]`)."""
+    sign = 1 if name[1:2] in ("+", "-") else 0
+    return name[:1] in ("E", "e") and name[1 + sign : 2 + sign] in _DIGITS
 
 
 def _literal_safe(name: str) -> bool:
+    first = name[:1]
     return (
-        bool(_SAFE_NAME.fullmatch(name))
-        and not _EXPONENT_START.match(name)
+        _is_name(name)
+        and first not in _DIGITS
+        and first not in ("|", "-")
+        and not _exponent_start(name)
         and name.lower() not in ("inf", "infinity", "nan")
     )
 
@@ -182,7 +205,7 @@ class TextParser:
         self.filters = [] if self.default else compile_filters(filters)
         # (name, its values pattern, its "preceded by a name character" check), or None; a
         # name with other characters (`test/accuracy`) never matches the default format.
-        matchable = sorted(n for n in self.names if _NAME.fullmatch(n))
+        matchable = sorted(n for n in self.names if _is_name(n))
         self.literal = (
             [(n, _name_values(n), _name_after_name(n)) for n in matchable]
             if self.default and all(_literal_safe(n) for n in matchable)
@@ -206,8 +229,7 @@ class TextParser:
                     return literal
             text = "\n".join([line for line in text.split("\n") if "=" in line])
             if not _has_timestamp(text):
-                pattern = _DEFAULT_BLOCK if _ADJACENT.search(text) else _DEFAULT_FAST
-                pairs = pattern.findall(text)
+                pairs = _default_pattern(text).findall(text)
                 runs: list[Run] = []
                 for name in self.names:
                     values = [v for n, v in pairs if n == name and _is_value(v)]
@@ -240,7 +262,7 @@ class TextParser:
         if "=" not in text:
             return []
         text = "\n".join([line for line in text.split("\n") if "=" in line])
-        pattern = _DEFAULT_BLOCK if _ADJACENT.search(text) else _DEFAULT_FAST
+        pattern = _default_pattern(text)
         if not _has_timestamp(text):
             return [(n, v, 0.0) for n, v in pattern.findall(text) if _is_value(v) and n in names]
         out: list[Triple] = []
