@@ -60,6 +60,9 @@ def test_the_node_configs_carry_this_machine_s_settings(tmp_path: Path) -> None:
     kubelet = node.kubelet_config(tmp_path, "192.0.2.9", 10250, 10248)
     assert kubelet["failCgroupV1"] is False and kubelet["cgroupDriver"] == "cgroupfs"
     assert kubelet["failSwapOn"] is False and kubelet["clusterDNS"] == [node.DNS_SERVICE_IP]
+    # A disk other work fills never evicts the node's pods ("0%": the signal is off).
+    disk = {k: v for k, v in kubelet["evictionHard"].items() if not k.startswith("memory")}
+    assert disk and set(disk.values()) == {"0%"}
     proxy = node.kube_proxy_config(tmp_path / "k", "n", dict.fromkeys(node.LOCAL_PORTS, 1))
     assert proxy["conntrack"]["maxPerCore"] == 0 and proxy["mode"] == "nftables"
     corefile = next(m for m in node.coredns_manifests() if m["kind"] == "ConfigMap")

@@ -246,12 +246,16 @@ def kubelet_config(pki: Path, ip: str, port: int, healthz_port: int) -> dict[str
         "clusterDomain": CLUSTER_DOMAIN,
         "resolvConf": "/etc/resolv.conf",
         "serializeImagePulls": False,
-        # Shared machine: never evict or delete images because other work fills the disk.
+        # Shared machine: never evict pods or delete images because other work fills the disk
+        # ("0%" turns a signal off). With 1 % of a 252 GB disk as the floor, a disk other runs
+        # had filled to 2.7 GB free set DiskPressure: the kubelet evicted the training-operator
+        # again and again and tainted the node, and its webhook never served. A full disk now
+        # shows as "no space left on device" where something writes.
         "evictionHard": {
             "memory.available": "50Mi",
-            "nodefs.available": "1%",
-            "imagefs.available": "1%",
-            "nodefs.inodesFree": "1%",
+            "nodefs.available": "0%",
+            "imagefs.available": "0%",
+            "nodefs.inodesFree": "0%",
         },
         "imageGCHighThresholdPercent": 100,
         "imageGCLowThresholdPercent": 99,
