@@ -263,9 +263,9 @@ def kubelet_config(pki: Path, ip: str, port: int, healthz_port: int) -> dict[str
         # A Secret's new data reaches its pods' volumes only when the kubelet syncs the pod: on
         # a container's event, else every syncFrequency (1 min by default, plus jitter). The
         # training-operator's cert rotator writes its serving certificate into a mounted Secret
-        # and then looks for the file with a doubling backoff (1 s ... 512 s, jittered), so a
-        # write that misses the start's syncs on a loaded machine left its webhook unserved for
-        # more than 5 minutes. A 10 s resync bounds that wait for every such pod.
+        # and then looks for the file with a doubling backoff (1 s ... 512 s, jittered): a
+        # write that missed the start's syncs could wait a minute and a half for the volume,
+        # then minutes more for the next look. A 10 s resync bounds the first part.
         "syncFrequency": "10s",
     }
 
