@@ -4,9 +4,8 @@ CPU seconds on a shared 2-core machine vary by half from run to run; the instruc
 process executes do not. This runs, under valgrind's callgrind, what a StdOut collector does
 before its wait in a pod: the interpreter, its imports, the flags, the metric source and the
 in-cluster client (a ServiceAccount token and CA of its own; nothing is sent). It prints the
-median of `--runs` counts, and the third-party modules loaded; then the same with psutil
-imported too, which the wait loads when it binds the first training process (before, it was
-loaded at start; the TLS context, now made at start, was made at the first request).
+median of `--runs` counts, and the third-party modules loaded (none: the wait reads `/proc`
+itself, without psutil).
 
     python bench/collector_start.py [--runs 3] [--python .tox/pns-collector/bin/python]
 
@@ -53,7 +52,6 @@ main.Kube(main.connect(args.kubeconfig))
 third = ("urllib3", "kubernetes", "psutil", "pydantic", "yaml", "http.client", "email")
 print(" ".join(m for m in third if m in sys.modules) or "none")
 """
-WITH_PSUTIL = PROBE + "import psutil\n"
 
 # The sidecar as the image runs it: `python -I -S -u` (no site, no PYTHONPATH), its packages
 # put on sys.path by the entrypoint; here a checkout's source directories.
@@ -167,18 +165,17 @@ def main() -> int:
             env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         where = [str(account), str(account / "metrics.log")]
         bare, _ = instructions([args.python, "-c", "pass"], env)
-        for what, code in (("to the wait", PROBE), ("and psutil", WITH_PSUTIL)):
-            probe = [args.python, "-c", code, *where]
-            subprocess.run(probe, env=env, check=True, capture_output=True)  # bytecode cached
-            counts, loaded = [], ""
-            for _ in range(args.runs):
-                count, loaded = instructions(probe, env)
-                counts.append(count)
-            print(
-                f"collector start (StdOut, {what}): median "
-                f"{statistics.median(counts) / 1e6:.1f} M instructions of {args.runs} runs "
-                f"(python -c pass: {bare / 1e6:.1f} M); third-party modules loaded: {loaded}"
-            )
+        probe = [args.python, "-c", PROBE, *where]
+        subprocess.run(probe, env=env, check=True, capture_output=True)  # bytecode cached
+        counts, loaded = [], ""
+        for _ in range(args.runs):
+            count, loaded = instructions(probe, env)
+            counts.append(count)
+        print(
+            f"collector start (StdOut, to the wait): median "
+            f"{statistics.median(counts) / 1e6:.1f} M instructions of {args.runs} runs "
+            f"(python -c pass: {bare / 1e6:.1f} M); third-party modules loaded: {loaded}"
+        )
     return 0
 
 

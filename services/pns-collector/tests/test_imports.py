@@ -3,8 +3,7 @@
 watchfiles (and its anyio, multiprocessing), the Prometheus scraper's urllib.request and the
 TensorFlow event reader are imported only by the collector kinds that use them. In a pod the
 client to the API server is the standard library's (no urllib3, no kubernetes package), the
-models' pydantic and yaml are never needed, and psutil only once a training process is looked
-at.
+models' pydantic and yaml are never needed, and neither is psutil (the wait reads `/proc`).
 """
 
 from __future__ import annotations
