@@ -450,6 +450,7 @@ def _descendants_named(pid: int, name: str) -> list[psutil.Process]:
         ("exit \uff11\n", True, None),  # a full-width digit is no exit code
         ("exit  1\n", True, None),
         ("signal\n", True, None),
+        ("exit " + "9" * 5000 + "\n", True, None),  # no int of it (it would raise)
     ],
 )
 def test_only_ascii_digits_make_an_exit_or_signal_record(

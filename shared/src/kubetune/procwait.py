@@ -83,11 +83,13 @@ MAX_ARG_BYTES = 128 * 1024 - 1
 
 def _number_after(prefix: str, text: str, suffix: str = "") -> int | None:
     """The ASCII digits between `prefix` and `suffix` that make up all of `text`, as an int;
-    else None. (Plain string checks, no regexes: compiling them was paid in every pod.)"""
+    else None, also for more than 18 digits (no PID or status has them, and `int` refuses
+    strings of over 4,300). Plain string checks, no regexes: compiling them was paid in every
+    pod."""
     if not (text.startswith(prefix) and text.endswith(suffix)):
         return None
     digits = text[len(prefix) : len(text) - len(suffix)]
-    return int(digits) if digits.isascii() and digits.isdigit() else None
+    return int(digits) if len(digits) <= 18 and digits.isascii() and digits.isdigit() else None
 
 
 # A start time derives from /proc/stat's whole-second boot time, so allow this much error
