@@ -44,7 +44,7 @@ from typing import Any
 
 import yaml
 
-from localcluster import build, gotool, katib, katibpostgres
+from localcluster import build, gotool, katib, katibpostgres, nodeoperators
 from localcluster import cluster as lc
 
 Obj = dict[str, Any]
@@ -291,6 +291,11 @@ def install(
     installed = Installed(ports, data_dir, objs)
     try:
         wait_ready(run, timeout)
+    except InstallError as exc:
+        # Whoever reads a CI log later sees what the pods did, not only that they did not.
+        found = nodeoperators.pods_report(kubectl, kubeconfig, NAMESPACE, log_lines=30)
+        installed.cleanup()
+        raise InstallError(f"{exc}\n{found}") from exc
     except BaseException:
         installed.cleanup()
         raise
