@@ -149,7 +149,9 @@ def test_the_api_server_establishes_the_fetched_crds(cluster: ClusterHandle) -> 
             deadline = time.monotonic() + 60
             while True:
                 got = json.loads(cluster.kubectl("get", "crd", name, "-o", "json").stdout)
-                conds = {c["type"]: c["status"] for c in got["status"].get("conditions", [])}
+                # Right after the create the status may hold `conditions: null`.
+                found = (got.get("status") or {}).get("conditions") or []
+                conds = {c["type"]: c["status"] for c in found}
                 if conds.get("Established") == "True":
                     break
                 assert time.monotonic() < deadline, f"{name} not Established: {conds}"

@@ -282,14 +282,27 @@ def install(
     os.chmod(data_dir, 0o755)
     objs = adjust(render(kubectl), ports, runtime_bin_dir(), data_dir)
     run = kubectl_runner(kubectl, kubeconfig)
+    # The webhook configurations last, once every Deployment has its pod: the kubeflow
+    # namespace is labelled for Katib's pod mutator (failurePolicy Fail), so a Katib pod
+    # created after them calls a webhook nothing serves yet and is refused again and again.
+    # Applied at once, a loaded machine's ReplicaSet controller came after them (CI).
+    hooks = [o for o in objs if o.get("kind", "").lower() in WEBHOOKS]
+    rest = [o for o in objs if o.get("kind", "").lower() not in WEBHOOKS]
     out = run(
-        "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=yaml.safe_dump_all(objs)
+        "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=yaml.safe_dump_all(rest)
     )
     if out.returncode != 0:
         shutil.rmtree(data_dir, ignore_errors=True)
         raise InstallError(f"kubectl apply of Katib failed:\n{out.stderr}")
     installed = Installed(ports, data_dir, objs)
     try:
+        _wait_for_pods(run, timeout)
+        out = run(
+            "apply", "--server-side", "--force-conflicts", "-f", "-",
+            stdin=yaml.safe_dump_all(hooks),
+        )  # fmt: skip
+        if out.returncode != 0:
+            raise InstallError(f"kubectl apply of Katib's webhooks failed:\n{out.stderr}")
         wait_ready(run, timeout)
     except InstallError as exc:
         # Whoever reads a CI log later sees what the pods did, not only that they did not.
@@ -300,6 +313,21 @@ def install(
         installed.cleanup()
         raise
     return installed
+
+
+def _wait_for_pods(run: Kubectl, timeout: float) -> None:
+    """Until each of Katib's Deployments has a pod (created, not yet running)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = run("get", "pods", "-n", NAMESPACE, "-o", "json")
+        pods = json.loads(out.stdout).get("items", []) if out.returncode == 0 else []
+        names = [p["metadata"]["name"] for p in pods]
+        missing = [d for d in DEPLOYMENTS if not any(n.startswith(f"{d}-") for n in names)]
+        if not missing:
+            return
+        if time.monotonic() > deadline:
+            raise InstallError(f"no pod of {', '.join(missing)} after {timeout:.0f} s")
+        time.sleep(0.5)
 
 
 def wait_ready(run: Kubectl, timeout: float = 420) -> None:
