@@ -22,6 +22,7 @@ from localcluster import (
     operators,
     thirdparty,
 )
+from localcluster.kubectlrun import KubectlError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -194,7 +195,7 @@ def _install_operators(state_dir: Path | None, names: list[str]) -> int:
         return 1
     try:
         nodeoperators.install(st.kubectl, st.kubeconfig, st.node_dir / "operator-images", names)
-    except (nodeoperators.InstallError, node.NodeError, gotool.BuildError) as exc:
+    except (nodeoperators.InstallError, KubectlError, node.NodeError, gotool.BuildError) as exc:
         print(f"[localcluster install-operators] FAILED: {exc}", file=sys.stderr)
         return 1
     print(f"[localcluster install-operators] {', '.join(names or nodeoperators.NAMES)} running")

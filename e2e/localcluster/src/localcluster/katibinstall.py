@@ -37,15 +37,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from localcluster import build, gotool, katib, katibpostgres, nodeoperators
+from localcluster import build, gotool, katib, katibpostgres
 from localcluster import cluster as lc
+from localcluster.kubectlrun import Kubectl, pods_report
 
 Obj = dict[str, Any]
 NAMESPACE = "kubeflow"
@@ -250,28 +251,6 @@ def _postgres_volume(data_dir: Path) -> Obj:
     }
 
 
-Kubectl = Callable[..., "subprocess.CompletedProcess[str]"]
-
-
-def kubectl_runner(kubectl: str, kubeconfig: str) -> Kubectl:
-    """``run(*args, stdin=None, timeout=120)``: the cluster's kubectl, output captured, not
-    raising on failure."""
-
-    def run(
-        *args: str, stdin: str | None = None, timeout: float = 120
-    ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [kubectl, "--kubeconfig", kubeconfig, *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=timeout,
-        )
-
-    return run
-
-
 def install(
     kubectl: str, kubeconfig: str, *, ports: Ports | None = None, timeout: float = 420
 ) -> Installed:
@@ -281,14 +260,14 @@ def install(
     data_dir = Path(tempfile.mkdtemp(prefix="kubetune-katib-postgres-"))
     os.chmod(data_dir, 0o755)
     objs = adjust(render(kubectl), ports, runtime_bin_dir(), data_dir)
-    run = kubectl_runner(kubectl, kubeconfig)
+    k = Kubectl(kubectl, kubeconfig)
     # The webhook configurations last, once every Deployment has its pod: the kubeflow
     # namespace is labelled for Katib's pod mutator (failurePolicy Fail), so a Katib pod
     # created after them calls a webhook nothing serves yet and is refused again and again.
     # Applied at once, a loaded machine's ReplicaSet controller came after them (CI).
     hooks = [o for o in objs if o.get("kind", "").lower() in WEBHOOKS]
     rest = [o for o in objs if o.get("kind", "").lower() not in WEBHOOKS]
-    out = run(
+    out = k.run(
         "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=yaml.safe_dump_all(rest)
     )
     if out.returncode != 0:
@@ -296,52 +275,53 @@ def install(
         raise InstallError(f"kubectl apply of Katib failed:\n{out.stderr}")
     installed = Installed(ports, data_dir, objs)
     try:
-        _wait_for_pods(run, timeout)
-        out = run(
+        deadline = time.monotonic() + timeout
+        _wait_for_pods(k, deadline)
+        out = k.run(
             "apply", "--server-side", "--force-conflicts", "-f", "-",
             stdin=yaml.safe_dump_all(hooks),
         )  # fmt: skip
         if out.returncode != 0:
             raise InstallError(f"kubectl apply of Katib's webhooks failed:\n{out.stderr}")
-        wait_ready(run, timeout)
+        wait_ready(k, deadline)
     except InstallError as exc:
         # Whoever reads a CI log later sees what the pods did, not only that they did not.
-        found = nodeoperators.pods_report(kubectl, kubeconfig, NAMESPACE, log_lines=30)
+        found = pods_report(k, NAMESPACE, log_lines=30)
         installed.cleanup()
-        raise InstallError(f"{exc}\n{found}") from exc
+        raise InstallError(f"{exc} (install timeout {timeout:.0f} s)\n{found}") from exc
     except BaseException:
         installed.cleanup()
         raise
     return installed
 
 
-def _wait_for_pods(run: Kubectl, timeout: float) -> None:
-    """Until each of Katib's Deployments has a pod (created, not yet running)."""
-    deadline = time.monotonic() + timeout
+def _wait_for_pods(k: Kubectl, deadline: float) -> None:
+    """Until each of Katib's Deployments has a pod (created, not yet running), or the
+    ``time.monotonic()`` deadline."""
     while True:
-        out = run("get", "pods", "-n", NAMESPACE, "-o", "json")
+        out = k.run("get", "pods", "-n", NAMESPACE, "-o", "json")
         pods = json.loads(out.stdout).get("items", []) if out.returncode == 0 else []
         names = [p["metadata"]["name"] for p in pods]
         missing = [d for d in DEPLOYMENTS if not any(n.startswith(f"{d}-") for n in names)]
         if not missing:
             return
         if time.monotonic() > deadline:
-            raise InstallError(f"no pod of {', '.join(missing)} after {timeout:.0f} s")
+            raise InstallError(f"no pod of {', '.join(missing)} in time")
         time.sleep(0.5)
 
 
-def wait_ready(run: Kubectl, timeout: float = 420) -> None:
-    """Every Deployment Available and both webhooks carrying the controller's CA."""
-    deadline = time.monotonic() + timeout
+def wait_ready(k: Kubectl, deadline: float) -> None:
+    """Every Deployment Available and both webhooks carrying the controller's CA, by the
+    ``time.monotonic()`` deadline."""
     for kind in WEBHOOKS:
         while True:
-            out = run("get", kind, "katib.kubeflow.org", "-o", "json")
+            out = k.run("get", kind, "katib.kubeflow.org", "-o", "json")
             hooks = json.loads(out.stdout).get("webhooks") or [] if out.returncode == 0 else []
             if hooks and all(h["clientConfig"].get("caBundle") for h in hooks):
                 break
             if time.monotonic() > deadline:
                 raise InstallError(
-                    f"the {kind} katib.kubeflow.org has no caBundle after {timeout:.0f} s: "
+                    f"the {kind} katib.kubeflow.org has no caBundle in time: "
                     "the controller's cert-generator did not run; see "
                     f"`kubectl logs -n {NAMESPACE} deploy/katib-controller`"
                 )
@@ -352,13 +332,12 @@ def wait_ready(run: Kubectl, timeout: float = 420) -> None:
     # (Restarting the pod instead deadlocks, as upstream would: the kubeflow namespace is
     # labelled for injection, so the new pod's creation calls the webhook it serves.)
     left = max(1, int(deadline - time.monotonic()))
-    out = run(
+    out = k.run(
         "wait", "-n", NAMESPACE, "--for=condition=Available", f"--timeout={left}s",
         *(f"deployment/{d}" for d in DEPLOYMENTS), timeout=left + 30,
     )  # fmt: skip
     if out.returncode != 0:
-        pods = run("get", "pods", "-n", NAMESPACE, "-o", "wide").stdout
-        raise InstallError(f"Katib's Deployments are not Available:\n{out.stderr}\n{pods}")
+        raise InstallError(f"Katib's Deployments are not Available:\n{out.stderr}")
 
 
 @contextlib.contextmanager

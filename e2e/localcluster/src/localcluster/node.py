@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from localcluster import nodebuild, ociimage
+from localcluster.kubectlrun import Kubectl
 
 NODE_MODES = ("kubelet",)
 # Loopback ports of the node's health and metrics endpoints (picked free by ``up``).
@@ -521,24 +522,11 @@ def containerd_ready() -> bool:
 # --- teardown ---------------------------------------------------------------------------------
 
 
-def _kubectl(kubectl: str, kubeconfig_path: str, args: list[str], timeout: float = 60) -> str:
-    proc = subprocess.run(
-        [kubectl, "--kubeconfig", kubeconfig_path, *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=timeout,
-    )
-    return proc.stdout
-
-
 def delete_pods(kubectl: str, kubeconfig_path: str, timeout: float = 45) -> None:
     """Delete every pod and wait until containerd runs no task (sandboxes torn down by CRI)."""
     with contextlib.suppress(subprocess.TimeoutExpired):
-        _kubectl(
-            kubectl,
-            kubeconfig_path,
-            ["delete", "pods", "--all", "-A", "--grace-period=1", "--wait=false"],
+        Kubectl(kubectl, kubeconfig_path).run(
+            "delete", "pods", "--all", "-A", "--grace-period=1", "--wait=false", timeout=60
         )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

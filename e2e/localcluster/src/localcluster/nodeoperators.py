@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from localcluster import gotool, node, ociimage, operators, thirdparty
+from localcluster.kubectlrun import Kubectl, KubectlError, pods_report
 
 Obj = dict[str, Any]
 TRAINING_OPERATOR_IMAGE = "ghcr.io/kubeflow/training-v1/training-operator:v1-9.2"
@@ -198,20 +199,6 @@ def _set_container(deployment: Obj, name: str, image: str, extra_args: list[str]
     raise InstallError(f"Deployment {deployment['metadata']['name']} has no container {name}")
 
 
-def _kubectl(kubectl: str, kubeconfig: str, args: list[str], stdin: str | None = None) -> str:
-    proc = subprocess.run(
-        [kubectl, "--kubeconfig", kubeconfig, *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
-    if proc.returncode != 0:
-        raise InstallError(f"kubectl {' '.join(args[:3])} failed: {proc.stderr.strip()}")
-    return proc.stdout
-
-
 def apply(kubectl: str, kubeconfig: str, objs: list[Obj]) -> None:
     """Server-side apply; CRDs first, then the rest once they are Established."""
     crds = [o for o in objs if o["kind"] == "CustomResourceDefinition"]
@@ -220,16 +207,11 @@ def apply(kubectl: str, kubeconfig: str, objs: list[Obj]) -> None:
         if not batch:
             continue
         text = json.dumps({"apiVersion": "v1", "kind": "List", "items": batch})
-        _kubectl(
-            kubectl, kubeconfig, ["apply", "--server-side", "--force-conflicts", "-f", "-"], text
-        )
+        run = Kubectl(kubectl, kubeconfig)
+        run.out("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=text)
         if batch is crds:
             names = [f"crd/{o['metadata']['name']}" for o in crds]
-            _kubectl(
-                kubectl,
-                kubeconfig,
-                ["wait", "--for=condition=Established", "--timeout=120s", *names],
-            )
+            run.out("wait", "--for=condition=Established", "--timeout=120s", *names)
 
 
 def _wait(
@@ -255,42 +237,6 @@ def _wait(
     )
 
 
-def pods_report(kubectl: str, kubeconfig: str, namespace: str, log_lines: int = 15) -> str:
-    """Each pod of ``namespace``: phase, every container's state and restarts, and the last
-    lines of its log; then the namespace's warning events. What a failed install shows."""
-    lines: list[str] = []
-    try:
-        pods = json.loads(
-            _kubectl(kubectl, kubeconfig, ["-n", namespace, "get", "pods", "-o", "json"])
-        )
-    except (InstallError, ValueError, subprocess.TimeoutExpired) as exc:
-        return f"pods in {namespace}: {exc}"
-    for pod in pods.get("items", []):
-        name = pod["metadata"]["name"]
-        status = pod.get("status", {})
-        lines.append(f"pod {namespace}/{name}: {status.get('phase')}")
-        for cs in status.get("containerStatuses") or []:
-            state = json.dumps(cs.get("state", {}))
-            lines.append(f"  {cs['name']}: {state} restarts={cs.get('restartCount')}")
-        try:
-            log = _kubectl(
-                kubectl, kubeconfig, ["-n", namespace, "logs", name, f"--tail={log_lines}"]
-            )
-        except (InstallError, subprocess.TimeoutExpired) as exc:
-            log = str(exc)
-        lines += [f"  | {line}" for line in log.splitlines()]
-    try:
-        events = _kubectl(
-            kubectl,
-            kubeconfig,
-            ["-n", namespace, "get", "events", "--field-selector=type=Warning", "-o", "wide"],
-        )
-    except (InstallError, subprocess.TimeoutExpired) as exc:
-        events = str(exc)
-    lines += [f"  event: {line}" for line in events.splitlines()[-log_lines:]]
-    return "\n".join(lines)
-
-
 def webhook_probe(namespace: str) -> Obj:
     """A TFJob the training-operator's validating webhook admits (to create dry-run): the
     create succeeds once the webhook serves."""
@@ -307,8 +253,10 @@ def _webhook_refusal(kubectl: str, kubeconfig: str) -> str | None:
     """``None`` once the webhook admits a probe TFJob, else the API server's answer."""
     probe = webhook_probe(TRAINING_NAMESPACE)
     try:
-        _kubectl(kubectl, kubeconfig, ["create", "--dry-run=server", "-f", "-"], json.dumps(probe))
-    except InstallError as exc:
+        Kubectl(kubectl, kubeconfig).out(
+            "create", "--dry-run=server", "-f", "-", stdin=json.dumps(probe)
+        )
+    except KubectlError as exc:
         return str(exc)
     return None
 
@@ -355,7 +303,7 @@ def install(
             "the training-operator's webhook to serve",
             lambda: _webhook_refusal(kubectl, kubeconfig),
             timeout,
-            lambda: pods_report(kubectl, kubeconfig, TRAINING_NAMESPACE),
+            lambda: pods_report(Kubectl(kubectl, kubeconfig), TRAINING_NAMESPACE),
         )
         say("the training-operator's webhook serves")
     if operators.ARGO_WORKFLOWS.name in chosen:
@@ -366,9 +314,9 @@ def install(
             f"--timeout={timeout:.0f}s",
         ]
         try:
-            _kubectl(kubectl, kubeconfig, ["-n", ARGO_NAMESPACE, *rollout])
-        except InstallError as exc:
-            found = pods_report(kubectl, kubeconfig, ARGO_NAMESPACE)
+            Kubectl(kubectl, kubeconfig).out("-n", ARGO_NAMESPACE, *rollout, timeout=timeout + 30)
+        except (KubectlError, subprocess.TimeoutExpired) as exc:
+            found = pods_report(Kubectl(kubectl, kubeconfig), ARGO_NAMESPACE)
             raise InstallError(f"{exc}\n{found}") from exc
         say("Argo's workflow-controller is available")
 

@@ -25,6 +25,7 @@ import pytest
 
 from localcluster import build
 from localcluster import cluster as lc
+from localcluster.kubectlrun import Kubectl
 
 
 @dataclass
@@ -50,14 +51,10 @@ class ClusterHandle:
         self, *args: str, check: bool = True, stdin: str | None = None
     ) -> subprocess.CompletedProcess[str]:
         """Run the kubectl built with the cluster (never the system one)."""
-        return subprocess.run(
-            [self.kubectl_path, "--kubeconfig", self.kubeconfig, *args],
-            capture_output=True,
-            text=True,
-            check=check,
-            input=stdin,
-            timeout=120,
-        )
+        proc = Kubectl(self.kubectl_path, self.kubeconfig).run(*args, stdin=stdin)
+        if check:
+            proc.check_returncode()
+        return proc
 
 
 def pytest_configure(config: pytest.Config) -> None:
