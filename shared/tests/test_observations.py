@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from kubetune import observations as obs
 from kubetune.api.common import (
@@ -102,6 +106,16 @@ def test_text_outside_the_number_grammar_is_no_number(text: str) -> None:
     assert not obs.is_number(text)
     assert obs.parse_number(text) is None
     assert obs.metric_error("loss", text, numbers_only=True) is not None
+
+
+@given(st.text(alphabet="+-.eE0123456789infaINFAty_ \u0131\u0130\uff11", max_size=12))
+@example("ınf")
+@example("-İnfinity")
+def test_is_number_is_the_number_pattern_in_ascii(text: str) -> None:
+    """The string checks and the documented grammar agree on any text (dotless and dotted I,
+    which the pattern's ignore-case matches without re.ASCII, are no number)."""
+    pattern = re.fullmatch(obs.NUMBER_PATTERN, text, re.ASCII) is not None
+    assert obs.is_number(text) is pattern
 
 
 def test_text_values_are_kept_bounded_but_never_rank() -> None:

@@ -9,11 +9,10 @@ maps the client's exceptions to `kubetune.errors` with the cause chained.
 from __future__ import annotations
 
 import builtins
-import json
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from kubetune import errors, urlparts
+from kubetune import errors, lightjson, urlparts
 from kubetune.incluster import InCluster, NotInCluster, Timeout
 from kubetune.plain import Frozen
 from kubetune.typenames import TYPE_CHECKING, Protocol
@@ -347,7 +346,7 @@ def _error_from_body(status: int, reason: str, text: str) -> errors.ApiError:
     """Map an error answer to our error class, using the Status object's reason and message."""
     message = text
     try:
-        body = json.loads(text or "{}")
+        body = lightjson.loads(text or "{}")
         reason = body.get("reason", reason) or reason
         message = body.get("message", message) or message
     except (ValueError, TypeError, AttributeError):
@@ -376,7 +375,7 @@ class Kube:
         """One request, its response unread. Connection failures raise the transport's
         errors (urllib3's through a kubeconfig, `OSError` in a pod)."""
         params = [(k, _query_value(v)) for k, v in (query or {}).items() if v is not None]
-        data = None if body is None else json.dumps(body).encode()
+        data = None if body is None else lightjson.dumps(body).encode()
         sent = [*headers.items(), *extra_headers]
         return self._transport.send(method, path, params, sent, data, timeout)
 
@@ -431,7 +430,7 @@ class Kube:
         raw.release_conn()
         if sizes is not None:
             sizes.append(len(data or b""))
-        return json.loads(data, object_hook=object_hook) if data else {}
+        return lightjson.loads(data, object_hook=object_hook) if data else {}
 
     def get(
         self,
@@ -563,7 +562,7 @@ class Kube:
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
-                        yield json.loads(line, object_hook=object_hook)
+                        yield lightjson.loads(line, object_hook=object_hook)
         finally:
             response.release_conn()
 

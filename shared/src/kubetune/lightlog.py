@@ -77,9 +77,9 @@ def json_entry(created: float, level: str, name: str, message: str) -> dict[str,
 
 
 def json_line(created: float, level: str, name: str, message: str) -> str:
-    import json
+    from kubetune import lightjson
 
-    return json.dumps(json_entry(created, level, name, message), default=str)
+    return lightjson.dumps(json_entry(created, level, name, message), default=str)
 
 
 class Logger:

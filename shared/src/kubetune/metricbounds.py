@@ -6,8 +6,6 @@ A primitive: `kubetune.observations` and `kubetune.metrichistory` both build on 
 
 from __future__ import annotations
 
-import re
-
 UNAVAILABLE = "unavailable"
 """What Katib's collectors report for a metric never seen; not a number, always accepted."""
 
@@ -23,15 +21,32 @@ MAX_METRICS = 100
 NUMBER_PATTERN = (
     r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|(?i:inf(?:inity)?|nan))"
 )
-"""The one number grammar of every writer and reader: ASCII digits, an optional fraction and
-exponent, or a signed inf/infinity/nan in any case. Python's `float()` also takes `1_0`,
-surrounding blanks and non-ASCII digits (`１`); none of them is a number here."""
-_NUMBER = re.compile(NUMBER_PATTERN)
+"""The one number grammar of every writer and reader, in ASCII (`re.ASCII`): ASCII digits, an
+optional fraction and exponent, or a signed inf/infinity/nan in any case. Python's `float()`
+also takes `1_0`, surrounding blanks and non-ASCII digits (`１`); none of them is a number here."""
+
+_SPECIALS = ("inf", "infinity", "nan")
 
 
 def is_number(value: str) -> bool:
-    """Whether `value` is written in `NUMBER_PATTERN` (finite or not)."""
-    return isinstance(value, str) and _NUMBER.fullmatch(value) is not None
+    """Whether `value` is written in `NUMBER_PATTERN` (finite or not).
+
+    Checked with string methods, not the pattern: `re` and its compile cost instructions in
+    every trial pod's collector, which calls this for each value it reports."""
+    if not isinstance(value, str) or not value.isascii():
+        return False
+    body = value[1:] if value.startswith(("+", "-")) else value
+    lowered = body.lower()
+    if lowered in _SPECIALS:
+        return True
+    mantissa, marked, exponent = lowered.partition("e")
+    # str.isdigit of ASCII text: one or more of 0-9.
+    if marked and not (exponent[1:] if exponent.startswith(("+", "-")) else exponent).isdigit():
+        return False
+    whole, dot, fraction = mantissa.partition(".")
+    if whole:
+        return whole.isdigit() and (not fraction or fraction.isdigit())
+    return bool(dot) and fraction.isdigit()
 
 
 def metric_error(name: str, value: str, *, numbers_only: bool = False) -> str | None:

@@ -22,11 +22,11 @@ into the Trial; readers call `read(trial_status)`.
 from __future__ import annotations
 
 import heapq
-import json
 import math
 import time as _time
 from collections.abc import Iterator, Mapping, Sequence
 
+from kubetune import lightjson
 from kubetune.metricbounds import MAX_VALUE_CHARS
 from kubetune.typenames import TYPE_CHECKING
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 MAX_BYTES = 64 * 1024
-"""The bound on `json.dumps(to_wire(), separators=(",", ":"))`, in bytes (UTF-8)."""
+"""The bound on `lightjson.dumps(to_wire(), separators=(",", ":"))`, in bytes (UTF-8)."""
 KEEP_FIRST = 100
 
 FIELD = "metricHistory"
@@ -54,12 +54,12 @@ def rfc3339(timestamp: float | None = None) -> str:
 
 
 def json_length(text: str) -> int:
-    """`len(json.dumps(text).encode())` without serializing in the common case: printable
+    """`len(lightjson.dumps(text).encode())` without serializing in the common case: printable
     ASCII with no quote or backslash (every number and time) is written as is, in quotes. The
     collector counts this for each value it keeps, so it is on its hot path."""
     if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
         return len(text) + 2
-    return len(json.dumps(text).encode())
+    return len(lightjson.dumps(text).encode())
 
 
 def _cost(step: int, value: str, time: str) -> int:
@@ -292,7 +292,7 @@ def _weight(s: Series) -> int:
 
 
 def serialized_size(wire: Mapping[str, Any]) -> int:
-    return len(json.dumps(wire, separators=(",", ":")).encode())
+    return len(lightjson.dumps(wire, separators=(",", ":")).encode())
 
 
 def _wire_metrics(status: Mapping[str, Any] | None) -> Iterator[Mapping[str, Any]]:

@@ -16,11 +16,10 @@ streaming collector must not lose a whole trial's metrics over one odd line:
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Sequence
 
-from kubetune import lightlog
+from kubetune import lightjson, lightlog
 from kubetune.typenames import Protocol
 
 log = lightlog.get(__name__)
@@ -315,7 +314,7 @@ class JsonParser:
             if not line:
                 continue
             try:
-                obj = json.loads(line)
+                obj = lightjson.loads(line)
             except ValueError:
                 log.warning("skipping a metrics line that is not JSON: %.200r", line)
                 continue
@@ -327,7 +326,7 @@ class JsonParser:
                 value = obj[name]
                 if isinstance(value, bool) or not isinstance(value, (str, int, float)):
                     continue
-                text_value = value.strip() if isinstance(value, str) else json.dumps(value)
+                text_value = value.strip() if isinstance(value, str) else lightjson.dumps(value)
                 if text_value:
                     out.append((name, text_value, stamp))
         return out
