@@ -1,8 +1,8 @@
 """Where the pns-collector's CPU goes, per trial, run as a trial pod runs it.
 
 Each trial here is what the node agent runs in a pod: the training command wrapped by
-`kubetune.procwait.wrap_argv` (StdOut: teed into the metrics file) and, at the same time, the
-collector with the webhook's flags, in-cluster: its own mount namespace with the
+`kubetune.wrapperscript.wrap_argv` (StdOut: teed into the metrics file) and, at the same
+time, the collector with the webhook's flags, in-cluster: its own mount namespace with the
 ServiceAccount's token, CA and namespace at /var/run/secrets/kubernetes.io/serviceaccount
 (a tmpfs over /run, so nothing is written on the host), `KUBERNETES_SERVICE_HOST`/`_PORT`
 set, and a token of a ServiceAccount bound to the collector's ClusterRole rules. The Trial is
@@ -57,7 +57,7 @@ from typing import Any
 
 import yaml
 
-from kubetune import procwait
+from kubetune import wrapperscript
 from kubetune.kube import NAMESPACES, ROLE_BINDINGS, ROLES, SERVICE_ACCOUNTS, TRIALS, Kube, connect
 from kubetune_testkit.deploying import collector_start
 
@@ -257,7 +257,7 @@ def one_trial(
         log_dir = Path(tmp)
         script = log_dir.parent / f"{name}.train.py"  # a file: the wrapper joins argv into one
         script.write_text(TRAINING)  # shell line, as Katib does, where code would not survive
-        training = procwait.wrap_argv(
+        training = wrapperscript.wrap_argv(
             [sys.executable, str(script), str(seconds)],
             str(log_dir),
             metrics_file=str(log_dir / "metrics.log"),

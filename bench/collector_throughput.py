@@ -26,7 +26,7 @@ import time
 import uuid
 from pathlib import Path
 
-from kubetune import procwait
+from kubetune import procwait, wrapperscript
 from kubetune.api.common import ObjectiveSpec
 from kubetune.kube import NAMESPACES, TRIALS, Kube, connect
 from kubetune_pns_collector import collecting, parsing, reporting, summaries
@@ -139,7 +139,7 @@ def latency(runs: int) -> None:
                 log_dir = Path(tmp)
                 code = "import time\nfor i in range(5): print(f'loss={i}'); time.sleep(0.05)"
                 cmd = f"{shlex.quote(sys.executable)} -u -c {shlex.quote(code)}"
-                script = procwait.sh_wrap(cmd, str(log_dir), metrics_file=f"{tmp}/metrics.log")
+                script = wrapperscript.sh_wrap(cmd, str(log_dir), metrics_file=f"{tmp}/metrics.log")
                 p = subprocess.Popen(["sh", "-c", script], stdout=subprocess.DEVNULL)
                 summary = summaries.RunningSummary(SPEC)
                 source = collecting.TextSource(

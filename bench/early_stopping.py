@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from kubetune import procwait
+from kubetune import wrapperscript
 from kubetune.api.common import ObjectiveSpec, ObjectiveType
 from kubetune_pns_collector import collecting, parsing, stopping, summaries
 
@@ -48,7 +48,7 @@ def one_run(log_dir: Path, pause: float) -> tuple[float, float]:
     """(latency from the bad report to the training process's end, run's total seconds)."""
     stamp = log_dir / "stamp"
     metrics = log_dir / "metrics.log"
-    script = procwait.sh_wrap(
+    script = wrapperscript.sh_wrap(
         f"{sys.executable} -c '{TRAIN}' {pause} {stamp}", str(log_dir), metrics_file=str(metrics)
     )
     started = time.monotonic()

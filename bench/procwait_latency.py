@@ -18,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from kubetune import procwait
+from kubetune import procwait, wrapperscript
 
 TARGET_S = 0.100
 
@@ -27,7 +27,7 @@ def one_run(log_dir: Path, poll: float) -> float:
     """Latency of one run, in seconds (0 when the waiter returned before the reaper saw exit)."""
     sidecar = subprocess.Popen(["sleep", "60"])
     procs = [
-        subprocess.Popen(["sh", "-c", procwait.sh_wrap(f"sleep {s}", str(log_dir))])
+        subprocess.Popen(["sh", "-c", wrapperscript.sh_wrap(f"sleep {s}", str(log_dir))])
         for s in ("0.05", "0.15", "0.30")
     ]
     exits: dict[int, float] = {}

@@ -1,5 +1,5 @@
 """CPU of the training container's wrapper per trial: the `sh` script the webhook puts around
-the training command (`kubetune.procwait.wrap_argv`, StdOut: teed into the metrics file).
+the training command (`kubetune.wrapperscript.wrap_argv`, StdOut: teed into the metrics file).
 
 The command is `true`, so what is measured is the wrapper alone: its shell, the programs it
 runs (`mkfifo`, `tee`, ...) and its subshells, in user + system CPU of
@@ -25,8 +25,12 @@ from pathlib import Path
 ARGV = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from kubetune import procwait
-print(json.dumps(procwait.wrap_argv(["true"], sys.argv[2], metrics_file=sys.argv[2] + "/m.log")))
+try:
+    from kubetune import wrapperscript
+except ImportError:  # a checkout from before the wrapper had its own module
+    from kubetune import procwait as wrapperscript
+argv = wrapperscript.wrap_argv(["true"], sys.argv[2], metrics_file=sys.argv[2] + "/m.log")
+print(json.dumps(argv))
 """
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kubetune import errors, procwait
+from kubetune import errors, wrapperscript
 from kubetune.kube import CUSTOM_RESOURCE_DEFINITIONS, EXPERIMENTS, SUGGESTIONS, TRIALS, Kube
 from kubetune_testkit.processes import free_port
 from kubetune_testkit.waiting import wait_for
@@ -383,7 +383,7 @@ def test_collector_wraps_and_collects_a_real_process(
         namespace,
     )
     train = 'for i in 1 2 3 4; do echo "epoch $i: loss=0.$((9 - i))"; sleep 0.5; done'
-    argv = procwait.wrap_argv(
+    argv = wrapperscript.wrap_argv(
         ["sh", "-c", "sleep 3; " + train], log_dir, metrics_file=f"{log_dir}/metrics.log"
     )
     # The pod's process namespace belongs to its sandbox (pause), which outlives both.

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kubetune import commandline, procwait
+from kubetune import commandline, procwait, wrapperscript
 
 SHELLS = [s for s in ("dash", "bash", "busybox") if shutil.which(s)]
 PRINT_ARGV = "import json, sys\nprint(json.dumps(sys.argv[1:]))\n"
@@ -56,7 +56,7 @@ def _katib(shell: str, argv: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 def _wrapped(shell: str, argv: list[str], log_dir: Path) -> subprocess.CompletedProcess[str]:
-    _, c, script, *rest = procwait.wrap_argv(argv, str(log_dir))
+    _, c, script, *rest = wrapperscript.wrap_argv(argv, str(log_dir))
     return _run([*_shell_argv(shell), c, script, *rest])
 
 
@@ -117,7 +117,7 @@ def test_sigterm_reaches_a_plain_command_run_from_the_joined_line(tmp_path: Path
         "time.sleep(60)\n"
     )
     argv = [sys.executable, str(code), '--architecture="[[1]]"']
-    p = subprocess.Popen(procwait.wrap_argv(argv, str(tmp_path)), stdout=subprocess.PIPE)
+    p = subprocess.Popen(wrapperscript.wrap_argv(argv, str(tmp_path)), stdout=subprocess.PIPE)
     try:
         assert p.stdout is not None
         assert p.stdout.readline() == b"ready\n"
@@ -135,7 +135,7 @@ def test_sigterm_reaches_a_plain_command_run_from_the_joined_line(tmp_path: Path
 def test_each_element_stays_its_own_exec_argument_under_128_kib(tmp_path: Path) -> None:
     params = [f"--p{i}=" + "x" * 100 for i in range(2000)]
     argv = [*_program(tmp_path).split(), *params]
-    command = procwait.wrap_argv(argv, str(tmp_path))
+    command = wrapperscript.wrap_argv(argv, str(tmp_path))
     assert len(" ".join(argv).encode()) > 128 * 1024
     assert max(len(a.encode()) for a in command) < 16 * 1024
     p = _run(command)

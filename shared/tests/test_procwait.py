@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from kubetune import procwait
+from kubetune import procwait, wrapperscript
 from kubetune.procwait import (
     NoTrainingProcess,
     Outcome,
@@ -49,7 +49,7 @@ def run_wrapped(
     procs: list[subprocess.Popen[bytes]], log_dir: Path, command: str
 ) -> subprocess.Popen[bytes]:
     """A training container: the real command inside the protocol's sh wrapper."""
-    p = subprocess.Popen(["sh", "-c", procwait.sh_wrap(command, str(log_dir))])
+    p = subprocess.Popen(["sh", "-c", wrapperscript.sh_wrap(command, str(log_dir))])
     procs.append(p)
     return p
 
@@ -259,19 +259,22 @@ def test_a_process_whose_name_has_parentheses_and_spaces_is_read_right(
 
 
 def test_waiting_imports_no_psutil(log_dir: Path) -> None:
-    """The waiter reads /proc itself: psutil's import cost every trial pod's collector CPU."""
+    """The waiter reads /proc itself: psutil's import cost every trial pod's collector CPU, as
+    would the wrapper's `shlex` (the shell side lives in `wrapperscript`)."""
     probe = (
         "import subprocess, sys\n"
         "from kubetune import procwait\n"
-        "p = subprocess.Popen(['sh', '-c', procwait.sh_wrap('sleep 0.2', sys.argv[1])])\n"
+        "heavy = sorted({'psutil', 'shlex'} & set(sys.modules))\n"
+        "from kubetune import wrapperscript\n"
+        "p = subprocess.Popen(['sh', '-c', wrapperscript.sh_wrap('sleep 0.2', sys.argv[1])])\n"
         "result = procwait.wait_for_training(sys.argv[1], timeout=10)\n"
         "p.wait()\n"
-        "print(result.succeeded, 'psutil' in sys.modules)\n"
+        "print(result.succeeded, heavy)\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe, str(log_dir)], capture_output=True, text=True, check=True
     )
-    assert out.stdout.split() == ["True", "False"], out.stderr
+    assert out.stdout.split() == ["True", "[]"], out.stderr
 
 
 def test_last_exit_is_detected_within_100ms(
@@ -374,7 +377,7 @@ def test_a_record_cut_short_counts_only_once_its_writer_is_gone(
 
 
 def test_the_wrapper_writes_its_records_without_an_mv_process(log_dir: Path) -> None:
-    script = procwait.sh_wrap("true", str(log_dir), metrics_file=str(log_dir / "metrics.log"))
+    script = wrapperscript.sh_wrap("true", str(log_dir), metrics_file=str(log_dir / "metrics.log"))
     assert " mv " not in script and ".pid.tmp" not in script
     done = subprocess.run(["sh", "-c", script], timeout=30, check=False)
     assert done.returncode == 0
@@ -403,7 +406,7 @@ def test_invalid_arguments(log_dir: Path) -> None:
 def test_wrapper_tees_output_to_the_metrics_file_and_keeps_the_exit_status(
     log_dir: Path,
 ) -> None:
-    script = procwait.sh_wrap(
+    script = wrapperscript.sh_wrap(
         "echo loss=0.5; echo err >&2; exit 4", str(log_dir), metrics_file=str(log_dir / "m.log")
     )
     p = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)

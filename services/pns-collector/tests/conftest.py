@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from kubetune import procwait
+from kubetune import procwait, wrapperscript
 from kubetune.api.common import ObjectiveSpec
 from kubetune_pns_collector import collecting, parsing, summaries
 
@@ -40,7 +40,7 @@ class Procs:
     ) -> subprocess.Popen[bytes]:
         """A training container: `command` inside the webhook's wrapper (StdOut: tee)."""
         metrics = str(log_dir / "metrics.log") if tee else None
-        script = procwait.sh_wrap(command, str(log_dir), metrics_file=metrics)
+        script = wrapperscript.sh_wrap(command, str(log_dir), metrics_file=metrics)
         return self.popen([shell, "-c", script], **kw)
 
     def popen(self, argv: list[str], **kw: object) -> subprocess.Popen[bytes]:

@@ -51,7 +51,7 @@ def test_three_processes_ending_at_different_times_one_failing(
     ]
     outcome = make_collector(log_dir, expected=3).run()
     assert all(p.poll() is not None for p in ps), "returned only after the last one ended"
-    assert outcome.code is ExitCode.TRAINING_FAILED
+    assert outcome.code == ExitCode.TRAINING_FAILED
     assert f"pid {ps[1].pid} exited with code 3" in outcome.message
     assert metric_of(outcome.observation, "loss") == ("0.30", "0.72", "0.72")
     assert metric_of(outcome.observation, "accuracy") == ("0.9", "0.9", "0.9")
@@ -69,7 +69,7 @@ def test_a_training_process_killed_by_sigkill_is_a_failure(
     os.kill(victim.pid, signal.SIGKILL)
     thread.join(20)
     (outcome,) = box
-    assert outcome.code is ExitCode.TRAINING_FAILED  # type: ignore[attr-defined]
+    assert outcome.code == ExitCode.TRAINING_FAILED  # type: ignore[attr-defined]
     assert f"pid {victim.pid} vanished" in outcome.message  # type: ignore[attr-defined]
     assert other.wait(5) == 0
 
@@ -80,7 +80,7 @@ def test_processes_that_ended_before_the_collector_started(
     ok = procs.wrapped(log_dir, py("print('loss=0.1')\nprint('partial loss=0.05', end='')"))
     assert ok.wait(10) == 0
     outcome = make_collector(log_dir).run()
-    assert outcome.code is ExitCode.OK
+    assert outcome.code == ExitCode.OK
     assert metric_of(outcome.observation, "loss") == ("0.05", "0.1", "0.05")
 
 
@@ -91,7 +91,7 @@ def test_an_unregistered_sidecar_that_never_exits_is_not_waited_for(
     procs.wrapped(log_dir, py("print('loss=1')"))
     t0 = time.monotonic()
     outcome = make_collector(log_dir).run()
-    assert outcome.code is ExitCode.OK
+    assert outcome.code == ExitCode.OK
     assert time.monotonic() - t0 < 10
     assert sidecar.poll() is None
 
@@ -101,7 +101,7 @@ def test_a_training_process_that_never_registers_is_a_clear_timeout(
 ) -> None:
     procs.wrapped(log_dir, "sleep 0.1")
     outcome = make_collector(log_dir, expected=2, register_timeout=1.0).run()
-    assert outcome.code is ExitCode.WAIT_FAILED
+    assert outcome.code == ExitCode.WAIT_FAILED
     assert "1 of 2 training process(es) registered" in outcome.message
     assert "within 1s" in outcome.message
     assert metric_of_unavailable(outcome.observation)
@@ -147,7 +147,7 @@ def test_file_that_appears_late_and_is_rotated(
     )
     procs.wrapped(log_dir, py(code), tee=False)
     outcome = make_collector(log_dir, path=metrics).run()
-    assert outcome.code is ExitCode.OK
+    assert outcome.code == ExitCode.OK
     assert metric_of(outcome.observation, "loss") == ("3", "5", "3")
 
 
@@ -165,7 +165,7 @@ def test_json_lines_file(log_dir: Path, procs, metric_of, spec) -> None:
     source = collecting.TextSource(path, parsing.JsonParser(summary.names))
     settings = collecting.Settings(log_dir=log_dir, register_timeout=10, timeout=30)
     outcome = collecting.Collector(settings, source, summary, None).run()
-    assert outcome.code is ExitCode.OK
+    assert outcome.code == ExitCode.OK
     assert metric_of(outcome.observation, "loss") == ("0.2", "0.5", "0.5"), "latest by timestamp"
     assert metric_of(outcome.observation, "accuracy") == ("0.8", "0.8", "0.8")
 
@@ -185,7 +185,7 @@ def test_early_stopping_marks_and_stops_the_training_process(
     )
     settings = collecting.Settings(log_dir=log_dir, register_timeout=10, timeout=30)
     outcome = collecting.Collector(settings, source, summary, None, stopper).run()
-    assert outcome.code is ExitCode.OK and outcome.early_stopped
+    assert outcome.code == ExitCode.OK and outcome.early_stopped
     assert p.wait(10) == 0, "stopped through the wrapper, which ends early-stopped ones with 0"
     assert procwait.read_record(log_dir, p.pid) == procwait.parse_record("early-stopped")
     assert outcome.wait is not None and outcome.wait.early_stopped
@@ -223,7 +223,7 @@ def test_tensorflow_event_files(log_dir: Path, procs, metric_of, spec) -> None:
     source = collecting.EventSource(log_dir / "tfevent", sorted(summary.names))
     settings = collecting.Settings(log_dir=log_dir, register_timeout=10, timeout=30)
     outcome = collecting.Collector(settings, source, summary, None).run()
-    assert outcome.code is ExitCode.OK
+    assert outcome.code == ExitCode.OK
     assert metric_of(outcome.observation, "loss") == ("0.25", "0.5", "0.25")
 
 
@@ -271,7 +271,7 @@ def test_a_trial_shorter_than_the_report_interval_is_written_once(log_dir: Path,
     procs.wrapped(log_dir, py(code))
     collector, reporter = _reporting_collector(log_dir, interval=30.0)
     outcome = collector.run()
-    assert outcome.code is ExitCode.OK
+    assert outcome.code == ExitCode.OK
     assert collector.summary.count("loss") == 5
     assert (reporter.intermediate, reporter.final) == (0, 1)
 
@@ -280,6 +280,6 @@ def test_a_longer_trial_gets_intermediate_writes_at_the_interval(log_dir: Path, 
     code = "import time\nfor i in range(8):\n    print(f'loss={i}', flush=True); time.sleep(0.15)"
     procs.wrapped(log_dir, py(code))
     collector, reporter = _reporting_collector(log_dir, interval=0.3)
-    assert collector.run().code is ExitCode.OK
+    assert collector.run().code == ExitCode.OK
     assert 1 <= reporter.intermediate <= 4  # about one per 0.3 s of a 1.2 s run
     assert reporter.final == 1

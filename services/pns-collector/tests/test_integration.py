@@ -1,7 +1,7 @@
 """A trial pod built the way the webhook builds it, on a real cluster (localcluster).
 
 The pod shares its process namespace and has: the training container with its command wrapped
-by `kubetune.procwait.sh_wrap` (StdOut: tee to the metrics log; every `$` escaped as `$$` for
+by `kubetune.wrapperscript.sh_wrap` (StdOut: tee to the metrics log; every `$` escaped as `$$` for
 Kubernetes' `$(VAR)` expansion), an Argo-style `wait` container that never exits unless killed,
 and the collector sidecar running this package's console script (on the local cluster pods run
 their `command` on the host). The pod's service account may only get and patch trials/status.
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from kubetune import metrichistory, procwait, statusbounds
+from kubetune import metrichistory, statusbounds, wrapperscript
 from kubetune.kube import PODS, ROLES, TRIALS, Kube
 from kubetune_testkit import builders
 from kubetune_testkit.accounts import bind_role
@@ -68,7 +68,9 @@ def trial(name: str) -> dict[str, Any]:
 def wrapped_command(argv: list[str]) -> list[str]:
     """The webhook's wrapping of the primary container (StdOut collector); `argv` is read as
     Katib reads it, one shell line, so code passed with `-c` is shell-quoted."""
-    sh, c, script, *rest = procwait.wrap_argv(argv, LOG_DIR, metrics_file=f"{LOG_DIR}/metrics.log")
+    sh, c, script, *rest = wrapperscript.wrap_argv(
+        argv, LOG_DIR, metrics_file=f"{LOG_DIR}/metrics.log"
+    )
     return [sh, c, script.replace("$", "$$"), *rest]
 
 
@@ -250,7 +252,7 @@ def test_every_watched_training_container_is_waited_for_and_one_failure_fails(
     collector_rbac(kube, namespace)
     kube.create(TRIALS, trial("trial-3"), namespace)
     pod = trial_pod("trial-3-pod", "trial-3", extra=("--expected-processes", "2"))
-    sh, c, script, *rest = procwait.wrap_argv(
+    sh, c, script, *rest = wrapperscript.wrap_argv(
         ["python3", "-c", shlex.quote("import time, sys; time.sleep(3); sys.exit(3)")], LOG_DIR
     )
     pod["spec"]["containers"].insert(

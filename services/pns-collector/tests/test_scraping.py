@@ -99,7 +99,7 @@ def test_collects_from_the_endpoint_until_the_training_exits(
     settings = collecting.Settings(log_dir=log_dir, register_timeout=10, timeout=60)
     outcome = collecting.Collector(settings, source, summary, None).run()
     assert p.wait(10) == 0
-    assert outcome.code is ExitCode.OK, outcome.message
+    assert outcome.code == ExitCode.OK, outcome.message
     low, high, latest = metric_of(outcome.observation, "loss")
     # Scrapes 1..n served 1/1, 1/2, ...: the first one read is 1.000 unless the collector was
     # slower than the server's start, and the last one read is the smallest.

@@ -1,4 +1,4 @@
-"""The POSIX sh command wrapper (kubetune.procwait.sh_wrap) run by real shells."""
+"""The POSIX sh command wrapper (kubetune.wrapperscript.sh_wrap) run by real shells."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from kubetune import procwait
+from kubetune import procwait, wrapperscript
 from kubetune_pns_collector import collecting
 from kubetune_testkit.waiting import wait_for
 
@@ -26,7 +26,7 @@ def run(
 ) -> tuple[subprocess.CompletedProcess[bytes], str]:
     command = " ".join(shlex.quote(a) for a in argv)
     metrics = str(log_dir / "metrics.log") if tee else None
-    script = procwait.sh_wrap(command, str(log_dir), metrics_file=metrics)
+    script = wrapperscript.sh_wrap(command, str(log_dir), metrics_file=metrics)
     sh = [shell, "sh"] if shell == "busybox" else [shell]
     p = subprocess.run([*sh, "-c", script], input=stdin, capture_output=True, timeout=20)
     (pid_file,) = log_dir.glob("*.pid")
@@ -103,7 +103,7 @@ def test_sigterm_to_the_wrapper_reaches_the_training_process(
         "time.sleep(60)\n"
     )
     command = shlex.join([sys.executable, "-c", code])
-    script = procwait.sh_wrap(command, str(log_dir), metrics_file=str(log_dir / "metrics.log"))
+    script = wrapperscript.sh_wrap(command, str(log_dir), metrics_file=str(log_dir / "metrics.log"))
     sh = [shell, "sh"] if shell == "busybox" else [shell]
     p = subprocess.Popen([*sh, "-c", script], stdout=subprocess.PIPE)
     try:
@@ -128,7 +128,7 @@ def test_sigterm_to_the_wrapper_reaches_the_training_process(
 
 @pytest.mark.parametrize("shell", SHELLS)
 def test_sigterm_default_action_is_recorded_as_signal_15(log_dir: Path, shell: str) -> None:
-    script = procwait.sh_wrap("sleep 60", str(log_dir), metrics_file=str(log_dir / "m.log"))
+    script = wrapperscript.sh_wrap("sleep 60", str(log_dir), metrics_file=str(log_dir / "m.log"))
     sh = [shell, "sh"] if shell == "busybox" else [shell]
     p = subprocess.Popen([*sh, "-c", script])
     try:
@@ -149,7 +149,7 @@ def test_every_line_is_in_the_metrics_log_when_the_end_is_recorded(log_dir: Path
     """The wrapper waits for tee to drain before recording the end, so a collector that reads
     after seeing the end record never misses the last lines."""
     code = "import sys\nfor i in range(20000): sys.stdout.write(f'step={i} loss={i}\\n')"
-    script = procwait.sh_wrap(
+    script = wrapperscript.sh_wrap(
         shlex.join([sys.executable, "-c", code]),
         str(log_dir),
         metrics_file=str(log_dir / "metrics.log"),
@@ -164,7 +164,7 @@ def test_every_line_is_in_the_metrics_log_when_the_end_is_recorded(log_dir: Path
 
 def wrapped_argv(log_dir: Path, argv: list[str]) -> list[str]:
     """The container command the webhook makes of a training argv (StdOut collector)."""
-    return procwait.wrap_argv(argv, str(log_dir), metrics_file=str(log_dir / "metrics.log"))
+    return wrapperscript.wrap_argv(argv, str(log_dir), metrics_file=str(log_dir / "metrics.log"))
 
 
 def test_an_argv_over_128_kib_reaches_the_training_process_unchanged(log_dir: Path) -> None:
@@ -202,7 +202,7 @@ def test_a_command_that_cannot_start_is_a_recorded_failure(
     assert (failure.outcome, failure.code) == (procwait.Outcome.EXITED, code)
     assert str(binary) in (log_dir / "metrics.log").read_text(), "the shell's reason is logged"
     outcome = make_collector(log_dir, register_timeout=5, timeout=5).run()
-    assert outcome.code is collecting.ExitCode.TRAINING_FAILED
+    assert outcome.code == collecting.ExitCode.TRAINING_FAILED
     assert f"exited with code {code}" in outcome.message
 
 
@@ -235,7 +235,7 @@ def test_a_sigterm_right_after_the_first_output_is_forwarded_exactly_once(
     for attempt in range(SIGTERM_TRIES):
         log_dir = tmp_path / f"try{attempt}"
         count = tmp_path / f"count{attempt}"
-        argv = procwait.wrap_argv(
+        argv = wrapperscript.wrap_argv(
             [sys.executable, str(script), str(count)],
             str(log_dir),
             metrics_file=str(log_dir / "metrics.log"),

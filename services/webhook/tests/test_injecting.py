@@ -16,7 +16,7 @@ import pytest
 from webhook_cases import NS, StaticCluster, job, pod, trial
 
 from kubetune import config as katib_config
-from kubetune import naming, procwait
+from kubetune import naming, procwait, wrapperscript
 from kubetune_webhook import injecting, patching
 
 CONFIG = katib_config.default()
@@ -317,10 +317,10 @@ def test_user_dollar_references_survive_escaping() -> None:
     command = injecting.wrapped_command(argv, "StdOut")
     # The user's argv as written (expanded by Kubernetes as it would be unwrapped), each
     # argument its own element after the wrapper's $0.
-    assert command[3:] == [procwait.WRAPPER_ARGV0, *argv]
+    assert command[3:] == [wrapperscript.WRAPPER_ARGV0, *argv]
     # Kubernetes' expansion of the wrapper's script gives back exactly procwait's script.
-    line, _ = procwait.sh_run_line(argv)
-    expected = procwait.sh_wrap(
+    line, _ = wrapperscript.sh_run_line(argv)
+    expected = wrapperscript.sh_wrap(
         line, procwait.DEFAULT_LOG_DIR, metrics_file="/var/log/katib/metrics.log"
     )
     assert command[:2] == ["sh", "-c"]
@@ -349,7 +349,7 @@ def test_an_argv_over_128_kib_stays_split_and_runs() -> None:
 
 
 def test_an_argument_linux_cannot_exec_is_refused_naming_it() -> None:
-    huge = "x" * (procwait.MAX_ARG_BYTES + 1)
+    huge = "x" * (wrapperscript.MAX_ARG_BYTES + 1)
     with pytest.raises(injecting.Denied, match=r"argument 2 of command\+args is 131072 bytes"):
         _inject(pod(_training(["python3", "t.py"], [huge])))
 

@@ -14,7 +14,6 @@ report with retries and decides the exit code (`ExitCode`).
 from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]  # as `main` does: no `signal` enums at start
-import enum
 import os
 import threading
 import time
@@ -34,7 +33,9 @@ log = lightlog.get(__name__)
 Run = parsing.Run
 
 
-class ExitCode(enum.IntEnum):
+class ExitCode:
+    """The collector's exit statuses (ints: `enum` would cost instructions in every pod)."""
+
     OK = 0
     TRAINING_FAILED = 1  # a training process failed (what was collected is still reported)
     USAGE = 2  # bad flags, filter regex or rule
@@ -157,7 +158,7 @@ class Outcome(Frozen):
 
     def __init__(
         self,
-        code: ExitCode,
+        code: int,  # an ExitCode
         message: str,
         observation: ObservationSummary | None,
         wait: procwait.WaitResult | None,
@@ -359,6 +360,6 @@ class Collector:
                     wait_message = f"early stopped; {wait_message}"
             except reporting.ReportError as e:
                 message = f"{wait_message}; {e}" if wait_message else str(e)
-                code = ExitCode.REPORT_FAILED if code is ExitCode.OK else code
+                code = ExitCode.REPORT_FAILED if code == ExitCode.OK else code
                 return Outcome(code, message, observation, self._result, self.early_stopped)
         return Outcome(code, wait_message, observation, self._result, self.early_stopped)

@@ -215,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     outcome = collector.run()
     if received:
         log.info("signal %d: reported what was collected; exiting", received[0])
-    if outcome.code is collecting.ExitCode.OK:
+    if outcome.code == collecting.ExitCode.OK:
         done = "observation reported" if reporter is not None else "nothing to collect"
         log.info("%s; %s", outcome.message, done)
     else:

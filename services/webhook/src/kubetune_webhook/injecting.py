@@ -3,7 +3,7 @@
 Binding contract with pns-collector (`kubetune-contracts.md`, "Pod injection"): for a pod owned
 (transitively) by a Trial, add the trial labels, `KATIB_TRIAL_NAME` on the primary container, the
 istio annotation unless set; for a primary pod also `shareProcessNamespace`, the `metrics-volume`
-emptyDir at the log dir, the command wrapped with `kubetune.procwait.wrap_argv` (its own `$`
+emptyDir at the log dir, the command wrapped with `kubetune.wrapperscript.wrap_argv` (its own `$`
 written `$$` for Kubernetes' `$(VAR)` expansion, the user's argv left as written and run as
 Katib runs it, joined into one shell line) and the
 sidecar `metrics-logger-and-collector` with the collector's exact flags.
@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from kubetune import errors, naming, procwait
+from kubetune import errors, naming, procwait, wrapperscript
 from kubetune.api import API_VERSION
 from kubetune.api.common import CollectorKind, MetricsCollectorSpec, ObjectiveType
 from kubetune.api.trial import Trial
@@ -137,7 +137,7 @@ def escape_dollars(text: str) -> str:
 
 
 def wrapped_command(argv: list[str], kind: str) -> list[str]:
-    """`sh -c <script> kubetune-wrapper words...` (`procwait.wrap_argv`): the wrapper's `$`
+    """`sh -c <script> kubetune-wrapper words...` (`wrapperscript.wrap_argv`): the wrapper's `$`
     escaped, the user's elements (and their `$(VAR)`) left as written, one element each.
 
     The elements run as Katib runs them, joined with spaces into one shell line, but the
@@ -146,12 +146,13 @@ def wrapped_command(argv: list[str], kind: str) -> list[str]:
     stdout+stderr into the metrics file the collector reads.
     """
     metrics_file = STDOUT_METRICS_FILE if kind == CollectorKind.STDOUT.value else None
-    sh, c, script, argv0, *rest = procwait.wrap_argv(argv, LOG_DIR, metrics_file=metrics_file)
+    wrapped = wrapperscript.wrap_argv(argv, LOG_DIR, metrics_file=metrics_file)
+    sh, c, script, argv0, *rest = wrapped
     return [sh, c, escape_dollars(script), argv0, *rest]
 
 
 def _wrapped_marker() -> str:
-    return escape_dollars(procwait.sh_register(LOG_DIR))
+    return escape_dollars(wrapperscript.sh_register(LOG_DIR))
 
 
 def is_wrapped(container: dict[str, Any]) -> bool:
@@ -208,11 +209,11 @@ def wrap_container(
     else:
         argv = [str(a) for a in [*command, *args]]
     for i, arg in enumerate(argv):
-        if len(arg.encode()) > procwait.MAX_ARG_BYTES:
+        if len(arg.encode()) > wrapperscript.MAX_ARG_BYTES:
             raise Denied(
                 f"container {name!r}: argument {i} of command+args is {len(arg.encode())} "
                 f"bytes; Linux cannot start a process with an argument over "
-                f"{procwait.MAX_ARG_BYTES} bytes (MAX_ARG_STRLEN); split it into several "
+                f"{wrapperscript.MAX_ARG_BYTES} bytes (MAX_ARG_STRLEN); split it into several "
                 "arguments or pass it in a file"
             )
     container["command"] = wrapped_command(argv, kind)
