@@ -9,6 +9,11 @@
    over `--runs` runs (target < 200 ms), collector in-process with the real Reporter.
 
 Run: `python bench/collector_throughput.py [--lines 2000000] [--gib 1] [--runs 10]`.
+
+`--scan` instead prints what `parsing.STRING_SCAN_BUDGET` weighs: microseconds to scan blocks
+of such lines by string methods (`literalscan`) and by the regexes (best of 5), and the CPU of
+a fresh interpreter's `import re` plus compiling the regexes a collector needs, once the
+collector's modules are imported (median of 15).
 Prints figures; no asserts.
 """
 
@@ -164,13 +169,83 @@ def latency(runs: int) -> None:
         kube.delete(NAMESPACES, ns)
 
 
+SCAN_LINE = "epoch 3/10 step 120: loss=0.123456 accuracy=0.954321 lr=0.001\n"
+RE_COST = """
+import resource, sys
+def cpu():
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return used.ru_utime + used.ru_stime
+from kubetune_pns_collector import main, parsing
+before = cpu()
+if sys.argv[1] == "re":
+    for name in ("loss", "accuracy"):
+        parsing.name_values(name), parsing.name_after_name(name)
+    parsing._TIMESTAMP_START.get()
+print((cpu() - before) * 1e3)
+"""
+
+
+def scan_costs() -> None:
+    """String methods against regexes per block, and what `re` costs a collector once."""
+    import timeit
+
+    from kubetune_pns_collector import literalscan
+
+    names = ["accuracy", "loss"]
+    patterns = [(parsing.name_values(n), parsing.name_after_name(n)) for n in names]
+    for size in (1024, 4096, 16384, 65536):
+        text = (SCAN_LINE * (size // len(SCAN_LINE) + 1))[:size]
+        text = text[: text.rfind("\n") + 1]
+
+        def by_strings(text: str = text) -> object:
+            literalscan.has_timestamp(text)
+            return [literalscan.values(text, n) for n in names]
+
+        def by_regexes(text: str = text) -> object:
+            parsing._has_timestamp(text)
+            any(after.search(text) for _, after in patterns)
+            return [values.findall(text) for values, _ in patterns]
+
+        n = max(10, 200_000 // size)
+        strings = min(timeit.repeat(by_strings, number=n, repeat=5)) / n * 1e6
+        regexes = min(timeit.repeat(by_regexes, number=n, repeat=5)) / n * 1e6
+        extra_ns = (strings - regexes) / len(text) * 1e3
+        print(
+            f"scan {len(text):6d} chars: string methods {strings:7.1f} us, regexes "
+            f"{regexes:6.1f} us ({strings / regexes:.1f}x; {extra_ns:.0f} ns a character more)"
+        )
+    costs = {}
+    for what in ("re", "none"):
+        runs = [
+            float(
+                subprocess.run(
+                    [sys.executable, "-c", RE_COST, what],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    env={**os.environ},
+                ).stdout
+            )
+            for _ in range(15)
+        ]
+        costs[what] = statistics.median(runs)
+    print(
+        f"import re + the collector's regexes compiled: {costs['re'] - costs['none']:.2f} CPU-ms "
+        f"(median of 15; load {os.getloadavg()[0]:.1f})"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lines", type=int, default=2_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--gib", type=float, default=1.0)
     ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--scan", action="store_true", help="string methods against regexes")
     args = ap.parse_args()
+    if args.scan:
+        scan_costs()
+        return
     parse_rate(args.lines, args.repeat)
     if args.gib > 0:
         rss(args.gib)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kubetune_pns_collector import parsing
+from kubetune_pns_collector import literalscan, parsing
 from kubetune_pns_collector.parsing import DEFAULT_FORMAT, JsonParser, TextParser
 
 NAMES = ("loss", "accuracy", "val-loss", "test/accuracy")
@@ -209,10 +211,65 @@ def test_runs_equal_upstream_line_by_line(lines: list[str], names: tuple[str, ..
             name, value = m.group(1).strip(), m.group(2).strip()
             if value not in ("", "+", "-") and name in names:
                 expected.setdefault(name, []).append(value)
-    got: dict[str, list[str]] = {}
-    for name, _, values in TextParser(names).parse_runs(text):
-        got.setdefault(name, []).extend(values)
-    assert got == expected
+    for budget in (parsing.STRING_SCAN_BUDGET, 0):  # string methods, then the regexes
+        got: dict[str, list[str]] = {}
+        with _string_scan_budget(budget):
+            for name, _, values in TextParser(names).parse_runs(text):
+                got.setdefault(name, []).extend(values)
+        assert got == expected, budget
+
+
+@contextlib.contextmanager
+def _string_scan_budget(chars: int) -> Iterator[None]:
+    """Parsers made inside scan `chars` characters by `literalscan`, then by the regexes."""
+    saved, parsing.STRING_SCAN_BUDGET = parsing.STRING_SCAN_BUDGET, chars
+    try:
+        yield
+    finally:
+        parsing.STRING_SCAN_BUDGET = saved
+
+
+def test_a_parser_takes_the_regexes_once_its_string_budget_is_spent() -> None:
+    with _string_scan_budget(30):
+        parser = TextParser(["loss"])
+        block = "loss=1\n" * 3  # 21 characters
+        assert parser.parse_runs(block) == [("loss", 0.0, ["1", "1", "1"])]
+        assert parser._literal_patterns is None  # by string methods
+        assert parser.parse_runs(block) == [("loss", 0.0, ["1", "1", "1"])]
+        assert parser._literal_patterns is not None  # 42 > 30: by the regexes
+
+
+_SCAN_NAMES = ("loss", "l", "ss", "acc", "x_1", "Val-acc|y")
+_scan_text = st.lists(
+    st.sampled_from(
+        [
+            *_SCAN_NAMES,
+            *("x", "=", " ", "\t", "\n", "\r", "\f", "0", "1.5", "-", "+", "e3", "E", "."),
+            *("inf", "Infinity", "NaN", "|", "_", "\u00e9", "\uff11", "\u0130nf"),
+        ]
+    ),
+    max_size=14,
+).map("".join)
+
+
+@settings(max_examples=1000)
+@given(_scan_text, st.sampled_from(_SCAN_NAMES))
+@example("xloss=1", "loss")  # after a name character: the caller needs the exact regex
+@example("loss=1loss=2", "loss")
+@example("loss=infinityx loss=Inf", "loss")
+@example("loss = .5e+3.2", "loss")
+def test_literal_scan_finds_what_the_name_regexes_find(text: str, name: str) -> None:
+    after = parsing.name_after_name(name).search(text) is not None
+    found = literalscan.values(text, name)
+    assert found is None if after else found == parsing.name_values(name).findall(text)
+
+
+@given(st.text(alphabet="0123456789-T\n x\uff11", max_size=30))
+@example("2024-01-02T03")
+@example("x\n2024-01-02T")
+@example("x\n2024-01-0\uff11T")
+def test_timestamp_check_by_string_methods_agrees_with_the_regex(text: str) -> None:
+    assert parsing._has_timestamp(text, by_strings=True) is parsing._has_timestamp(text)
 
 
 # The name rules as regexes (ASCII, as the default format's): the string checks that replaced

@@ -138,3 +138,30 @@ def test_the_one_pass_check_takes_only_numbers(values: list[str]) -> None:
     """The fast path agrees with `observations.metric_error` on every value it admits."""
     kept = RunningSummary(SPEC).usable("acc", values)
     assert list(kept) == [v for v in values if observations.metric_error("acc", v) is None]
+
+
+_value = st.lists(
+    st.sampled_from(["1", "0", ".", "5", "-", "+", "e", "E", "inf", "NaN", "x", "\n", "\u0661"]),
+    max_size=5,
+).map("".join)
+
+
+@settings(max_examples=500)
+@given(st.lists(_value, min_size=1, max_size=4))
+def test_short_and_long_runs_agree_on_which_are_all_finite_numbers(values: list[str]) -> None:
+    """A short run is checked a value at a time by string methods, a long one by one regex
+    pass; both say the same (the long check sees the run repeated past `SHORT_RUN`)."""
+    short = summaries._all_finite(values)
+    long = summaries._all_finite(values * (summaries.SHORT_RUN // len(values) + 1))
+    assert short is long
+
+
+@pytest.mark.parametrize(
+    ("values", "finite"),
+    [(["1", "-2.5e3", ".5"], True), (["1", "inf"], False), (["1\n2"], False), (["\u0661"], False)],
+)
+def test_all_finite_takes_finite_numbers_of_the_grammar_only(
+    values: list[str], finite: bool
+) -> None:
+    for run in (values, values * summaries.SHORT_RUN):
+        assert summaries._all_finite(run) is finite

@@ -49,6 +49,11 @@ def is_number(value: str) -> bool:
     return bool(dot) and fraction.isdigit()
 
 
+def is_finite_number(value: str) -> bool:
+    """Whether `value` is written in `NUMBER_PATTERN` and is not inf, infinity or nan."""
+    return is_number(value) and value.lstrip("+-").lower() not in _SPECIALS
+
+
 def metric_error(name: str, value: str, *, numbers_only: bool = False) -> str | None:
     """Why a reported (name, value) may not be stored, or None: the one check, and the one
     message, of every writer (collector, db-manager, the status authorizer).

@@ -16,11 +16,15 @@ streaming collector must not lose a whole trial's metrics over one odd line:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 
 from kubetune import lightjson, lightlog
-from kubetune.typenames import Protocol
+from kubetune.lazyregex import LazyPattern
+from kubetune.typenames import TYPE_CHECKING, Protocol
+from kubetune_pns_collector import literalscan
+
+if TYPE_CHECKING:
+    import re
 
 log = lightlog.get(__name__)
 
@@ -30,9 +34,9 @@ DEFAULT_FORMAT = r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)"
 # The value also takes a signed `inf`, `infinity` or `nan` in any case, as a whole word (upstream
 # captured `-` of `-inf` and nothing of `inf`/`nan`): one rule for non-finite values, see
 # `kubetune.observations.parse_number`.
-# Every default-format regex is ASCII (`_A`), as upstream's Go regexes are: Python's `\d` and
-# `\w` would also match `１` or `٣`, which are no number (`kubetune.observations`).
-_A = re.ASCII
+# Every default-format regex is ASCII (`LazyPattern`'s default), as upstream's Go regexes are:
+# Python's `\d` and `\w` would also match `１` or `٣`, which are no number
+# (`kubetune.observations`).
 _VALUE = r"[+-]?(?:(?i:inf(?:inity)?|nan)(?![\w|-])|[0-9]*(?:\.[0-9]+)?(?:[Ee][+-]?[0-9]+)?)"
 _DEFAULT_BLOCK = r"([\w|-]+)[^\S\n]*=[^\S\n]*(" + _VALUE + ")"
 # 1.5x faster: a name may not start right after a name character. That gives the same matches
@@ -43,12 +47,17 @@ _DEFAULT_FAST = r"(?<![\w|-])([\w|-]+)[^\S\n]*=[^\S\n]*(" + _VALUE + ")"
 _ADJACENT = r"=[^\S\n]*+[+-]?+[0-9]*+(?:\.[0-9]+)?+(?:[Ee][+-]?[0-9]+)?+[\w|-]"
 
 
+_EXACT = LazyPattern(_DEFAULT_BLOCK)
+_FAST = LazyPattern(_DEFAULT_FAST)
+_VALUE_INTO_NAME = LazyPattern(_ADJACENT)
+
+
 def _default_pattern(text: str) -> re.Pattern[str]:
     """The default format's regex for this block: the exact one where a value runs straight
-    into a name, else the fast one. Compiled on first use (`re` keeps them), not at import:
-    a collector whose names all take the literal scan below never needs them, and compiling
-    them cost about a thirtieth of its start in every trial pod."""
-    return re.compile(_DEFAULT_BLOCK if re.search(_ADJACENT, text, _A) else _DEFAULT_FAST, _A)
+    into a name, else the fast one. Compiled on first use, not at import: a collector whose
+    names all take the literal scan below never needs them, and compiling them cost about a
+    thirtieth of its start in every trial pod."""
+    return (_EXACT if _VALUE_INTO_NAME.get().search(text) else _FAST).get()
 
 
 # 2-3x faster again when every wanted name is known up front: one scan per name whose pattern
@@ -59,8 +68,14 @@ def _default_pattern(text: str) -> re.Pattern[str]:
 # `x=1loss=2`; `_name_after_name` looks for that) and (2) the name cannot be read as (the start
 # of) a value: it starts with a letter or `_`, not like an exponent (`e5x`), and is not `inf`,
 # `infinity` or `nan` (`_literal_safe`).
+# The characters a parser scans by `literalscan` (string methods) before it takes the regexes
+# for good. String methods scan about 6x slower (50 against 8.5 ns a character) but need no
+# `re`, whose import and compiles cost about as much as 64 KiB scanned by them: a trial with a
+# small log never pays for `re`, a chatty one at most that much more.
+# (`python bench/collector_throughput.py --scan`)
+STRING_SCAN_BUDGET = 64 * 1024
 _DIGITS = frozenset("0123456789")
-_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_|-") | _DIGITS
+_NAME_CHARS = literalscan.NAME_CHARS
 
 
 def _is_name(name: str) -> bool:
@@ -85,23 +100,33 @@ def _literal_safe(name: str) -> bool:
     )
 
 
-def _name_values(name: str) -> re.Pattern[str]:
+def name_values(name: str) -> re.Pattern[str]:
+    """The values of `name` (one group), in a regex led by the name itself."""
+    import re
+
     quoted = re.escape(name)
-    return re.compile(quoted + r"(?<![\w|-]" + quoted + r")[^\S\n]*=[^\S\n]*(" + _VALUE + ")", _A)
+    return re.compile(
+        quoted + r"(?<![\w|-]" + quoted + r")[^\S\n]*=[^\S\n]*(" + _VALUE + ")", re.ASCII
+    )
 
 
-def _name_after_name(name: str) -> re.Pattern[str]:
+def name_after_name(name: str) -> re.Pattern[str]:
+    """An occurrence of `name` right after a name character, followed by `=`."""
+    import re
+
     quoted = re.escape(name)
-    return re.compile(quoted + r"(?<=[\w|-]" + quoted + r")[^\S\n]*=", _A)
+    return re.compile(quoted + r"(?<=[\w|-]" + quoted + r")[^\S\n]*=", re.ASCII)
 
 
 # A line that may start with an RFC 3339 timestamp (checked once per block, so blocks without
 # any skip the per-line look-up); the leading `\n` makes the scan a fast literal search.
-_TIMESTAMP_START = re.compile(r"\n[0-9]{4}-[0-9][0-9]-[0-9][0-9]T")
+_TIMESTAMP_START = LazyPattern(r"\n[0-9]{4}-[0-9][0-9]-[0-9][0-9]T")
 
 
-def _has_timestamp(text: str) -> bool:
-    return bool(_TIMESTAMP_START.search(text)) or (
+def _has_timestamp(text: str, by_strings: bool = False) -> bool:
+    if by_strings:
+        return literalscan.has_timestamp(text)
+    return bool(_TIMESTAMP_START.get().search(text)) or (
         text[:4].isdigit() and text[4:5] == "-" and text[10:11] == "T"
     )
 
@@ -150,6 +175,8 @@ def compile_filters(filters: Sequence[str]) -> list[re.Pattern[str]]:
     Raises:
         FilterError: naming every bad filter (upstream's webhook demands the same).
     """
+    import re
+
     compiled: list[re.Pattern[str]] = []
     problems: list[str] = []
     for text in filters:
@@ -202,14 +229,15 @@ class TextParser:
         self.names = frozenset(names)
         self.default = not filters or list(filters) == [DEFAULT_FORMAT]
         self.filters = [] if self.default else compile_filters(filters)
-        # (name, its values pattern, its "preceded by a name character" check), or None; a
-        # name with other characters (`test/accuracy`) never matches the default format.
+        # The names for the literal scan, or None; a name with other characters
+        # (`test/accuracy`) never matches the default format.
         matchable = sorted(n for n in self.names if _is_name(n))
         self.literal = (
-            [(n, _name_values(n), _name_after_name(n)) for n in matchable]
-            if self.default and all(_literal_safe(n) for n in matchable)
-            else None
+            matchable if self.default and all(_literal_safe(n) for n in matchable) else None
         )
+        self._string_chars_left = STRING_SCAN_BUDGET
+        # Each name's (values, "preceded by a name character") regexes, once past the budget.
+        self._literal_patterns: list[tuple[str, re.Pattern[str], re.Pattern[str]]] | None = None
 
     def parse(self, text: str) -> list[Triple]:
         if "\r" in text:
@@ -222,8 +250,11 @@ class TextParser:
         if self.default and "=" in text:
             if "\r" in text:
                 text = text.replace("\r\n", "\n")
-            if self.literal is not None and not _has_timestamp(text):
-                literal = self._literal_runs(text, self.literal)
+            by_strings = len(text) <= self._string_chars_left
+            if by_strings:
+                self._string_chars_left -= len(text)
+            if self.literal is not None and not _has_timestamp(text, by_strings):
+                literal = self._literal_runs(text, self.literal, by_strings)
                 if literal is not None:
                     return literal
             text = "\n".join([line for line in text.split("\n") if "=" in line])
@@ -237,17 +268,24 @@ class TextParser:
                 return runs
         return runs_of(self.parse(text))
 
-    @staticmethod
-    def _literal_runs(
-        text: str, literal: list[tuple[str, re.Pattern[str], re.Pattern[str]]]
-    ) -> list[Run] | None:
+    def _literal_runs(self, text: str, names: list[str], by_strings: bool) -> list[Run] | None:
         """The runs by one literal-led scan per name, or None where that may differ from the
         exact regex (a name right after a name character)."""
-        if any(after.search(text) for _, _, after in literal):
-            return None
+        found: list[tuple[str, list[str]]] = []
+        if by_strings:
+            for name in names:
+                values = literalscan.values(text, name)
+                if values is None:
+                    return None
+                found.append((name, values))
+        else:
+            if self._literal_patterns is None:
+                self._literal_patterns = [(n, name_values(n), name_after_name(n)) for n in names]
+            if any(after.search(text) for _, _, after in self._literal_patterns):
+                return None
+            found = [(n, values_of.findall(text)) for n, values_of, _ in self._literal_patterns]
         runs: list[Run] = []
-        for name, values_of, _ in literal:
-            values = values_of.findall(text)
+        for name, values in found:
             if "" in values or "+" in values or "-" in values:
                 values = [v for v in values if _is_value(v)]
             if values:

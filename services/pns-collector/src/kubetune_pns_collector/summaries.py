@@ -17,12 +17,13 @@ of the trial. The others are skipped with a warning that names the limit.
 from __future__ import annotations
 
 import math
-import re
 from collections import deque
 from collections.abc import Iterable, Sequence
 from itertools import repeat
 
 from kubetune import lightlog, metrichistory, observations
+from kubetune.lazyregex import LazyPattern
+from kubetune.metricbounds import is_finite_number
 from kubetune.observations import MetricLog, ObjectiveLike, ObservationSummary
 from kubetune_pns_collector import parsing
 
@@ -32,10 +33,22 @@ DEFAULT_HISTORY = 100
 WARNINGS_PER_METRIC = 10
 """Skipped values logged one by one per metric; the rest are counted (a log of a million bad
 lines must not make a million warnings)."""
-# Finite numbers of `observations.NUMBER_PATTERN`, one a line: a run of values is checked in one
-# pass, without backtracking (possessive), 10x faster than a fullmatch a value. What it refuses
-# (inf, nan, `unavailable`, anything else) goes to `metric_error` one by one.
-_NUMBERS = re.compile(r"(?:[+-]?+(?:[0-9]++(?:\.[0-9]*+)?+|\.[0-9]++)(?:[eE][+-]?+[0-9]++)?+\n)*+")
+# Finite numbers of `observations.NUMBER_PATTERN`, one a line: a long run of values is checked
+# in one pass, without backtracking (possessive), 10x faster than a fullmatch a value. What it
+# refuses (inf, nan, `unavailable`, anything else) goes to `metric_error` one by one. A short
+# run takes a string check a value (`is_finite_number`): no `re` in a pod whose log is small.
+_NUMBERS = LazyPattern(
+    r"(?:[+-]?+(?:[0-9]++(?:\.[0-9]*+)?+|\.[0-9]++)(?:[eE][+-]?+[0-9]++)?+\n)*+", ascii=False
+)
+SHORT_RUN = 64
+
+
+def _all_finite(values: Sequence[str]) -> bool:
+    if len(values) <= SHORT_RUN:
+        return all(map(is_finite_number, values))
+    text = "\n".join(values) + "\n"
+    # No value may hold a line end of its own.
+    return text.count("\n") == len(values) and _NUMBERS.get().fullmatch(text) is not None
 
 
 class _Picks:
@@ -70,13 +83,11 @@ class RunningSummary:
     def _checked(self, name: str, values: Sequence[str]) -> tuple[Sequence[str], bool]:
         """`usable(values)`, and whether they are all finite numbers of the grammar (one
         regex pass over the run: then `float()` reads each as the grammar does)."""
-        text = "\n".join(values) + "\n"
         if (
             values
             and max(map(len, values)) <= observations.MAX_VALUE_CHARS
             and observations.metric_error(name, observations.UNAVAILABLE) is None
-            and text.count("\n") == len(values)  # no value holds a line end of its own
-            and _NUMBERS.fullmatch(text)
+            and _all_finite(values)
         ):
             return values, True
         kept = []
