@@ -123,6 +123,11 @@ HEAVY_STDLIB = (
     *("pathlib", "urllib.parse", "ipaddress", "fnmatch"),
     # the Trial's condition names are needed only to mark it early-stopped; contextlib 0.6 ms
     *("kubetune.conditions", "contextlib"),
+    # JSON through `_json` (kubetune.lightjson), no regexes for a small log (literalscan), the
+    # API's values as strings (kubetune.api.literals), one thread on `_thread`
+    # (kubetune.plainthreads): each of these pulls `enum`, `functools` and `collections`
+    *("json", "re", "shlex", "enum", "kubetune.api.enums", "threading", "weakref"),
+    *("functools", "collections", "importlib", "warnings"),
 )
 SIDECAR = """
 import sys

@@ -19,13 +19,15 @@ raises `ProtocolError`, a `ConnectionError`: every transport failure here is an 
 
 from __future__ import annotations
 
+import _thread
 import os
-import threading
 import time
-import weakref
-from collections.abc import Iterator, Mapping, Sequence
 
 from kubetune import tlsclient, urlparts
+from kubetune.typenames import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping, Sequence
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 HOST_ENV, PORT_ENV = "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"
@@ -193,8 +195,11 @@ class Pool:
         self.context = context
         self.maxsize = maxsize
         self._idle: list[Connection] = []
-        self._lock = threading.Lock()
-        weakref.finalize(self, _close_all, self._idle)  # the idle ones, when the pool goes
+        self._lock = _thread.allocate_lock()
+
+    def __del__(self) -> None:
+        """The idle connections close when the pool goes."""
+        _close_all(self._idle)
 
     def take(self) -> Connection | None:
         """An idle connection still open, else None."""
@@ -265,7 +270,7 @@ class InCluster:
             raise NotInCluster(f"the ServiceAccount CA {ca_file} is missing or empty")
         self._token = ""
         self._read_at = float("-inf")
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()
         self._header()  # a missing token fails here, not at the first request
         # As the kubernetes client's default: 5 connections per CPU kept open.
         maxsize = pool_size if pool_size is not None else (os.cpu_count() or 1) * 5

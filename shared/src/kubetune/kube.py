@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import builtins
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from kubetune import errors, lightjson, urlparts
 from kubetune.incluster import InCluster, NotInCluster, Timeout
@@ -18,6 +17,7 @@ from kubetune.plain import Frozen
 from kubetune.typenames import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping, Sequence
     from typing import Any, overload
 
     import kubernetes.client
@@ -34,7 +34,10 @@ if TYPE_CHECKING:
     """A `json.loads` object_hook: called on every JSON object as it is parsed, innermost
     first, so a big field can be dropped while one object is parsed rather than after a whole
     list."""
-else:  # the same names at run time, for modules that import them
+else:  # the same names at run time, for modules that import them (collections.abc's
+    # Callable is _collections_abc's, loaded with the interpreter: no collections package)
+    from _collections_abc import Callable
+
     Obj = dict[str, object]
     ObjectHook = Callable[[dict[str, object]], object]
 

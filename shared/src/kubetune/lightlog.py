@@ -12,8 +12,8 @@ stderr, the message alone. A process that also loads libraries logging through `
 
 from __future__ import annotations
 
+import _thread
 import sys
-import threading
 import time
 
 LEVELS = {
@@ -37,7 +37,7 @@ class _Settings:
 
 
 _settings = _Settings()
-_lock = threading.Lock()
+_lock = _thread.allocate_lock()
 
 
 def configure(log_format: str = "text", level: str = "info") -> None:

@@ -24,13 +24,17 @@ from __future__ import annotations
 import heapq
 import math
 import time as _time
-from collections.abc import Iterator, Mapping, Sequence
+
+# collections.abc re-exports _collections_abc (loaded with the interpreter); importing it
+# would load the whole collections package.
+from _collections_abc import Mapping
 
 from kubetune import lightjson
 from kubetune.metricbounds import MAX_VALUE_CHARS
 from kubetune.typenames import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
     from typing import Any
 
 MAX_BYTES = 64 * 1024

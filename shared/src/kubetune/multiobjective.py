@@ -20,10 +20,11 @@ Without pydantic: it reads any objective of the API's shape (the model, or a lig
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from kubetune.api.literals import MAXIMIZE, UNKNOWN
+from kubetune.typenames import TYPE_CHECKING, Protocol
 
-from kubetune.api.enums import ObjectiveType
-from kubetune.typenames import Protocol
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 ALGORITHMS = ("random", "grid", "sobol", "tpe", "multivariate-tpe", "nsga2", "nsga3")
 """Algorithms with a multi-objective mode: the objective-agnostic ones (random, grid, sobol),
@@ -41,12 +42,12 @@ class TargetLike(Protocol):
     @property
     def metric_name(self) -> str: ...
     @property
-    def type(self) -> ObjectiveType: ...
+    def type(self) -> str: ...  # an ObjectiveType
 
 
 class MultiObjectiveLike(Protocol):
     @property
-    def type(self) -> ObjectiveType | None: ...
+    def type(self) -> str | None: ...  # an ObjectiveType
     @property
     def objective_metric_name(self) -> str: ...
     @property
@@ -58,16 +59,17 @@ def is_multi(objective: MultiObjectiveLike | None) -> bool:
     return objective is not None and bool(objective.objectives)
 
 
-def targets(objective: MultiObjectiveLike) -> list[tuple[str, ObjectiveType]]:
-    """(metric name, type) of each objective, the first being the Experiment's objective."""
+def targets(objective: MultiObjectiveLike) -> list[tuple[str, str]]:
+    """(metric name, type) of each objective, the first being the Experiment's objective; the
+    type is the model's `ObjectiveType`, or `literals.UNKNOWN` for none."""
     if objective.objectives:
         return [(t.metric_name, t.type) for t in objective.objectives]
-    return [(objective.objective_metric_name, objective.type or ObjectiveType.UNKNOWN)]
+    return [(objective.objective_metric_name, objective.type or UNKNOWN)]
 
 
 def maximized(objective: MultiObjectiveLike) -> list[bool]:
     """Per objective, whether it is maximised (the study's directions)."""
-    return [kind == ObjectiveType.MAXIMIZE for _, kind in targets(objective)]
+    return [kind == MAXIMIZE for _, kind in targets(objective)]
 
 
 def refusal(algorithm: str) -> str | None:

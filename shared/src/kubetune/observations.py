@@ -12,10 +12,9 @@ the collector, started in every trial pod, never loads the models.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
 
 from kubetune import multiobjective
-from kubetune.api.enums import MetricStrategyType, ObjectiveType
+from kubetune.api.literals import LATEST, MAX, MAXIMIZE, MIN, MINIMIZE, UNKNOWN
 from kubetune.metricbounds import (
     MAX_METRICS,
     MAX_NAME_CHARS,
@@ -30,6 +29,7 @@ from kubetune.plain import Frozen, Plain
 from kubetune.typenames import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
     from typing import Any
 
 
@@ -37,14 +37,14 @@ class StrategyLike(Protocol):
     @property
     def name(self) -> str: ...
     @property
-    def value(self) -> MetricStrategyType: ...
+    def value(self) -> str: ...  # a MetricStrategyType
 
 
 class ObjectiveLike(Protocol):
     """What is read of an objective (`kubetune.api.common.ObjectiveSpec` or `Objective`)."""
 
     @property
-    def type(self) -> ObjectiveType | None: ...
+    def type(self) -> str | None: ...  # an ObjectiveType
     @property
     def goal(self) -> float | None: ...
     @property
@@ -78,7 +78,7 @@ class ObservationLike(Protocol):
 class Strategy(Frozen):
     __slots__ = ("name", "value")
 
-    def __init__(self, name: str, value: MetricStrategyType) -> None:
+    def __init__(self, name: str, value: str) -> None:  # value: min, max or latest
         self.name = name
         self.value = value
 
@@ -98,7 +98,7 @@ class Objective(Frozen):
     def __init__(
         self,
         objective_metric_name: str,
-        type: ObjectiveType | None = None,  # noqa: A002 - the API's field name
+        type: str | None = None,  # noqa: A002 - the API's field name; an ObjectiveType
         goal: float | None = None,
         additional_metric_names: tuple[str, ...] = (),
         metric_strategies: tuple[Strategy, ...] = (),
@@ -172,15 +172,15 @@ def parse_number(value: str) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def default_strategy(kind: ObjectiveType | None) -> MetricStrategyType:
-    """Upstream's default: `min` for minimize, `max` for maximize, else `latest`."""
-    return {
-        ObjectiveType.MINIMIZE: MetricStrategyType.MIN,
-        ObjectiveType.MAXIMIZE: MetricStrategyType.MAX,
-    }.get(kind or ObjectiveType.UNKNOWN, MetricStrategyType.LATEST)
+def default_strategy(kind: str | None) -> str:
+    """Upstream's default: `min` for minimize, `max` for maximize, else `latest`.
+
+    Strategies and objective types are plain strings here (`kubetune.api.literals`), equal to
+    the models' `StrEnum` members: the collector in every trial pod does not import `enum`."""
+    return {MINIMIZE: MIN, MAXIMIZE: MAX}.get(kind or UNKNOWN, LATEST)
 
 
-def strategies(objective: ObjectiveLike) -> dict[str, MetricStrategyType]:
+def strategies(objective: ObjectiveLike) -> dict[str, str]:
     """Metric name -> strategy, with upstream's type-based default for metrics without one;
     each of several objectives (`objectives`) by its own type, so they are all collected."""
     default = default_strategy(objective.type)
@@ -220,13 +220,9 @@ def summarise(objective: ObjectiveLike, logs: Iterable[MetricLog]) -> Observatio
     return ObservationSummary(metrics=list(summary.values()))
 
 
-def metric_value(metric: MetricLike, strategy: MetricStrategyType) -> str:
+def metric_value(metric: MetricLike, strategy: str) -> str:
     """The value a strategy selects; min/max fall back to latest when unavailable (upstream)."""
-    chosen = {
-        MetricStrategyType.MIN: metric.min,
-        MetricStrategyType.MAX: metric.max,
-        MetricStrategyType.LATEST: metric.latest,
-    }[strategy]
+    chosen = {MIN: metric.min, MAX: metric.max, LATEST: metric.latest}[strategy]
     if chosen in (None, "", UNAVAILABLE):
         chosen = metric.latest
     return chosen or UNAVAILABLE
@@ -236,7 +232,7 @@ def objective_value(objective: ObjectiveLike, observation: ObservationLike | Non
     """The objective metric's value by its strategy, or None when not available or not numeric."""
     if observation is None:
         return None
-    strategy = strategies(objective).get(objective.objective_metric_name, MetricStrategyType.LATEST)
+    strategy = strategies(objective).get(objective.objective_metric_name, LATEST)
     for metric in observation.metrics or []:
         if metric.name == objective.objective_metric_name:
             return parse_number(metric_value(metric, strategy))
@@ -253,7 +249,7 @@ def objective_values(
     values: list[float | None] = []
     for name, _ in multiobjective.targets(objective):
         metric = metrics.get(name)
-        strategy = wanted.get(name, MetricStrategyType.LATEST)
+        strategy = wanted.get(name, LATEST)
         values.append(None if metric is None else parse_number(metric_value(metric, strategy)))
     return values
 
@@ -270,7 +266,7 @@ def better(objective: ObjectiveLike, candidate: float, incumbent: float | None) 
     """Strictly better than the incumbent (ties keep the first), by the objective's type."""
     if incumbent is None:
         return True
-    if objective.type == ObjectiveType.MINIMIZE:
+    if objective.type == MINIMIZE:
         return candidate < incumbent
     return candidate > incumbent
 
@@ -278,7 +274,7 @@ def better(objective: ObjectiveLike, candidate: float, incumbent: float | None) 
 def goal_reached(objective: ObjectiveLike, best: float | None) -> bool:
     if objective.goal is None or best is None:
         return False
-    if objective.type == ObjectiveType.MINIMIZE:
+    if objective.type == MINIMIZE:
         return best <= objective.goal
     return best >= objective.goal
 

@@ -55,12 +55,12 @@ from __future__ import annotations
 import os
 import select
 import time
-from collections.abc import Mapping
 
 from kubetune.plain import Frozen
 from kubetune.typenames import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import ClassVar
 
 DEFAULT_LOG_DIR = "/var/log/katib"

@@ -8,7 +8,11 @@ functions below. They give what `urllib.parse.quote(text, safe="")`, `urlencode(
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from kubetune.typenames import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
 
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
 _HEX = "0123456789ABCDEF"

@@ -34,7 +34,7 @@ def text(experiment: Experiment) -> str:
     size = (status.pareto_front_size if status else None) or 0
     targets = multiobjective.targets(objective)
     names = [p.name for p in experiment.spec.parameters or []]
-    headers = ["TRIAL", *(f"{m} ({kind.value})" for m, kind in targets), *names]
+    headers = ["TRIAL", *(f"{m} ({kind})" for m, kind in targets), *names]
     rows = []
     for entry in entries:
         values = observations.objective_values(objective, entry.observation)

@@ -108,7 +108,7 @@ def front_of(rows: Sequence[TrialRow], objective: ObjectiveSpec) -> tuple[list[T
 def plot_front(rows: Sequence[TrialRow], objective: ObjectiveSpec, title: str, path: Path) -> None:
     plt = _pyplot()
     targets = multiobjective.targets(objective)
-    labels = [f"{name} ({kind.value})" for name, kind in targets]
+    labels = [f"{name} ({kind})" for name, kind in targets]
     scored, front = front_of(rows, objective)
     if not scored:
         raise UserError("no Succeeded trial has a value for every objective yet")

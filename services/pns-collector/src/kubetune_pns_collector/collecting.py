@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]  # as `main` does: no `signal` enums at start
 import os
-import threading
 import time
-from collections.abc import Iterator
 
-from kubetune import lightlog, procwait
+from kubetune import lightlog, plainthreads, procwait
 from kubetune.observations import ObservationSummary
 from kubetune.plain import Frozen
 from kubetune.typenames import TYPE_CHECKING, Protocol
 from kubetune_pns_collector import parsing, reporting, stopping, summaries, tailing
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from typing import TextIO
 
 log = lightlog.get(__name__)
@@ -174,7 +173,7 @@ class Outcome(Frozen):
 class _Either:
     """watchfiles' stop_event: stop when the wait ended or we were told to stop."""
 
-    def __init__(self, *events: threading.Event) -> None:
+    def __init__(self, *events: plainthreads.Event) -> None:
         self.events = events
 
     def is_set(self) -> bool:
@@ -191,15 +190,15 @@ class Collector:
         summary: summaries.RunningSummary,
         reporter: reporting.Reporter | None,
         stopper: stopping.EarlyStopper | None = None,
-        stop: threading.Event | None = None,
+        stop: plainthreads.Event | None = None,
     ) -> None:
         self.settings = settings
         self.source = source
         self.summary = summary
         self.reporter = reporter
         self.stopper = stopper
-        self.stop = stop or threading.Event()  # set by SIGTERM
-        self.waited = threading.Event()
+        self.stop = stop or plainthreads.Event()  # set by SIGTERM
+        self.waited = plainthreads.Event()
         self._result: procwait.WaitResult | None = None
         self._error: BaseException | None = None
         self._last_report = time.monotonic()  # the first intermediate report waits too
@@ -259,7 +258,7 @@ class Collector:
         self.early_stopped = True
         log.info(
             "early-stopping rules fired (%s): stopping the training processes",
-            ", ".join(f"{r.name} {r.comparison.value} {r.value:g}" for r in self.stopper.fired),
+            ", ".join(f"{r.name} {r.comparison} {r.value:g}" for r in self.stopper.fired),
         )
         pids = []
         for pid in procwait.scan_registrations(self.settings.log_dir):
@@ -307,8 +306,7 @@ class Collector:
 
     # --- the run ---------------------------------------------------------------------------
     def run(self) -> Outcome:
-        waiter = threading.Thread(target=self._wait, name="procwait", daemon=True)
-        waiter.start()
+        plainthreads.start(self._wait)
         try:
             self._watch()
         finally:

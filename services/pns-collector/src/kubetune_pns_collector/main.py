@@ -14,11 +14,9 @@ from __future__ import annotations
 import _signal  # type: ignore[import-not-found]  # typeshed has no stub for it
 import os
 import sys
-import threading
-from collections.abc import Sequence
 
-from kubetune import lightflags, lightlog, procwait
-from kubetune.api.enums import MetricStrategyType, ObjectiveType
+from kubetune import lightflags, lightlog, plainthreads, procwait
+from kubetune.api import literals
 from kubetune.incluster import InCluster
 from kubetune.kube import Kube, connect
 from kubetune.observations import Objective, Strategy
@@ -26,6 +24,7 @@ from kubetune.typenames import TYPE_CHECKING
 from kubetune_pns_collector import collecting, parsing, reporting, stopping, summaries
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from types import FrameType
     from typing import Any, NoReturn
 
@@ -53,7 +52,7 @@ def build_parser() -> lightflags.Parser:
     flag("trial-name", required=True, help="the Trial to report to")
     flag("namespace", default=None, help="the Trial's namespace (default: the pod's)")
     flag("objective-metric", required=True, help="objective metric name")
-    flag("objective-type", default="", choices=("minimize", "maximize", ""), help="goal type")
+    flag("objective-type", default="", choices=literals.OBJECTIVE_TYPES, help="goal type")
     flag("additional-metrics", default="", help="more metric names, ';'-separated")
     flag("metric-strategies", default="", help="name=min|max|latest, ';'-separated")
     flag("collector-kind", default="StdOut", choices=KINDS, help="where metrics come from")
@@ -96,12 +95,11 @@ def objective_from(args: lightflags.Values) -> Objective:
     strategies = []
     for item in _names(args.metric_strategies):
         name, _, value = item.partition("=")
-        try:
-            strategies.append(Strategy(name.strip(), MetricStrategyType(value)))
-        except ValueError as e:
-            raise ValueError(f"--metric-strategies {item!r}: want name=min|max|latest") from e
+        if value not in literals.METRIC_STRATEGIES:
+            raise ValueError(f"--metric-strategies {item!r}: want name=min|max|latest")
+        strategies.append(Strategy(name.strip(), value))
     return Objective(
-        type=ObjectiveType(args.objective_type),
+        type=args.objective_type,
         objective_metric_name=args.objective_metric,
         additional_metric_names=tuple(_names(args.additional_metrics)),
         metric_strategies=tuple(strategies),
@@ -161,7 +159,7 @@ def _library_logging(args: lightflags.Values) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    stop = threading.Event()
+    stop = plainthreads.Event()
     received: list[int] = []
 
     def _stop(signum: int, frame: FrameType | None) -> None:
@@ -187,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stopper = None
     if rules:
         stopper = stopping.EarlyStopper(
-            rules, objective.objective_metric_name, objective.type or ObjectiveType.UNKNOWN
+            rules, objective.objective_metric_name, objective.type or literals.UNKNOWN
         )
     reporter = None
     if source is not None:

@@ -16,8 +16,6 @@ streaming collector must not lose a whole trial's metrics over one odd line:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-
 from kubetune import lightjson, lightlog
 from kubetune.lazyregex import LazyPattern
 from kubetune.typenames import TYPE_CHECKING, Protocol
@@ -25,6 +23,7 @@ from kubetune_pns_collector import literalscan
 
 if TYPE_CHECKING:
     import re
+    from collections.abc import Iterable, Sequence
 
 log = lightlog.get(__name__)
 

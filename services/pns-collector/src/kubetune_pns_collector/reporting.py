@@ -12,7 +12,6 @@ errors, a RoleBinding not there yet: Forbidden) is retried.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 from kubetune import errors, lightlog, metrichistory
 from kubetune.clock import SYSTEM, Clock
@@ -21,6 +20,7 @@ from kubetune.observations import ObservationSummary
 from kubetune.typenames import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any, TypeVar
 
     T = TypeVar("T")

@@ -11,11 +11,13 @@ that step on.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from kubetune import observations
-from kubetune.api.enums import ComparisonType, ObjectiveType
+from kubetune.api.literals import COMPARISONS, GREATER, LESS, MAXIMIZE, MINIMIZE
 from kubetune.plain import Frozen
+from kubetune.typenames import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 class RuleError(ValueError):
@@ -25,18 +27,16 @@ class RuleError(ValueError):
 class Rule(Frozen):
     __slots__ = ("comparison", "name", "start_step", "value")
 
-    def __init__(
-        self, name: str, value: float, comparison: ComparisonType, start_step: int = 0
-    ) -> None:
+    def __init__(self, name: str, value: float, comparison: str, start_step: int = 0) -> None:
         self.name = name
         self.value = value
         self.comparison = comparison
         self.start_step = start_step
 
     def holds(self, number: float) -> bool:
-        if self.comparison is ComparisonType.LESS:
+        if self.comparison == LESS:
             return number < self.value
-        if self.comparison is ComparisonType.GREATER:
+        if self.comparison == GREATER:
             return number > self.value
         return number == self.value
 
@@ -52,12 +52,9 @@ def parse_rule(text: str) -> Rule:
             f"early-stop rule {text!r}: value {parts[1]!r} is not a finite number "
             '(ASCII digits with an optional fraction and exponent, e.g. "0.25")'
         )
-    try:
-        comparison = ComparisonType(parts[2])
-    except ValueError as e:
-        raise RuleError(
-            f"early-stop rule {text!r}: comparison must be equal, less or greater"
-        ) from e
+    comparison = parts[2]
+    if comparison not in COMPARISONS:
+        raise RuleError(f"early-stop rule {text!r}: comparison must be equal, less or greater")
     try:
         start = int(parts[3]) if len(parts) == 4 and parts[3] else 0
     except ValueError as e:
@@ -70,7 +67,7 @@ def parse_rule(text: str) -> Rule:
 class EarlyStopper:
     """Feeds on metric values in order; `triggered` once every rule has fired."""
 
-    def __init__(self, rules: Sequence[Rule], objective: str, objective_type: ObjectiveType):
+    def __init__(self, rules: Sequence[Rule], objective: str, objective_type: str):
         self.pending = list(rules)
         self.objective = objective
         self.objective_type = objective_type
@@ -99,8 +96,8 @@ class EarlyStopper:
             best = self._best
             if (
                 best is None
-                or (self.objective_type == ObjectiveType.MAXIMIZE and number > best)
-                or (self.objective_type == ObjectiveType.MINIMIZE and number < best)
+                or (self.objective_type == MAXIMIZE and number > best)
+                or (self.objective_type == MINIMIZE and number < best)
             ):
                 self._best = number
             assert self._best is not None

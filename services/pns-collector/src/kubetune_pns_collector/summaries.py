@@ -17,15 +17,20 @@ of the trial. The others are skipped with a warning that names the limit.
 from __future__ import annotations
 
 import math
-from collections import deque
-from collections.abc import Iterable, Sequence
 from itertools import repeat
 
 from kubetune import lightlog, metrichistory, observations
 from kubetune.lazyregex import LazyPattern
 from kubetune.metricbounds import is_finite_number
 from kubetune.observations import MetricLog, ObjectiveLike, ObservationSummary
+from kubetune.typenames import TYPE_CHECKING
 from kubetune_pns_collector import parsing
+
+if TYPE_CHECKING:
+    from collections import deque
+    from collections.abc import Iterable, Sequence
+else:  # collections.deque itself: importing collections would load the whole package
+    from _collections import deque
 
 log = lightlog.get(__name__)
 

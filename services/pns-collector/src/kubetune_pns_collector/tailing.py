@@ -11,12 +11,12 @@ one read block plus one partial line, and a "line" longer than `max_line` is dro
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 
 from kubetune import lightlog
 from kubetune.typenames import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from typing import BinaryIO
 
 log = lightlog.get(__name__)

@@ -64,7 +64,7 @@ class Ranker:
         self.objective = objective
         self.name = objective.objective_metric_name if objective else None
         strategy = observations.strategies(objective).get(self.name or "") if objective else None
-        self.key = strategy.value if strategy is not None else "latest"
+        self.key = str(strategy) if strategy is not None else "latest"
 
     def __call__(self, observation: Mapping[str, Any] | None) -> float | None:
         if self.name is None or not observation:

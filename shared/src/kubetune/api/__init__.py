@@ -9,8 +9,6 @@ metrics collector, started in every trial pod, needs only `kubetune.api.enums`.
 
 from __future__ import annotations
 
-import importlib
-
 from kubetune.typenames import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -42,7 +40,9 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    # `__import__` with a fromlist answers the submodule itself; `importlib` (with `warnings`)
+    # would be one more import in every trial pod's collector.
+    return getattr(__import__(module, fromlist=[name]), name)
 
 
 __all__ = [

@@ -1,27 +1,30 @@
-"""The v1beta1 API's enumerations, without pydantic: a process that only needs the names (the
-trial pod's collector) does not pay for the models (`kubetune.api.common` re-exports them)."""
+"""The v1beta1 API's enumerations, without pydantic (`kubetune.api.common` re-exports them);
+the values the trial pod's collector reads come from `kubetune.api.literals`, which it imports
+instead (no `enum` in every trial pod)."""
 
 from __future__ import annotations
 
 from enum import StrEnum
 
+from kubetune.api import literals
+
 
 class ObjectiveType(StrEnum):
-    MINIMIZE = "minimize"
-    MAXIMIZE = "maximize"
-    UNKNOWN = ""
+    MINIMIZE = literals.MINIMIZE
+    MAXIMIZE = literals.MAXIMIZE
+    UNKNOWN = literals.UNKNOWN
 
 
 class MetricStrategyType(StrEnum):
-    MIN = "min"
-    MAX = "max"
-    LATEST = "latest"
+    MIN = literals.MIN
+    MAX = literals.MAX
+    LATEST = literals.LATEST
 
 
 class ComparisonType(StrEnum):
-    EQUAL = "equal"
-    LESS = "less"
-    GREATER = "greater"
+    EQUAL = literals.EQUAL
+    LESS = literals.LESS
+    GREATER = literals.GREATER
 
 
 class FileSystemKind(StrEnum):
