@@ -39,6 +39,7 @@ from pathlib import Path
 
 # `type(...)(path)`: a str since the collector dropped pathlib, a Path in an older `--before`.
 PROBE = """
+import gc; gc.disable()  # as the image's entrypoint, for the imports
 import sys
 from kubetune import incluster
 incluster.SERVICE_ACCOUNT_DIR = type(incluster.SERVICE_ACCOUNT_DIR)(sys.argv[1])
@@ -56,6 +57,7 @@ print(" ".join(m for m in third if m in sys.modules) or "none")
 # The sidecar as the image runs it: `python -I -S -u` (no site, no PYTHONPATH), its packages
 # put on sys.path by the entrypoint; here a checkout's source directories.
 SIDECAR = """
+import gc; gc.disable()  # as the image's entrypoint; a checkout's main.run turns it on
 import sys
 root = {root!r}
 sys.path[:0] = [root + "/shared/src", root + "/services/pns-collector/src"]

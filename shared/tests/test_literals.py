@@ -7,7 +7,7 @@ from kubetune.api.enums import ComparisonType, MetricStrategyType, ObjectiveType
 
 
 def test_literals_are_the_enums_values_in_order() -> None:
-    assert literals.OBJECTIVE_TYPES == tuple(ObjectiveType)
-    assert literals.METRIC_STRATEGIES == tuple(MetricStrategyType)
-    assert literals.COMPARISONS == tuple(ComparisonType)
+    assert tuple(ObjectiveType) == literals.OBJECTIVE_TYPES
+    assert tuple(MetricStrategyType) == literals.METRIC_STRATEGIES
+    assert tuple(ComparisonType) == literals.COMPARISONS
     assert (literals.MINIMIZE, literals.MAX) == (ObjectiveType.MINIMIZE, MetricStrategyType.MAX)

@@ -12,6 +12,7 @@ from __future__ import annotations
 # `_signal`, the C module under `signal`: the same calls with plain int numbers (`signal` makes
 # enums of its constants at import, a fortieth of this sidecar's start in every trial pod).
 import _signal  # type: ignore[import-not-found]  # typeshed has no stub for it
+import gc
 import os
 import sys
 
@@ -224,7 +225,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run() -> NoReturn:
     """The console script: `main`, then out without the interpreter's teardown (freeing every
     module of the client libraries took ~0.8 s on a busy node, and the Job, so the Trial, only
-    completes when this sidecar has exited); output is flushed first."""
+    completes when this sidecar has exited); output is flushed first. The garbage collector
+    is turned on here: the entrypoint turns it off while the modules load."""
+    gc.enable()
     code = main()
     if "logging" in sys.modules:  # a library logged through it (`_library_logging`)
         import logging
