@@ -13,8 +13,10 @@ CPU is counted per process group with cgroup v1 cpuacct (bench/cpuacct.py), exit
 processes included: kube-apiserver + etcd, KCM + scheduler, the node agent, and the pods
 sorted by component (controllers, db-manager, PostgreSQL, collector, algorithm, trial; each
 container's program the moment it execs; kubetune's controllers also each on its own line).
-"Own CPU" is the sum of the system's pods, trials' own processes included; the node agent's
-per-container machinery (sandbox, nsenter, launcher) is shown apart as `runtime`. Counters are
+"Own CPU" is the sum of the system's pods, trials' own processes included, and `other`: pod
+processes no rule names, the trial wrappers' helpers (both systems' `tee`, kubetune's `mkfifo`
+and `rm`); the node agent's per-container machinery (sandbox, nsenter, launcher) is shown apart
+as `runtime`. Counters are
 read when the Experiment is created and when it is Succeeded. `--audit` also prints the API
 requests per trial by client (e2e_throughput's audit-log count).
 
@@ -141,7 +143,7 @@ def figures(system: str, result: Obj, trials: int) -> Obj:
         k.removeprefix(prefix): v / trials for k, v in counted.items() if k.startswith(prefix)
     }
     pods = {k.removeprefix(POD): v for k, v in per_trial.items() if k.startswith(POD)}
-    own = sum(v for k, v in pods.items() if k not in (RUNTIME, "other"))
+    own = sum(v for k, v in pods.items() if k != RUNTIME)
     # A component of several processes (`controllers.<process>`) is shown summed and by process.
     for part, value in list(pods.items()):
         whole, dot, process = part.partition(".")
