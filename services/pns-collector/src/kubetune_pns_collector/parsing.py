@@ -64,17 +64,17 @@ def _default_pattern(text: str) -> re.Pattern[str]:
 # the name's left edge checked by a lookbehind placed after it. It finds what the exact regex
 # finds for that name, provided (1) no occurrence of the name is directly preceded by a name
 # character (the exact regex may start a match there when a value ends right before it:
-# `x=1loss=2`; `_name_after_name` looks for that) and (2) the name cannot be read as (the start
+# `x=1loss=2`; `name_after_name` looks for that) and (2) the name cannot be read as (the start
 # of) a value: it starts with a letter or `_`, not like an exponent (`e5x`), and is not `inf`,
 # `infinity` or `nan` (`_literal_safe`).
-# The characters a parser scans by `literalscan` (string methods) before it takes the regexes
-# for good. String methods scan about 6x slower (50 against 8.5 ns a character) but need no
-# `re`, whose import and compiles cost about as much as 64 KiB scanned by them: a trial with a
-# small log never pays for `re`, a chatty one at most that much more.
-# (`python bench/collector_throughput.py --scan`)
-STRING_SCAN_BUDGET = 64 * 1024
 _DIGITS = frozenset("0123456789")
 _NAME_CHARS = literalscan.NAME_CHARS
+
+# The characters a parser scans by `literalscan` (string methods) before it takes the regexes
+# for good. String methods scan about 6x slower (41 ns a character more) but need no `re`,
+# whose import and compiles cost the collector 4.1 CPU-ms: a trial with a small log never pays
+# for `re`, a chatty one at most 2.7 ms more (`python bench/collector_throughput.py --scan`).
+STRING_SCAN_BUDGET = 64 * 1024
 
 
 def _is_name(name: str) -> bool:
