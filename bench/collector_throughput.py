@@ -223,7 +223,6 @@ def scan_costs() -> None:
                     capture_output=True,
                     text=True,
                     check=True,
-                    env={**os.environ},
                 ).stdout
             )
             for _ in range(15)

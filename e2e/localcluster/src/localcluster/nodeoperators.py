@@ -203,11 +203,11 @@ def apply(kubectl: str, kubeconfig: str, objs: list[Obj]) -> None:
     """Server-side apply; CRDs first, then the rest once they are Established."""
     crds = [o for o in objs if o["kind"] == "CustomResourceDefinition"]
     rest = [o for o in objs if o["kind"] != "CustomResourceDefinition"]
+    run = Kubectl(kubectl, kubeconfig)
     for batch in (crds, rest):
         if not batch:
             continue
         text = json.dumps({"apiVersion": "v1", "kind": "List", "items": batch})
-        run = Kubectl(kubectl, kubeconfig)
         run.out("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=text)
         if batch is crds:
             names = [f"crd/{o['metadata']['name']}" for o in crds]

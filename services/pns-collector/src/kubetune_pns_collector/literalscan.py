@@ -18,7 +18,7 @@ from __future__ import annotations
 
 NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_|-")
 _BLANKS = frozenset(" \t\r\f\v")
-_DIGITS = frozenset("0123456789")
+DIGITS = frozenset("0123456789")
 _WORDS = ("infinity", "inf", "nan")  # the longest first, as the regex tries it
 
 
@@ -37,13 +37,13 @@ def _value_end(text: str, start: int) -> int:
         piece = text[i:end]
         if piece.isascii() and piece.lower() == word and text[end : end + 1] not in NAME_CHARS:
             return end
-    i = _skip(text, i, _DIGITS)
-    if text[i : i + 1] == "." and text[i + 1 : i + 2] in _DIGITS:
-        i = _skip(text, i + 1, _DIGITS)
+    i = _skip(text, i, DIGITS)
+    if text[i : i + 1] == "." and text[i + 1 : i + 2] in DIGITS:
+        i = _skip(text, i + 1, DIGITS)
     if text[i : i + 1] in ("e", "E"):
         j = i + 2 if text[i + 1 : i + 2] in ("+", "-") else i + 1
-        if text[j : j + 1] in _DIGITS:
-            i = _skip(text, j, _DIGITS)
+        if text[j : j + 1] in DIGITS:
+            i = _skip(text, j, DIGITS)
     return i
 
 
@@ -80,9 +80,14 @@ def _is_date(piece: str) -> bool:
     )
 
 
+def first_line_dated(text: str) -> bool:
+    """Whether the block's first line may start with a timestamp (`dddd-..-..T`)."""
+    return text[:4].isdigit() and text[4:5] == "-" and text[10:11] == "T"
+
+
 def has_timestamp(text: str) -> bool:
     """Whether some line may start with an RFC 3339 timestamp (`YYYY-MM-DDT`)."""
-    if text[:4].isdigit() and text[4:5] == "-" and text[10:11] == "T":
+    if first_line_dated(text):
         return True
     at = text.find("\n")
     while at >= 0:

@@ -67,7 +67,7 @@ def _default_pattern(text: str) -> re.Pattern[str]:
 # `x=1loss=2`; `name_after_name` looks for that) and (2) the name cannot be read as (the start
 # of) a value: it starts with a letter or `_`, not like an exponent (`e5x`), and is not `inf`,
 # `infinity` or `nan` (`_literal_safe`).
-_DIGITS = frozenset("0123456789")
+_DIGITS = literalscan.DIGITS
 _NAME_CHARS = literalscan.NAME_CHARS
 
 # The characters a parser scans by `literalscan` (string methods) before it takes the regexes
@@ -125,9 +125,7 @@ _TIMESTAMP_START = LazyPattern(r"\n[0-9]{4}-[0-9][0-9]-[0-9][0-9]T")
 def _has_timestamp(text: str, by_strings: bool = False) -> bool:
     if by_strings:
         return literalscan.has_timestamp(text)
-    return bool(_TIMESTAMP_START.get().search(text)) or (
-        text[:4].isdigit() and text[4:5] == "-" and text[10:11] == "T"
-    )
+    return bool(_TIMESTAMP_START.get().search(text)) or literalscan.first_line_dated(text)
 
 
 def _is_value(text: str) -> bool:
@@ -249,13 +247,14 @@ class TextParser:
         if self.default and "=" in text:
             if "\r" in text:
                 text = text.replace("\r\n", "\n")
-            by_strings = len(text) <= self._string_chars_left
-            if by_strings:
-                self._string_chars_left -= len(text)
-            if self.literal is not None and not _has_timestamp(text, by_strings):
-                literal = self._literal_runs(text, self.literal, by_strings)
-                if literal is not None:
-                    return literal
+            if self.literal is not None:
+                by_strings = len(text) <= self._string_chars_left
+                if by_strings:
+                    self._string_chars_left -= len(text)
+                if not _has_timestamp(text, by_strings):
+                    literal = self._literal_runs(text, self.literal, by_strings)
+                    if literal is not None:
+                        return literal
             text = "\n".join([line for line in text.split("\n") if "=" in line])
             if not _has_timestamp(text):
                 pairs = _default_pattern(text).findall(text)
