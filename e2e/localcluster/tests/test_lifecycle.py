@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -187,3 +188,35 @@ def test_sweep_removes_only_unused_old_etcd_dirs(tmp_path: Path) -> None:
         holder.wait()
     assert removed == [old]
     assert not old.exists() and fresh.exists() and busy.exists()
+
+
+def test_port_taken_before_bind_starts_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A port found free and then bound by another process only costs a second start."""
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    taken = int(holder.getsockname()[1])
+    real_free_port = cluster.free_port
+    picks: list[int] = []
+
+    def apiserver_port_taken_once(host: str = "127.0.0.1") -> int:
+        # The fifth pick is the API server's (after etcd's two, KCM's and the scheduler's).
+        picks.append(0)
+        return taken if len(picks) == 5 else real_free_port(host)
+
+    monkeypatch.setattr(cluster, "free_port", apiserver_port_taken_once)
+    monkeypatch.setenv("LOCALCLUSTER_NODEAGENT", "0")
+    state_dir = tmp_path / "state"
+    try:
+        state = cluster.up(state_dir, with_nodeagent=False, bind_to_parent=True)
+        try:
+            assert state.ports["kube-apiserver"] != taken
+            assert len(picks) == 10
+            assert "taken between its pick and its bind" in capsys.readouterr().out
+            assert cluster.status(state_dir)["apiserver_ready"] is True
+        finally:
+            assert cluster.down(state_dir, quiet=True)
+    finally:
+        holder.close()

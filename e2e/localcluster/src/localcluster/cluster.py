@@ -49,6 +49,10 @@ COMPONENTS = (
     "kubelet",
     "kube-proxy",
 )
+# The real node's components: once one has started, a failed start is not retried.
+NODE_COMPONENTS = ("containerd", "kubelet", "kube-proxy")
+# Starts tried when a component finds its port taken (see ``_port_taken``).
+START_ATTEMPTS = 3
 
 
 class ClusterError(RuntimeError):
@@ -563,7 +567,8 @@ def up(
     ``audit`` makes the API server log every request at the Metadata level (who, verb,
     resource) to ``<state>/logs/audit.log`` (``State.audit_log``), for counting requests by
     client: its own metrics have no client label.
-    On any failure everything already started is stopped again before the error is raised.
+    On any failure everything already started is stopped again before the error is raised;
+    a control-plane port taken between its pick and its bind starts again on new ports.
     """
 
     def say(msg: str) -> None:
@@ -594,6 +599,29 @@ def up(
             raise ClusterError(str(exc)) from None
     if old is not None:
         _cleanup(old)
+    for attempt in range(1, START_ATTEMPTS + 1):
+        state = _fresh_state(state_dir, bins, node_mode, node_ip, audit)
+        try:
+            _start_all(state, bins, with_nodeagent, image_map, bind_to_parent, timeout, say)
+            break
+        except BaseException as exc:
+            if attempt < START_ATTEMPTS and _port_taken(exc) and not _node_started(state):
+                say(f"a port was taken between its pick and its bind: again ({attempt + 1})")
+                _stop_components(state, quiet=True)
+                _cleanup(state)
+                continue
+            say("startup failed: stopping what was started")
+            down(state_dir, quiet=True)
+            raise
+    if node_mode:
+        node.started(state_dir)
+    return state
+
+
+def _fresh_state(
+    state_dir: Path, bins: build.Binaries, node_mode: str, node_ip: str, audit: bool
+) -> State:
+    """An empty state directory, a new etcd data directory and newly picked ports, saved."""
     if state_dir.exists():
         shutil.rmtree(state_dir)
     state_dir.mkdir(parents=True)
@@ -613,14 +641,13 @@ def up(
     if node_mode:
         ports["kubelet"] = free_port(node_ip)
         ports.update({n: free_port() for n in node.LOCAL_PORTS})
-    server = f"https://{node_ip or '127.0.0.1'}:{ports['kube-apiserver']}"
     state = State(
         state_dir=str(state_dir),
         etcd_data_dir=str(etcd_data),
         ports=ports,
         kubeconfig=str(state_dir / "admin.kubeconfig"),
         kubectl=str(bins.kubectl),
-        server=server,
+        server=f"https://{node_ip or '127.0.0.1'}:{ports['kube-apiserver']}",
         version=bins.version,
         node_mode=node_mode,
         node_ip=node_ip,
@@ -628,15 +655,20 @@ def up(
         audit_log=str(state_dir / "logs" / "audit.log") if audit else "",
     )
     state.save()
-    try:
-        _start_all(state, bins, with_nodeagent, image_map, bind_to_parent, timeout, say)
-    except BaseException:
-        say("startup failed: stopping what was started")
-        down(state_dir, quiet=True)
-        raise
-    if node_mode:
-        node.started(state_dir)
     return state
+
+
+def _port_taken(exc: BaseException) -> bool:
+    """Whether a component failed because its picked port was bound by someone else first.
+
+    ``free_port`` checks a port by binding it and lets go; another process (a parallel test
+    session's cluster, say) may bind it before the component does. Only a new start helps.
+    """
+    return isinstance(exc, ClusterError) and "address already in use" in str(exc)
+
+
+def _node_started(state: State) -> bool:
+    return any(name in state.components for name in NODE_COMPONENTS)
 
 
 def _start_all(
@@ -917,6 +949,18 @@ def _stop_node(state: State, quiet: bool) -> None:
         print(f"[localcluster] the node left behind: {'; '.join(left)}", file=sys.stderr)
 
 
+def _stop_components(state: State, quiet: bool) -> None:
+    """Stop every component still running, in reverse start order."""
+    for name in reversed(COMPONENTS):
+        comp = state.components.get(name)
+        if comp is None:
+            continue
+        if _group_alive(comp.pid) or pid_alive(comp.pid):
+            stop_group(comp.pid)
+            if not quiet:
+                print(f"[localcluster] stopped {name} (pid {comp.pid})")
+
+
 def _cleanup(state: State) -> None:
     shutil.rmtree(state.etcd_data_dir, ignore_errors=True)
 
@@ -934,14 +978,7 @@ def down(state_dir: Path | None = None, *, quiet: bool = False, remove_state: bo
         return False
     if state.node_mode:
         _stop_node(state, quiet)
-    for name in reversed(COMPONENTS):
-        comp = state.components.get(name)
-        if comp is None:
-            continue
-        if _group_alive(comp.pid) or pid_alive(comp.pid):
-            stop_group(comp.pid)
-            if not quiet:
-                print(f"[localcluster] stopped {name} (pid {comp.pid})")
+    _stop_components(state, quiet)
     _cleanup(state)
     if remove_state:
         shutil.rmtree(state_dir, ignore_errors=True)
