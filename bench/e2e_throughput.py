@@ -77,6 +77,7 @@ from kubetune.kube import (
     connect,
 )
 from kubetune_testkit import builders
+from kubetune_testkit.paths import REPO
 
 Obj = dict[str, Any]
 STAGES = [
@@ -605,6 +606,7 @@ def kubetune_cluster(
     from localcluster import cluster as localcluster
 
     build.build_all()
+    compile_sources()
     image_map = state_dir.parent / f"{state_dir.name}-image-map.yaml"
     image_map.write_text(render_image_map())
     state = localcluster.up(state_dir, image_map=image_map, with_nodeagent=True, audit=audit)
@@ -613,6 +615,14 @@ def kubetune_cluster(
             yield state
     finally:
         image_map.unlink(missing_ok=True)
+
+
+def compile_sources() -> None:
+    """Bytecode for this checkout's sources, as kubetune's images ship it: the node agent runs
+    the services from them, and a tree without it (or a shell with PYTHONDONTWRITEBYTECODE, as
+    tox sets) would compile every module in every process start, trial pods' collectors too."""
+    roots = [REPO / "shared" / "src", *sorted((REPO / "services").glob("*/src"))]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *map(str, roots)], check=True)
 
 
 @contextlib.contextmanager

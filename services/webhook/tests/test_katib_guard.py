@@ -15,20 +15,28 @@ import pytest
 from kubetune import errors
 from kubetune.katibsidecar import KATIB_WEBHOOK
 from kubetune.kube import MUTATING_WEBHOOK_CONFIGURATIONS, Kube
+from kubetune_testkit.processes import free_port
 from kubetune_testkit.waiting import wait_for
 from kubetune_testkit.webhook import Webhook, clean_env, serving
 
 pytestmark = pytest.mark.integration
 
 
-def _ready(webhook: Webhook) -> bool:
-    context = ssl.create_default_context(cadata=webhook.ca_pem.decode())
+def _get(url: str, context: ssl.SSLContext | None = None) -> int:
     try:
-        with urllib.request.urlopen(f"{webhook.url}/readyz", context=context, timeout=5) as r:
-            return bool(r.status == 200)
+        with urllib.request.urlopen(url, context=context, timeout=5) as r:
+            return int(r.status)
     except urllib.error.HTTPError as e:
-        assert e.code == 503, e
-        return False
+        return int(e.code)
+
+
+def _ready(webhook: Webhook, probe_port: int) -> bool:
+    """/readyz on the HTTPS port, which the plain-HTTP probe port (`--probe-port`) must echo."""
+    context = ssl.create_default_context(cadata=webhook.ca_pem.decode())
+    status = _get(f"{webhook.url}/readyz", context)
+    assert status in (200, 503), status
+    assert _get(f"http://127.0.0.1:{probe_port}/readyz") == status
+    return status == 200
 
 
 def _katibs_mutating_configuration() -> dict[str, Any]:
@@ -47,13 +55,17 @@ def test_not_ready_beside_katibs_webhook_naming_the_delete_command(
     kube.create(MUTATING_WEBHOOK_CONFIGURATIONS, _katibs_mutating_configuration())
     try:
         env = clean_env(KUBETUNE_WEBHOOK_KATIB_CHECK_INTERVAL="0.5")
-        with serving(cluster.kubeconfig, tmp_path, env=env) as webhook:
-            assert not _ready(webhook)
+        probe_port = free_port()
+        with serving(
+            cluster.kubeconfig, tmp_path, f"--probe-port={probe_port}", env=env
+        ) as webhook:
+            assert _get(f"http://127.0.0.1:{probe_port}/healthz") == 200
+            assert not _ready(webhook, probe_port)
             log = webhook.log.read_text()
             assert f"MutatingWebhookConfiguration {KATIB_WEBHOOK}" in log, log
             assert f"kubectl delete mutatingwebhookconfiguration {KATIB_WEBHOOK}" in log, log
             kube.delete(MUTATING_WEBHOOK_CONFIGURATIONS, KATIB_WEBHOOK)
-            wait_for("the webhook to become ready", lambda: _ready(webhook), timeout=30)
+            wait_for("the webhook to become ready", lambda: _ready(webhook, probe_port), timeout=30)
     finally:
         with contextlib.suppress(errors.NotFound):
             kube.delete(MUTATING_WEBHOOK_CONFIGURATIONS, KATIB_WEBHOOK)

@@ -25,6 +25,7 @@ from cryptography import x509
 from webhook_cases import StaticCluster, experiment, pod, review
 
 from kubetune import config as katib_config
+from kubetune_testkit.waiting import wait_for
 from kubetune_webhook import certificates, main, reviewing, serving
 
 
@@ -244,6 +245,18 @@ def test_probes_and_unknown_paths(server: serving.AdmissionServer, cert_dir: Pat
     status, answer = _post(conn, "/mutate-nothing", json.dumps(review(pod(), "Pod")).encode())
     assert status == 404 and "/mutate-pod" in answer["error"]
     conn.close()
+
+
+def test_alive_while_the_loop_turns(
+    server: serving.AdmissionServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the plain-HTTP liveness probe answers: the loop runs and turned lately."""
+    wait_for("the loop to start", server.alive, timeout=5)
+    monkeypatch.setattr(serving, "STALL_SECONDS", 0.0)
+    assert not server.alive()  # a loop that has not turned within the window is stuck
+    monkeypatch.undo()
+    server.shutdown()
+    assert not server.alive()
 
 
 def test_garbage_instead_of_tls_does_not_stop_the_server(

@@ -326,13 +326,14 @@ def add_listen_flags(
         "--port",
         action=EnvDefault,
         env=f"{env_prefix}_PORT",
-        type=_port,
+        type=port_number,
         default=port,
         help=f"port of the {what} (0 = any free port, printed in the log)",
     )
 
 
-def _port(text: str) -> int:
+def port_number(text: str) -> int:
+    """A TCP port number (0..65535) for argparse's `type`."""
     try:
         value = int(text)
     except ValueError:

@@ -4,7 +4,7 @@ Shared by the end-to-end tests and the demo: apply the overlay server-side, wait
 Deployment to become Available, and label a namespace for trial-pod injection.
 
 Per cluster: every pod of the local cluster is a host process on the host's network, so the
-overlay's fixed host ports (webhook 28443, probes 28081-28083 and 28086, db-manager 26789, UI
+overlay's fixed host ports (webhook 28443, probes 28081-28084 and 28086, db-manager 26789, UI
 28480) and its hostPath prefix
 (/tmp/katib/suggestions/) would be shared by two clusters on one machine: the second API server
 would call the first cluster's webhook and the second webhook would die with EADDRINUSE. So the
@@ -38,6 +38,7 @@ INJECTION_LABEL = "katib.kubeflow.org/metrics-collector-injection=enabled"
 # What the overlay's files say; replaced per cluster by `render_overlay`.
 DEFAULT_PORTS = {
     "webhook": 28443,
+    "webhook-probes": 28084,
     "experiment-controller": 28081,
     "trial-controller": 28082,
     "suggestion-controller": 28083,

@@ -23,6 +23,7 @@ from kubetune import config as katib_config
 from kubetune import flags, logs
 from kubetune.flags import EnvDefault
 from kubetune.kube import Kube, connect
+from kubetune.runtime.serving import serve_probes
 from kubetune.wakeups import wait_in_main_thread
 from kubetune_webhook import (
     authorizing,
@@ -73,6 +74,16 @@ def build_parser() -> argparse.ArgumentParser:
     flags.add_connection_flags(serve)
     flags.add_listen_flags(
         serve, env_prefix="KUBETUNE_WEBHOOK", address="0.0.0.0", port=8443, what="HTTPS server"
+    )
+    serve.add_argument(
+        "--probe-port",
+        action=EnvDefault,
+        env="KUBETUNE_WEBHOOK_PROBE_PORT",
+        type=flags.port_number,
+        default=0,
+        help="port of a plain-HTTP server (on --address) for the kubelet's probes: /healthz "
+        "(the admission loop still turns), /readyz (as on the HTTPS port) and /metrics; a probe "
+        "there costs no TLS handshake. 0 = none: probes only on the HTTPS port",
     )
     serve.add_argument(
         "--cert-file",
@@ -375,7 +386,16 @@ def run_serve(args: argparse.Namespace) -> int:
     host, port = server.server_address[:2]
     log.info("serving admission on https://%s:%d", host, port, extra={"port": port})
     serving.serve(server)
+    probes = None
+    if args.probe_port:
+        probes = serve_probes(
+            args.address, args.probe_port, healthy=server.alive, ready=server.ready
+        )
+        log.info("serving probes on http://%s:%d", args.address, args.probe_port)
     wait_in_main_thread(stopping)
+    if probes is not None:
+        probes.shutdown()
+        probes.server_close()
     server.shutdown()
     server.server_close()
     if sync is not None:

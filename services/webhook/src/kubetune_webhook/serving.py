@@ -20,6 +20,8 @@ Bounds (flags in `main`):
   default): past it HTTP 503, retry, so many connections each sending a large body slowly
   cannot take the memory.
 - /healthz, /livez and /readyz are answered on the loop thread, without waiting for a worker.
+  `alive` tells a probe server on another port (`main`'s `--probe-port`, plain HTTP: a TLS
+  handshake costs the webhook ~3 CPU-ms, a probe every few seconds) whether the loop still turns.
 
 Refused connections, failed handshakes and timed-out clients log one line each (no traceback),
 at most `LOG_BURST` lines per kind in `LOG_WINDOW` seconds and then one line with the count
@@ -69,6 +71,8 @@ LOG_BURST = 10
 LOG_WINDOW = 10.0
 _TICK = 0.25
 """Seconds between deadline sweeps: timeouts are this precise."""
+STALL_SECONDS = 30.0
+"""A loop that has not turned for this long (it turns at least every `_TICK`) is not alive."""
 _CHUNK = 64 * 1024
 _ACCEPT_BATCH = 16
 _DRAIN_SECONDS = 1.0
@@ -326,6 +330,7 @@ class AdmissionServer:
         self._stopped = threading.Event()
         self._stopped.set()
         self._accept_paused_until = 0.0
+        self._turned = time.monotonic()
 
     @property
     def open_connections(self) -> int:
@@ -335,11 +340,13 @@ class AdmissionServer:
 
     def serve_forever(self) -> None:
         self._stopped.clear()
+        self._turned = time.monotonic()
         try:
             next_sweep = time.monotonic() + _TICK
             while not self._stop.is_set():
                 timeout = 0.0 if self._resume else max(0.0, next_sweep - time.monotonic())
                 events = self._selector.select(timeout)
+                self._turned = time.monotonic()
                 # Requests first, then handshakes, then new connections: under a flood of
                 # connections the work for admission requests waits the least.
                 self._deliver_answers()
@@ -371,6 +378,11 @@ class AdmissionServer:
                     next_sweep = now + _TICK
         finally:
             self._stopped.set()
+
+    def alive(self) -> bool:
+        """The loop runs and has turned within `STALL_SECONDS` (a liveness probe's answer)."""
+        running = not self._stopped.is_set()
+        return running and time.monotonic() - self._turned < STALL_SECONDS
 
     def shutdown(self) -> None:
         """Stop `serve_forever` (running in another thread) and wait until it has."""
