@@ -7,19 +7,48 @@ import socket
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 Check = Callable[[], bool]
+
+MAX_CONNECTIONS = 16
+"""Connections served at once (a thread each); more are closed unanswered, so a flood of the
+port costs at most this many threads."""
+TIMEOUT = 5.0
+"""Seconds a connection may take to send its request and take the answer (a silent or slow
+client would otherwise hold its thread for good)."""
 
 
 class ProbeServer(ThreadingHTTPServer):
     """Serves with no timer: `socketserver`'s loop wakes every half second by default to look
     for a shutdown, which in an idle controller is most of its wakes. Here it sleeps until a
     connection comes, and `shutdown` connects to wake it (again until the loop has ended: a
-    connection that came before the shutdown request was seen is served as a normal one)."""
+    connection that came before the shutdown request was seen is served as a normal one).
+    At most `MAX_CONNECTIONS` are served at once, each within `TIMEOUT`."""
 
     daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
     def serve(self) -> None:
         self.serve_forever(poll_interval=None)  # type: ignore[arg-type]
@@ -38,6 +67,8 @@ def serve_probes(address: str, port: int, *, healthy: Check, ready: Check) -> Pr
     """Start the probe server in a daemon thread; the caller shuts it down."""
 
     class _Handler(BaseHTTPRequestHandler):
+        timeout = TIMEOUT
+
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
