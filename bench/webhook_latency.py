@@ -21,6 +21,12 @@ medians over runs. Targets (issue 13): with 2,000 idle connections open, admissi
     python bench/webhook_latency.py [--kubeconfig $KUBECONFIG] [--rate 200] [--seconds 20]
     python bench/webhook_latency.py --flood 2000 --runs 3 --seconds 10 --rate 50
 
+With `--probe-cost N` it sends N kubelet-style probes (/healthz, a new connection each) to the
+HTTPS port and N to the plain-HTTP `--probe-port`, alternating in rounds, and prints the
+webhook's own CPU per probe on each (its process's user + system time).
+
+    python bench/webhook_latency.py --probe-cost 300
+
 Without a kubeconfig it starts its own local cluster (localcluster) and stops it afterwards.
 """
 
@@ -538,6 +544,12 @@ def main() -> int:
     )
     parser.add_argument("--runs", type=int, default=3, help="with --flood: measurements to take")
     parser.add_argument(
+        "--probe-cost",
+        type=int,
+        default=0,
+        help="only this: CPU per /healthz probe on the HTTPS port and on --probe-port",
+    )
+    parser.add_argument(
         "--webhook-arg",
         action="append",
         default=[],
@@ -548,12 +560,49 @@ def main() -> int:
 
     ns = f"bench-webhook-{uuid.uuid4().hex[:6]}"
     extra = ["--lookup-cache-seconds", str(args.lookup_cache_seconds), *args.webhook_arg]
+    if args.probe_cost:
+        probe_port = free_port()
+        with served(args.kubeconfig, *extra, f"--probe-port={probe_port}") as (_, proc, port, ca):
+            return _probe_cost(args.probe_cost, proc, port, probe_port, ca)
     with served(args.kubeconfig, *extra) as (kube, proc, port, ca):
         try:
             return _measure(args, kube, ns, proc, port, ca)
         finally:
             with contextlib.suppress(errors.ApiError):
                 kube.delete(NAMESPACES, ns)
+
+
+def _probe_cost(
+    count: int, proc: subprocess.Popen[bytes], port: int, probe_port: int, ca: Path
+) -> int:
+    """The webhook's CPU per /healthz probe, over TLS and in plain HTTP, in alternating rounds."""
+    webhook = psutil.Process(proc.pid)
+    ctx = ssl.create_default_context(cafile=str(ca))
+
+    def over_tls() -> http.client.HTTPConnection:
+        return http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=10)
+
+    def plain() -> http.client.HTTPConnection:
+        return http.client.HTTPConnection("127.0.0.1", probe_port, timeout=10)
+
+    spent: dict[str, list[float]] = {"HTTPS port": [], "--probe-port": []}
+    rounds = 10
+    for _ in range(rounds):
+        for name, connect_to in (("HTTPS port", over_tls), ("--probe-port", plain)):
+            before = sum(webhook.cpu_times()[:2])
+            for _ in range(max(1, count // rounds)):
+                conn = connect_to()
+                conn.request("GET", "/healthz")
+                answer = conn.getresponse()
+                answer.read()
+                conn.close()
+                if answer.status != 200:
+                    raise SystemExit(f"/healthz on the {name}: HTTP {answer.status}")
+            spent[name].append((sum(webhook.cpu_times()[:2]) - before) / max(1, count // rounds))
+    print(f"webhook CPU per /healthz probe, median of {rounds} rounds of {count // rounds}:")
+    for name, per_probe in spent.items():
+        print(f"  {name:14} {statistics.median(per_probe) * 1e3:6.2f} CPU-ms")
+    return 0
 
 
 def _measure(

@@ -20,8 +20,9 @@ Bounds (flags in `main`):
   default): past it HTTP 503, retry, so many connections each sending a large body slowly
   cannot take the memory.
 - /healthz, /livez and /readyz are answered on the loop thread, without waiting for a worker.
-  `alive` tells a probe server on another port (`main`'s `--probe-port`, plain HTTP: a TLS
-  handshake costs the webhook ~3 CPU-ms, a probe every few seconds) whether the loop still turns.
+  `alive` tells a probe server on another port (`main`'s `--probe-port`, plain HTTP: a probe
+  there costs the webhook half the CPU of one over TLS, a handshake each) whether the loop
+  still turns.
 
 Refused connections, failed handshakes and timed-out clients log one line each (no traceback),
 at most `LOG_BURST` lines per kind in `LOG_WINDOW` seconds and then one line with the count
