@@ -385,13 +385,20 @@ def run_serve(args: argparse.Namespace) -> int:
     gc.freeze()
     host, port = server.server_address[:2]
     log.info("serving admission on https://%s:%d", host, port, extra={"port": port})
-    serving.serve(server)
     probes = None
     if args.probe_port:
-        probes = serve_probes(
-            args.address, args.probe_port, healthy=server.alive, ready=server.ready
-        )
+        try:
+            probes = serve_probes(
+                args.address, args.probe_port, healthy=server.alive, ready=server.ready
+            )
+        except OSError as e:
+            log.error(
+                "cannot serve probes on %s:%d (--probe-port): %s", args.address, args.probe_port, e
+            )
+            server.server_close()
+            return 2
         log.info("serving probes on http://%s:%d", args.address, args.probe_port)
+    serving.serve(server)
     wait_in_main_thread(stopping)
     if probes is not None:
         probes.shutdown()
