@@ -350,6 +350,13 @@ def _grid_experiment(name: str, namespace: str, settings: list[Obj]) -> Obj:
     spec["parallelTrialCount"] = 1
     spec["maxTrialCount"] = 5
     spec["objective"] = {"type": "maximize", "objectiveMetricName": "accuracy"}
+    # Each Trial trains 2 s, so the algorithm's pod is still there to be killed after the third
+    # assignment (Trials that only print their score let the five end within a poll or two).
+    container = spec["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]["containers"][0]
+    container["command"] = python_code(
+        "import sys, time; time.sleep(2); print('accuracy=' + sys.argv[1])",
+        "${trialParameters.learningRate}",
+    )
     return experiment
 
 
