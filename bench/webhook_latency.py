@@ -587,10 +587,11 @@ def _probe_cost(
 
     spent: dict[str, list[float]] = {"HTTPS port": [], "--probe-port": []}
     rounds = 10
+    per_round = max(1, count // rounds)
     for _ in range(rounds):
         for name, connect_to in (("HTTPS port", over_tls), ("--probe-port", plain)):
             before = sum(webhook.cpu_times()[:2])
-            for _ in range(max(1, count // rounds)):
+            for _ in range(per_round):
                 conn = connect_to()
                 conn.request("GET", "/healthz")
                 answer = conn.getresponse()
@@ -598,8 +599,8 @@ def _probe_cost(
                 conn.close()
                 if answer.status != 200:
                     raise SystemExit(f"/healthz on the {name}: HTTP {answer.status}")
-            spent[name].append((sum(webhook.cpu_times()[:2]) - before) / max(1, count // rounds))
-    print(f"webhook CPU per /healthz probe, median of {rounds} rounds of {count // rounds}:")
+            spent[name].append((sum(webhook.cpu_times()[:2]) - before) / per_round)
+    print(f"webhook CPU per /healthz probe, median of {rounds} rounds of {per_round}:")
     for name, per_probe in spent.items():
         print(f"  {name:14} {statistics.median(per_probe) * 1e3:6.2f} CPU-ms")
     return 0
