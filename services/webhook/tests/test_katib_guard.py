@@ -30,13 +30,13 @@ def _get(url: str, context: ssl.SSLContext | None = None) -> int:
         return int(e.code)
 
 
-def _ready(webhook: Webhook, probe_port: int) -> bool:
-    """/readyz on the HTTPS port, which the plain-HTTP probe port (`--probe-port`) must echo."""
+def _readiness(webhook: Webhook, probe_port: int) -> tuple[int, int]:
+    """/readyz on the HTTPS port and on the plain-HTTP probe port (`--probe-port`), which must
+    agree whenever the webhook's readiness is not changing between the two requests."""
     context = ssl.create_default_context(cadata=webhook.ca_pem.decode())
-    status = _get(f"{webhook.url}/readyz", context)
-    assert status in (200, 503), status
-    assert _get(f"http://127.0.0.1:{probe_port}/readyz") == status
-    return status == 200
+    https = _get(f"{webhook.url}/readyz", context)
+    assert https in (200, 503), https
+    return https, _get(f"http://127.0.0.1:{probe_port}/readyz")
 
 
 def _katibs_mutating_configuration() -> dict[str, Any]:
@@ -60,12 +60,16 @@ def test_not_ready_beside_katibs_webhook_naming_the_delete_command(
             cluster.kubeconfig, tmp_path, f"--probe-port={probe_port}", env=env
         ) as webhook:
             assert _get(f"http://127.0.0.1:{probe_port}/healthz") == 200
-            assert not _ready(webhook, probe_port)
+            assert _readiness(webhook, probe_port) == (503, 503)
             log = webhook.log.read_text()
             assert f"MutatingWebhookConfiguration {KATIB_WEBHOOK}" in log, log
             assert f"kubectl delete mutatingwebhookconfiguration {KATIB_WEBHOOK}" in log, log
             kube.delete(MUTATING_WEBHOOK_CONFIGURATIONS, KATIB_WEBHOOK)
-            wait_for("the webhook to become ready", lambda: _ready(webhook, probe_port), timeout=30)
+            wait_for(
+                "the webhook to become ready on both ports",
+                lambda: _readiness(webhook, probe_port) == (200, 200),
+                timeout=30,
+            )
     finally:
         with contextlib.suppress(errors.NotFound):
             kube.delete(MUTATING_WEBHOOK_CONFIGURATIONS, KATIB_WEBHOOK)
