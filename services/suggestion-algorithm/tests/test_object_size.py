@@ -164,6 +164,8 @@ def test_assignments_wait_when_they_would_not_fit(
     try:
         (event,) = wait_for("an ObjectTooLarge event", lambda: _events(kube, namespace), 90)
         assert "above this algorithm's limit of 50000 bytes" in event["message"]
+        would_be = int(event["message"].split("it would be ")[1].split(" bytes")[0])
+        assert would_be > 50000, event["message"]  # the size that did not fit, not what did
 
         def compacted() -> list[dict[str, Any]] | None:
             """The stored entries once only names are left (the Trials hold the rest); the

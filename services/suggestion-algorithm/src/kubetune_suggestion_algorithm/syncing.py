@@ -451,6 +451,7 @@ class Syncer:
         start = droppable(whole, experiment_name, offset, self.keep_named)
         stored = whole[start:]
         wanted = len(new)
+        overflow = 0  # the size with the fewest assignments that did not fit
         while True:
             every = stored + [a.to_wire() for a in new]
             fields: dict[str, Any] = {
@@ -469,6 +470,7 @@ class Syncer:
             size = size_of({**raw, "status": {**(raw.get("status") or {}), **fields}})
             if size <= self.max_bytes or not new:
                 break
+            overflow = size
             new = new[:-1]  # the rest waits until Trials exist and their entries shrink
         if len(new) < wanted:
             log.info(
@@ -482,8 +484,8 @@ class Syncer:
                 # Nothing fits and no stored assignment waits for its Trial: waiting won't help.
                 self.too_large(
                     experiment_raw,
-                    size,
-                    f"it would be {size} bytes with one more assignment, above this "
+                    "limit",
+                    f"it would be {overflow} bytes with one more assignment, above this "
                     f"algorithm's limit of {self.max_bytes} bytes",
                 )
             if not new and stored == list((raw.get("status") or {}).get("suggestions") or []):
@@ -499,7 +501,7 @@ class Syncer:
         except errors.ApiError as e:
             if not errors.is_too_large(e):
                 raise
-            self.too_large(experiment_raw, size, f"the API server refused it: {e.message}")
+            self.too_large(experiment_raw, "refused", f"the API server refused it: {e.message}")
             raise
         self._written.wrote(self.name, resource_version(raw), written)
         self.writes.append(len(new))
@@ -609,15 +611,16 @@ class Syncer:
         )
         return [a.model_copy(update={"early_stopping_rules": rules}) for a in new]
 
-    def too_large(self, experiment: Obj, size: int, why: str) -> None:
-        """Say on the Experiment (a Warning Event, once per cause) why no more Trials come."""
+    def too_large(self, experiment: Obj, kind: str, why: str) -> None:
+        """Say on the Experiment (a Warning Event, once per kind of cause: `limit` or `refused`)
+        why no more Trials come; the sizes in `why` change from round to round."""
         message = (
             f"Suggestion {self.namespace}/{self.name} cannot hold more assignments: {why}. "
             f"Each assignment not yet turned into a Trial is stored whole; lower "
             f"parallelTrialCount or the number or length of the parameters"
         )
         log.error("%s", message)
-        cause = f"{TOO_LARGE}/{why.split(':')[0]}"
+        cause = f"{TOO_LARGE}/{kind}"
         if cause in self.reported:
             return
         involved = {
