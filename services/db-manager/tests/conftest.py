@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from dbclient import Server
 
-from kubetune_testkit.processes import ServiceProcess, free_port
+from kubetune_testkit.processes import ServiceProcess
+from kubetune_testkit.waiting import wait_for
+
+SERVING = re.compile(r"serving Katib's DBManager on port (\d+)")
+
+
+def bound_port(process: ServiceProcess) -> int:
+    """The port a `--port 0` run bound, from its log: a port picked free by the test and bound
+    later by the process can be taken in between by any of CI's parallel envs."""
+
+    def logged() -> int | None:
+        assert process.alive(), process.logs()
+        found = SERVING.search(process.output())
+        return int(found.group(1)) if found else None
+
+    # Importing the Kubernetes client and Katib's SDK takes seconds, minutes on a loaded machine.
+    return wait_for("db-manager to say which port it serves", logged, 300)
 
 
 @pytest.fixture
@@ -19,7 +36,6 @@ def start(
 
     def run(*extra: str, every_namespace: bool = False, token: str | None = None) -> Server:
         """A db-manager serving the test's namespace, or all of them; its stub sends `token`."""
-        port = free_port()
         scope = [] if every_namespace else ["--watch-namespace", namespace]
         process = services(
             "db-manager",
@@ -28,13 +44,13 @@ def start(
             "--address",
             "127.0.0.1",
             "--port",
-            str(port),
+            "0",
             *scope,
             "--probe-port",
             "0",
             *extra,
         ).start()
-        server = Server(process, port, token)
+        server = Server(process, bound_port(process), token)
         server.ready()
         made.append(server)
         return server

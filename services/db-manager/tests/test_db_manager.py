@@ -171,8 +171,9 @@ def test_reports_queued_for_one_trial_are_merged_into_few_writes(
     assert kept == sorted(f"0.{i:03d}" for i in range(CONCURRENT))
     watcher.join(60)
     # One write per report would be 48; how many share a write depends on how the reports
-    # arrive on a loaded machine (CI saw 13), so the bound is a third.
-    assert 1 <= len(writes) <= CONCURRENT // 3, f"{len(writes)} writes for {CONCURRENT} reports"
+    # arrive on a loaded machine (CI saw 13 and 17), so here only: fewer writes than reports.
+    # test_merging.py holds a write until all the others are queued, and counts exactly.
+    assert 1 <= len(writes) < CONCURRENT, f"{len(writes)} writes for {CONCURRENT} reports"
 
 
 def test_a_write_by_someone_else_between_reports_is_kept(
@@ -230,6 +231,22 @@ def test_killed_mid_stream_loses_no_acknowledged_value(
     # count covers them) is there; at most the one in flight was written without an answer.
     assert reported in (len(acknowledged), len(acknowledged) + 1)
     assert set(acknowledged[:100]) <= kept
+
+
+def test_a_port_another_db_manager_serves_is_not_shared(
+    cluster: Any,
+    namespace: str,
+    start: Callable[..., Server],
+    services: Callable[..., ServiceProcess],
+) -> None:
+    """gRPC's default SO_REUSEPORT would let a second process bind the port and take half its
+    connections; db-manager turns it off, so the second one stops, naming the address."""
+    first = start()
+    address = ["--address", "127.0.0.1", "--port", str(first.port), "--probe-port", "0"]
+    second = services("db-manager", "--kubeconfig", cluster.kubeconfig, *address).start()
+    assert second.popen.wait(300) == 2, second.logs()
+    assert f"cannot listen on 127.0.0.1:{first.port}" in second.output()
+    assert first.process.alive()
 
 
 def test_bad_limits_are_refused(services: Callable[..., ServiceProcess]) -> None:

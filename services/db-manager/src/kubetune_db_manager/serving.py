@@ -268,6 +268,9 @@ def server(
         # large, took the process from 146 to 506 MiB; without it, 148 MiB. A stream's window
         # then opens to a message when a handler reads it.
         ("grpc.http2.bdp_probe", 0),
+        # gRPC sets SO_REUSEPORT by default: a second process binding the same port would then
+        # silently take half the connections instead of failing to start.
+        ("grpc.so_reuseport", 0),
     ]
     srv = grpc.server(
         futures.ThreadPoolExecutor(max_workers=limits.workers, thread_name_prefix="rpc"),
