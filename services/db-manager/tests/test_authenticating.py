@@ -65,7 +65,9 @@ def _pod(kube: Kube, namespace: str, name: str, owner: dict[str, Any] | None = N
 @pytest.fixture
 def at_loopback(kube: Kube) -> Iterator[Callable[[dict[str, Any]], None]]:
     """Gives a pod the address 127.0.0.1 (Running, as a kubelet reports it); the pods are
-    deleted at the end, before another test's namespace may use the address."""
+    deleted at the end and waited for, before another test may use the address (a Job's pod
+    stays, still Running at that address, until the Job controller drops its finalizer: CI
+    saw the next test find two pods there)."""
     given: list[tuple[str, str]] = []
 
     def give(pod: dict[str, Any]) -> None:
@@ -78,6 +80,12 @@ def at_loopback(kube: Kube) -> Iterator[Callable[[dict[str, Any]], None]]:
     for namespace, name in given:
         with contextlib.suppress(errors.NotFound):
             kube.delete(PODS, name, namespace, grace_seconds=0)
+
+    def gone(namespace: str, name: str) -> Callable[[], bool]:
+        return lambda: kube.get_or_none(PODS, name, namespace) is None
+
+    for namespace, name in given:
+        wait_for(f"pod {namespace}/{name} to be gone", gone(namespace, name), 120)
 
 
 def test_peer_addresses() -> None:
