@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kubetune_testkit.paths import REPO
+from kubetune_testkit.processes import free_port
 
 ROOT = REPO
 OVERLAY = ROOT / "kustomize" / "overlays" / "local"
@@ -73,17 +73,13 @@ def state_dir_of(cluster: Kubectl) -> Path | None:
 
 
 def _free_ports(count: int) -> list[int]:
-    """`count` distinct ports the kernel says are free now (all held until all are chosen)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+    """`count` distinct ports free now (`processes.free_port`'s, outside the ephemeral range)."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
 
 
 def local_settings(state_dir: Path | None) -> LocalSettings:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -31,10 +30,12 @@ def console_script(name: str) -> str:
 
 
 def free_port() -> int:
-    """A TCP port free on loopback now (a server started right after can bind it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port free on loopback now, for a server started right after: localcluster's pick,
+    below the kernel's ephemeral range (a port the kernel picks from that range can be handed to
+    any process's outgoing connection before the server binds it; CI runs many at once)."""
+    from localcluster.cluster import free_port as below_ephemeral  # wherever a cluster runs
+
+    return below_ephemeral()
 
 
 @dataclass
