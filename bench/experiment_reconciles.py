@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from prometheus_client import REGISTRY
+from sigterm import exit_on_sigterm
 
 from kubetune.kube import EXPERIMENTS, NAMESPACES, TRIALS, Kube, connect
 from kubetune.runtime import running
@@ -116,7 +117,7 @@ def main() -> int:
         from localcluster import cluster as lc
 
         state = Path(tempfile.mkdtemp(prefix="bench-experiment-reconciles-"))
-        kubeconfig = lc.up(state, quiet=True).kubeconfig
+        kubeconfig = lc.up(state, quiet=True, bind_to_parent=True).kubeconfig
     try:
         kube = Kube(connect(kubeconfig))
         install_kubetune_crds(kube)
@@ -136,4 +137,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    exit_on_sigterm()
     sys.exit(main())

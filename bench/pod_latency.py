@@ -22,6 +22,8 @@ import time
 import uuid
 from pathlib import Path
 
+from sigterm import exit_on_sigterm
+
 from localcluster.nodeagent.kube import ApiError, Kube
 
 
@@ -122,7 +124,7 @@ def main() -> int:
         from localcluster import cluster
 
         own_dir = Path(tempfile.mkdtemp(prefix="bench-latency-"))
-        args.kubeconfig = cluster.up(own_dir, quiet=True).kubeconfig
+        args.kubeconfig = cluster.up(own_dir, quiet=True, bind_to_parent=True).kubeconfig
     try:
         samples = measure(Kube(args.kubeconfig), args.count, args.burst)
     finally:
@@ -141,4 +143,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    exit_on_sigterm()
     sys.exit(main())

@@ -37,6 +37,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from sigterm import exit_on_sigterm
+
 from kubetune import errors
 from kubetune.kube import CUSTOM_RESOURCE_DEFINITIONS, NAMESPACES, TRIALS, Kube, connect
 from kubetune_testkit import builders
@@ -271,7 +273,7 @@ def main() -> int:
         from localcluster import cluster as lc
 
         state = Path(tempfile.mkdtemp(prefix="bench-trial-controller-"))
-        kubeconfig = lc.up(state, quiet=True).kubeconfig
+        kubeconfig = lc.up(state, quiet=True, bind_to_parent=True).kubeconfig
     log = Path(tempfile.mkdtemp(prefix="bench-trial-controller-logs-")) / "controller.log"
     kube = Kube(connect(kubeconfig))
     made: list[str] = []
@@ -298,4 +300,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    exit_on_sigterm()
     sys.exit(main())

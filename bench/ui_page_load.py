@@ -37,6 +37,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from sigterm import exit_on_sigterm
+
 from kubetune import naming
 from kubetune.kube import EXPERIMENTS, NAMESPACES, TRIALS, Kube, connect
 from kubetune_testkit import builders
@@ -253,7 +255,7 @@ def on_a_cluster(kubeconfig: str | None, measure: Callable[[str], None]) -> None
         from localcluster import cluster as lc
 
         state = Path(tempfile.mkdtemp(prefix="bench-ui-cluster-"))
-        kubeconfig = lc.up(state, quiet=True).kubeconfig
+        kubeconfig = lc.up(state, quiet=True, bind_to_parent=True).kubeconfig
     try:
         measure(kubeconfig)
     finally:
@@ -280,4 +282,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    exit_on_sigterm()
     raise SystemExit(main())

@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from sigterm import exit_on_sigterm
 
 from kubetune import errors, naming
 from kubetune.kube import (
@@ -503,7 +504,9 @@ def served(
         from localcluster import cluster as lc
 
         own_cluster = Path(tempfile.mkdtemp(prefix="bench-webhook-"))
-        kubeconfig = lc.up(own_cluster, with_nodeagent=False, quiet=True).kubeconfig
+        kubeconfig = lc.up(
+            own_cluster, with_nodeagent=False, quiet=True, bind_to_parent=True
+        ).kubeconfig
     tmp = Path(tempfile.mkdtemp(prefix="bench-webhook-certs-"))
     proc: subprocess.Popen[bytes] | None = None
     try:
@@ -661,4 +664,5 @@ def _measure(
 
 
 if __name__ == "__main__":
+    exit_on_sigterm()
     sys.exit(main())
